@@ -1,0 +1,3 @@
+from causalrate.cli import main
+
+raise SystemExit(main())

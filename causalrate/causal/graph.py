@@ -1,0 +1,43 @@
+"""The causal model of RQ1–RQ3 with dowhy: Z → P, Z → R, P → R; identify the backdoor adjustment set."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+TREATMENT, OUTCOME = "P", "R"
+
+
+@dataclass(frozen=True)
+class Identification:
+    adjustment_set: tuple[str, ...]  # the backdoor variables dowhy found
+    estimand: str  # dowhy's printed backdoor estimand
+
+
+def causal_graph(confounders: list[str]) -> nx.DiGraph:
+    graph = nx.DiGraph([(TREATMENT, OUTCOME)])
+    for z in confounders:
+        graph.add_edges_from([(z, TREATMENT), (z, OUTCOME)])
+    return graph
+
+
+def identify(confounders: list[str]) -> Identification:
+    """Build dowhy's CausalModel on the graph and identify the backdoor estimand of P on R."""
+    from dowhy import CausalModel
+
+    logging.getLogger("dowhy").setLevel(logging.WARNING)
+    # identification only reads the graph; dowhy still wants a frame with the graph's columns
+    frame = pd.DataFrame({c: np.zeros(2) for c in [TREATMENT, OUTCOME, *confounders]})
+    frame[TREATMENT] = [False, True]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = CausalModel(data=frame, treatment=TREATMENT, outcome=OUTCOME, graph=causal_graph(confounders))
+        estimand = model.identify_effect(proceed_when_unidentifiable=True)
+    backdoor = estimand.get_backdoor_variables() or []
+    expression = str(estimand.estimands["backdoor"]["estimand"]) if estimand.estimands.get("backdoor") else ""
+    return Identification(adjustment_set=tuple(sorted(backdoor)), estimand=expression)

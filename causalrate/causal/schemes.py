@@ -1,0 +1,78 @@
+"""Assignment schemes (METHOD §5.1): P(window is perturbed | its attributes).
+
+Drawing treatment with these probabilities from the full factorial gives observational
+samples in which the confounder drives both perturbation and error. Add your own with
+``@SCHEMES.register("name")``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from causalrate.errors import UserError
+from causalrate.registry import Registry
+
+
+class Scheme:
+    """Maps a per-window table (attributes + covariates) to treatment probabilities."""
+
+    confounders: ClassVar[tuple[str, ...]] = ()  # columns that drive assignment
+    description: ClassVar[str] = ""
+
+    def check(self, table: pd.DataFrame) -> None:
+        missing = [c for c in self.confounders if c not in table.columns]
+        if missing:
+            raise UserError(
+                f"causal.schemes: scheme {type(self).__name__} needs attribute(s) {missing}; "
+                f"the data has {sorted(table.columns)}"
+            )
+
+    def probabilities(self, table: pd.DataFrame, *, high: float, low: float) -> np.ndarray:
+        raise NotImplementedError
+
+
+SCHEMES: Registry[type[Scheme]] = Registry("assignment scheme")
+
+
+@SCHEMES.register("uniform")
+class Uniform(Scheme):
+    description = "perturbation independent of every attribute (P = 0.5): the RQ1 setting"
+
+    def probabilities(self, table: pd.DataFrame, *, high: float, low: float) -> np.ndarray:
+        return np.full(len(table), 0.5)
+
+
+class ByAttribute(Scheme):
+    """P = high for the first half of the attribute's sorted values (at least one), low for the rest."""
+
+    def probabilities(self, table: pd.DataFrame, *, high: float, low: float) -> np.ndarray:
+        (column,) = self.confounders
+        values = sorted(table[column].unique())
+        favoured = values[: max(1, len(values) // 2)]
+        return np.where(table[column].isin(favoured), high, low)
+
+
+@SCHEMES.register("industry")
+class Industry(ByAttribute):
+    confounders = ("industry",)
+    description = "windows of the first half of the industries (sorted) are perturbed with P = high, others low"
+
+
+@SCHEMES.register("company")
+class Company(ByAttribute):
+    confounders = ("company",)
+    description = "windows of the first half of the companies (sorted) are perturbed with P = high, others low"
+
+
+@SCHEMES.register("level")
+class Level(Scheme):
+    confounders = ("level",)
+    description = "P rises linearly from low to high with the rank of the window's mean price (a continuous confounder)"
+
+    def probabilities(self, table: pd.DataFrame, *, high: float, low: float) -> np.ndarray:
+        rank = table["level"].rank(method="average").to_numpy()
+        span = max(len(table) - 1, 1)
+        return low + (high - low) * (rank - 1) / span

@@ -1,0 +1,54 @@
+"""Weighted Rejection Score (METHOD §4): Welch t-tests between attribute groups, weighted by level."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import combinations
+
+import numpy as np
+from scipy import stats
+
+DEFAULT_LEVELS: tuple[tuple[float, float], ...] = ((0.95, 1.0), (0.70, 0.7), (0.60, 0.6))
+
+
+def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """Welch's t statistic and its Welch–Satterthwaite degrees of freedom.
+
+    Two groups of constant but different values give t = ±inf (a certain difference);
+    two constant groups with the same value give t = 0.
+    """
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    diff = a.mean() - b.mean()
+    se2 = va + vb
+    if se2 == 0:
+        return (0.0 if diff == 0 else float(np.copysign(np.inf, diff))), float(a.size + b.size - 2)
+    df = se2**2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    return float(diff / np.sqrt(se2)), float(df)
+
+
+def pair_weight(t: float, df: float, levels: Sequence[tuple[float, float]] = DEFAULT_LEVELS) -> float:
+    """Sum of the weights of the confidence levels at which |t| exceeds the two-sided critical value."""
+    return float(sum(w for c, w in levels if abs(t) > stats.t.ppf((1 + c) / 2, df)))
+
+
+def wrs(
+    outcomes: np.ndarray,
+    groups: np.ndarray,
+    *,
+    within: np.ndarray | None = None,
+    levels: Sequence[tuple[float, float]] = DEFAULT_LEVELS,
+) -> tuple[float, int]:
+    """WRS over all unordered pairs of groups (only pairs inside the same `within` block, if given).
+
+    Returns (score, number of pairs tested). Groups with fewer than 2 outcomes are skipped.
+    """
+    blocks = np.zeros(groups.size, dtype=int) if within is None else within
+    score, pairs = 0.0, 0
+    for block in sorted(set(blocks.tolist())):
+        in_block = blocks == block
+        samples = {g: outcomes[in_block & (groups == g)] for g in sorted(set(groups[in_block].tolist()))}
+        samples = {g: v for g, v in samples.items() if v.size >= 2}
+        for ga, gb in combinations(samples, 2):
+            score += pair_weight(*welch(samples[ga], samples[gb]), levels)
+            pairs += 1
+    return score, pairs

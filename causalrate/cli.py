@@ -1,0 +1,71 @@
+"""The `causalrate` command line. User mistakes print a message and exit with code 2."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from causalrate.errors import UserError
+
+
+def _assess(args: argparse.Namespace) -> int:
+    from causalrate.config import load_config
+    from causalrate.pipeline import assess
+
+    config, base_dir = load_config(args.config, seed=args.seed)
+    out = Path(args.out or Path("runs") / config.name)
+    started = time.perf_counter()
+    assess(config, base_dir=base_dir, out=out, workers=args.workers, overwrite=args.overwrite)
+    print(f"wrote {out}/ratings.json, scores.csv, report.md, forecasts.sqlite in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def _perturbations(args: argparse.Namespace) -> int:
+    from causalrate.perturb.operators import OPERATORS
+
+    for name, op in OPERATORS.items():
+        print(f"{name:14} {op.kind:10} {op.description}")
+    return 0
+
+
+def _systems(args: argparse.Namespace) -> int:
+    from causalrate.forecast import SYSTEMS
+
+    for name, cls in SYSTEMS.items():
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        settings = ", ".join(cls.Settings.model_fields) or "-"
+        print(f"{name:10} {doc}  [settings: {settings}]")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="causalrate", description="Causally grounded robustness ratings for forecasters.")
+    sub = p.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("assess", help="forecast every case, run the causal analysis, write ratings")
+    a.add_argument("config", help="study YAML (systems:) or model YAML (model:)")
+    a.add_argument("--out", help="run directory (default runs/<study name>)")
+    a.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="forecasting processes (default: cores)")
+    a.add_argument("--seed", type=int, help="override the config's seed")
+    a.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
+    a.set_defaults(func=_assess)
+    sub.add_parser("perturbations", help="list registered perturbation operators").set_defaults(func=_perturbations)
+    sub.add_parser("systems", help="list registered system types").set_defaults(func=_systems)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if getattr(args, "workers", 1) < 1:
+        print("causalrate: error: --workers must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"causalrate: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("causalrate: interrupted; finished forecasts are kept in the run's forecasts.sqlite", file=sys.stderr)
+        return 130

@@ -1,0 +1,280 @@
+"""Study and model YAML files, validated with pydantic.
+
+A *study* YAML lists ``systems:``; a *model* YAML has a single ``model:`` and is
+assessed against the reference systems on the default (quickstart) data. Every
+mistake is reported as a UserError naming the file, the field and what was expected.
+"""
+
+from __future__ import annotations
+
+import importlib
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
+
+from causalrate.errors import UserError
+
+QUICKSTART_SERIES = ["AAPL", "MSFT", "MRK", "PFE", "JPM", "BAC"]
+REFERENCE_SYSTEMS = ["naive", "arima", "random", "biased"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DataConfig(Strict):
+    """Where the series come from and which part of them is used."""
+
+    source: Literal["embedded", "csv", "parquet", "yfinance"] = "embedded"
+    series: list[str] | None = Field(None, description="series ids / tickers to keep; null = all")
+    start: date | None = None
+    end: date | None = None
+    path: str | None = Field(None, description="csv/parquet file, relative to the YAML file")
+    layout: Literal["wide", "long"] = "wide"
+    date_column: str = "date"
+    series_column: str = "series"
+    value_column: str = "value"
+    attribute_columns: list[str] = Field(default_factory=list)
+    attributes: dict[str, dict[str, str]] = Field(default_factory=dict)
+    cache_dir: str | None = None
+    fill: Literal["none", "ffill"] = "none"
+
+    @model_validator(mode="after")
+    def _check(self) -> DataConfig:
+        if self.source in ("csv", "parquet") and not self.path:
+            raise ValueError(f"data.path is required when data.source is {self.source!r}")
+        if self.source == "yfinance" and not self.series:
+            raise ValueError("data.series (the tickers) is required when data.source is 'yfinance'")
+        if self.start and self.end and self.start >= self.end:
+            raise ValueError(f"data.start ({self.start}) must be before data.end ({self.end})")
+        return self
+
+
+def default_data() -> DataConfig:
+    """The quickstart data: six S&P 500 stocks in three industries, calendar year 2022."""
+    return DataConfig(series=QUICKSTART_SERIES, start=date(2022, 1, 1), end=date(2022, 12, 31))
+
+
+class WindowsConfig(Strict):
+    input_length: PositiveInt = Field(80, description="n, points the system sees")
+    horizon: PositiveInt = Field(20, description="d, points it forecasts")
+    stride: PositiveInt = Field(2, description="step between window starts (the paper uses 1)")
+
+
+class PerturbationSpec(Strict):
+    """One perturbation of a suite: an operator at positions (i - phase) % period == 0."""
+
+    id: str
+    operator: str
+    period: PositiveInt | None = Field(None, description="k; null = input_length")
+    phase: int = Field(0, ge=0)
+    params: dict[str, float] = Field(default_factory=dict)
+    description: str | None = None
+
+    @field_validator("operator")
+    @classmethod
+    def _known_operator(cls, name: str) -> str:
+        from causalrate.perturb.operators import OPERATORS
+
+        if name not in OPERATORS:
+            raise ValueError(f"unknown perturbation operator {name!r}; expected one of {OPERATORS.names()}")
+        return name
+
+
+class SystemSpec(BaseModel):
+    """A system under test: a registered type plus that type's own settings."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
+    type: str
+    family: str | None = None
+    modality: Literal["numeric", "plot"] = "numeric"
+    architecture: str | None = None
+    parameters: int | None = None
+
+    @model_validator(mode="after")
+    def _check_type_and_settings(self) -> SystemSpec:
+        from causalrate.forecast.systems import SYSTEMS
+
+        if self.type not in SYSTEMS:
+            raise ValueError(f"unknown system type {self.type!r}; expected one of {SYSTEMS.names()}")
+        try:
+            SYSTEMS.get(self.type).Settings.model_validate(self.settings)
+        except ValidationError as exc:
+            raise ValueError(f"settings of system {self.name!r} (type {self.type}): {_one_line(exc)}") from None
+        return self
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The type-specific keys (everything but name, type and metadata)."""
+        return dict(self.model_extra or {})
+
+
+class CausalConfig(Strict):
+    schemes: list[str] = Field(default_factory=lambda: ["uniform", "industry", "company", "level"])
+    draws: PositiveInt = Field(20, description="B observational draws per distribution")
+    high: float = Field(0.8, gt=0, lt=1)
+    low: float = Field(0.2, gt=0, lt=1)
+    caliper: float = Field(0.2, gt=0, description="in standard deviations of the logit propensity")
+    covariates: list[Literal["level"]] = Field(default_factory=list, description="window covariates to adjust for")
+
+    @field_validator("schemes")
+    @classmethod
+    def _known_schemes(cls, names: list[str]) -> list[str]:
+        from causalrate.causal.schemes import SCHEMES
+
+        for name in names:
+            if name not in SCHEMES:
+                raise ValueError(f"unknown assignment scheme {name!r}; expected one of {SCHEMES.names()}")
+        return names
+
+
+class RatingConfig(Strict):
+    levels: int = Field(3, ge=2, description="L, number of rating levels")
+    scores: list[str] | None = Field(None, description="scores to rate; null = all registered")
+
+    @field_validator("scores")
+    @classmethod
+    def _known_scores(cls, names: list[str] | None) -> list[str] | None:
+        from causalrate.score.scores import SCORES
+
+        for name in names or []:
+            if name not in SCORES:
+                raise ValueError(f"unknown score {name!r}; expected one of {SCORES.names()}")
+        return names
+
+
+class ForecastConfig(Strict):
+    imputation: Literal["ffill", "linear", "zero"] = "ffill"
+    batch_size: PositiveInt = 32
+    timeout: float = Field(120.0, gt=0, description="seconds one batch may take before it fails")
+
+
+class StudyConfig(Strict):
+    name: str = Field("study", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    seed: int = 0
+    plugins: list[str] = Field(default_factory=list, description="modules imported first (user registries)")
+    data: DataConfig = Field(default_factory=default_data)
+    windows: WindowsConfig = Field(default_factory=WindowsConfig)
+    perturbations: str | list[PerturbationSpec] = "paper"
+    outcome: str = "rmax"
+    systems: list[SystemSpec] = Field(min_length=1)
+    causal: CausalConfig = Field(default_factory=CausalConfig)
+    rating: RatingConfig = Field(default_factory=RatingConfig)
+    forecast: ForecastConfig = Field(default_factory=ForecastConfig)
+
+    @field_validator("outcome")
+    @classmethod
+    def _known_outcome(cls, name: str) -> str:
+        from causalrate.score.metrics import METRICS
+
+        if name not in METRICS or not METRICS.get(name).lower_is_better:
+            raise ValueError(f"unknown outcome {name!r}; expected an error metric: {outcome_metric_names()}")
+        return name
+
+    @field_validator("systems")
+    @classmethod
+    def _unique_names(cls, systems: list[SystemSpec]) -> list[SystemSpec]:
+        names = [s.name for s in systems]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"system names must be unique; repeated: {dup}")
+        return systems
+
+
+class ModelConfig(Strict):
+    """A single model, assessed against the reference systems on the default data."""
+
+    model: SystemSpec
+    name: str | None = None
+    seed: int = 0
+    plugins: list[str] = Field(default_factory=list)
+    data: DataConfig = Field(default_factory=default_data)
+    windows: WindowsConfig = Field(default_factory=WindowsConfig)
+    perturbations: str | list[PerturbationSpec] = "paper"
+    outcome: str = Field("rmax_scaled", description="the quickstart's outcome (see README), not METHOD's rmax")
+    causal: CausalConfig = Field(default_factory=CausalConfig)
+    rating: RatingConfig = Field(default_factory=RatingConfig)
+    forecast: ForecastConfig = Field(default_factory=ForecastConfig)
+
+    def to_study(self) -> dict[str, Any]:
+        references = [{"name": n, "type": n} for n in REFERENCE_SYSTEMS if n != self.model.name]
+        study = self.model_dump(exclude={"model"}, exclude_unset=True)
+        study["outcome"] = self.outcome
+        study["name"] = self.name or _safe_name(self.model.name)
+        study["systems"] = [self.model.model_dump(exclude_unset=True), *references]
+        return study
+
+
+def outcome_metric_names() -> list[str]:
+    from causalrate.score.metrics import METRICS
+
+    return [n for n, m in METRICS.items() if m.lower_is_better]
+
+
+def load_config(path: str | Path, *, seed: int | None = None) -> tuple[StudyConfig, Path]:
+    """Read and validate a study or model YAML; return it and the folder it lives in."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such config file") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise UserError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: expected a mapping with 'systems:' (a study) or 'model:' (one model)")
+    if ("model" in raw) == ("systems" in raw):
+        raise UserError(f"{path}: give exactly one of 'systems:' (a study) or 'model:' (one model to assess)")
+    _import_plugins(raw.get("plugins", []), path)
+    if seed is not None:
+        raw["seed"] = seed
+    try:
+        if "model" in raw:
+            raw = ModelConfig.model_validate(raw).to_study()
+        return StudyConfig.model_validate(raw), path.parent.resolve()
+    except ValidationError as exc:
+        raise UserError(format_validation_error(path, exc)) from None
+
+
+def format_validation_error(path: Path, exc: ValidationError) -> str:
+    """One line per problem: file, dotted field, what was expected, what was given."""
+    lines = [f"{path}: invalid config"]
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling; see README for the allowed keys)"
+        given = err.get("input")
+        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else f" (got {given!r})"
+        lines.append(f"  {field}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def _one_line(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"])
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        parts.append(f"{field}: {msg}")
+    return "; ".join(parts)
+
+
+def _import_plugins(modules: Any, path: Path) -> None:
+    if not isinstance(modules, list):
+        raise UserError(f"{path}: plugins: expected a list of module names")
+    for module in modules:
+        try:
+            importlib.import_module(str(module))
+        except Exception as exc:
+            raise UserError(f"{path}: plugins: cannot import {module!r}: {exc}") from None
+
+
+def _safe_name(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "_.-" else "-" for c in name).strip("-.")
+    return cleaned or "model"

@@ -1,0 +1,69 @@
+"""The Series and Dataset objects of METHOD §1, and their validation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from causalrate.errors import UserError
+
+
+@dataclass(frozen=True)
+class Series:
+    """One univariate series with its attributes (the confounders Z)."""
+
+    id: str
+    dates: np.ndarray  # datetime64[D], strictly increasing
+    values: np.ndarray  # float64, finite
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    series: tuple[Series, ...]
+    source: str  # where it came from, for error messages and provenance
+
+    @property
+    def attribute_names(self) -> list[str]:
+        return sorted({k for s in self.series for k in s.attributes})
+
+    def content_hash(self) -> str:
+        """sha256 over ids, dates, values and attributes: the run's data hash."""
+        h = hashlib.sha256()
+        for s in self.series:
+            h.update(s.id.encode())
+            h.update(s.dates.astype("datetime64[D]").astype(np.int64).tobytes())
+            h.update(np.ascontiguousarray(s.values, dtype=np.float64).tobytes())
+            h.update(json.dumps(s.attributes, sort_keys=True).encode())
+        return h.hexdigest()
+
+
+def validate_series(
+    *, series_id: str, dates: np.ndarray, values: np.ndarray, min_length: int, source: str
+) -> None:
+    """Reject series the method cannot use, naming the source, the series and the problem."""
+    where = f"{source}: series {series_id!r}"
+    if values.dtype.kind not in "fiu":
+        raise UserError(f"{where}: values must be numeric, got dtype {values.dtype}")
+    dup = dates[1:][dates[1:] == dates[:-1]]
+    if dup.size:
+        raise UserError(f"{where}: duplicate dates, e.g. {dup[0]}; each date must appear once")
+    finite = np.isfinite(values)
+    if not finite.any():
+        raise UserError(f"{where}: all values are missing (NaN)")
+    if not finite.all():
+        bad = dates[~finite]
+        raise UserError(
+            f"{where}: {bad.size} missing or infinite values (first at {bad[0]}); "
+            "clean them or set data.fill: ffill"
+        )
+    if values.size < min_length:
+        raise UserError(
+            f"{where}: {values.size} points is too short for one window "
+            f"(input_length + horizon = {min_length})"
+        )
+    if np.ptp(values) == 0:
+        raise UserError(f"{where}: the series is constant ({values[0]!r}); nothing to forecast")

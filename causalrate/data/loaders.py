@@ -1,0 +1,151 @@
+"""Loaders: the embedded S&P 500 prices, CSV/parquet (wide or long), and yfinance with a disk cache."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from causalrate.config import DataConfig
+from causalrate.data.dataset import Dataset, Series, validate_series
+from causalrate.errors import UserError
+
+EMBEDDED = resources.files("causalrate.data") / "embedded"
+
+
+def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset:
+    """Load, select, clip to [start, end] and validate the series a study uses."""
+    if cfg.source == "embedded":
+        wide, attributes, source = _embedded()
+    elif cfg.source == "yfinance":
+        wide, source = _yfinance(cfg)
+        attributes = {}
+    else:
+        wide, attributes, source = _table(cfg, base_dir)
+    for sid, attrs in cfg.attributes.items():  # the YAML mapping wins over the file's attributes
+        attributes[sid] = {**attributes.get(sid, {}), **attrs}
+
+    wanted = cfg.series or list(wide.columns)
+    missing = [s for s in wanted if s not in wide.columns]
+    if missing:
+        raise UserError(f"{source}: data.series names {missing}, not in the data; available: {list(wide.columns)}")
+    start = pd.Timestamp(cfg.start) if cfg.start else None
+    end = pd.Timestamp(cfg.end) if cfg.end else None
+    frame = wide.loc[start:end, wanted]
+    series = []
+    for sid in wanted:
+        column = frame[sid]
+        column = column.loc[column.first_valid_index() : column.last_valid_index()] if column.notna().any() else column
+        values = _numeric(column, source=source, series_id=sid)
+        if cfg.fill == "ffill":
+            values = pd.Series(values).ffill().to_numpy()
+        dates = column.index.to_numpy().astype("datetime64[D]")
+        validate_series(series_id=sid, dates=dates, values=values, min_length=min_length, source=source)
+        series.append(Series(id=sid, dates=dates, values=values.astype(np.float64), attributes=attributes.get(sid, {})))
+    _check_attributes(series, source)
+    return Dataset(series=tuple(series), source=source)
+
+
+def _embedded() -> tuple[pd.DataFrame, dict[str, dict[str, str]], str]:
+    with resources.as_file(EMBEDDED / "sp500_dataset.csv.gz") as path:
+        wide = pd.read_csv(path, parse_dates=["Date"], index_col="Date")
+    with resources.as_file(EMBEDDED / "attributes.csv") as path:
+        table = pd.read_csv(path, dtype=str, index_col="ticker")
+    return wide, table.to_dict(orient="index"), "embedded S&P 500 data (skfolio, BSD-3-Clause)"
+
+
+def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dict[str, str]], str]:
+    path = (base_dir / cfg.path).resolve()
+    source = str(path)
+    try:
+        frame = pd.read_parquet(path) if cfg.source == "parquet" else pd.read_csv(path)
+    except FileNotFoundError:
+        raise UserError(f"data.path: no such file {path}") from None
+    except Exception as exc:
+        raise UserError(f"{source}: cannot read as {cfg.source}: {exc}") from None
+    needed = [cfg.date_column] + (
+        [cfg.series_column, cfg.value_column, *cfg.attribute_columns] if cfg.layout == "long" else []
+    )
+    absent = [c for c in needed if c not in frame.columns]
+    if absent:
+        raise UserError(f"{source}: missing column(s) {absent} (layout {cfg.layout}); columns are {list(frame.columns)}")
+    try:
+        frame[cfg.date_column] = pd.to_datetime(frame[cfg.date_column])
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"{source}: column {cfg.date_column!r} does not hold dates: {exc}") from None
+
+    attributes: dict[str, dict[str, str]] = {}
+    if cfg.layout == "long":
+        for sid, group in frame.groupby(cfg.series_column, sort=False):
+            attrs = {}
+            for col in cfg.attribute_columns:
+                values = group[col].dropna().astype(str).unique()
+                if len(values) != 1:
+                    raise UserError(f"{source}: attribute {col!r} of series {sid!r} must have one value, got {list(values)}")
+                attrs[col] = values[0]
+            attributes[str(sid)] = attrs
+        key = [cfg.date_column, cfg.series_column]
+        dup = frame[frame.duplicated(key)]
+        if len(dup):
+            row = dup.iloc[0]
+            raise UserError(
+                f"{source}: series {row[cfg.series_column]!r}: duplicate dates, e.g. {row[cfg.date_column].date()}"
+            )
+        frame[cfg.series_column] = frame[cfg.series_column].astype(str)
+        wide = frame.pivot(index=cfg.date_column, columns=cfg.series_column, values=cfg.value_column)
+    else:
+        dup = frame[frame[cfg.date_column].duplicated()]
+        if len(dup):
+            raise UserError(f"{source}: duplicate dates, e.g. {dup[cfg.date_column].iloc[0].date()}; each date once")
+        wide = frame.set_index(cfg.date_column)
+        wide.columns = [str(c) for c in wide.columns]
+    return wide.sort_index(), attributes, source
+
+
+def _yfinance(cfg: DataConfig) -> tuple[pd.DataFrame, str]:
+    cache_dir = Path(cfg.cache_dir or Path.home() / ".cache" / "causalrate" / "yfinance").expanduser()
+    cache = cache_dir / f"{'_'.join(cfg.series)}_{cfg.start}_{cfg.end}.csv"
+    if not cache.exists():
+        _download_yfinance(cfg, cache)
+    wide = pd.read_csv(cache, parse_dates=["Date"], index_col="Date")
+    return wide, f"yfinance cache {cache}"
+
+
+def _download_yfinance(cfg: DataConfig, cache: Path) -> None:
+    hint = (
+        f"no cached prices at {cache}. Connect to the internet once (pip install 'causalrate[yfinance]'), "
+        "or put the prices in a CSV and use data.source: csv"
+    )
+    try:
+        import yfinance
+    except ImportError:
+        raise UserError(f"yfinance is not installed and there are {hint}") from None
+    try:
+        prices = yfinance.download(cfg.series, start=cfg.start, end=cfg.end, auto_adjust=True, progress=False)
+    except Exception as exc:
+        raise UserError(f"yfinance download failed ({exc}); {hint}") from None
+    if prices is None or prices.empty:
+        raise UserError(f"yfinance returned no data (offline?); {hint}")
+    close = prices["Close"] if "Close" in prices else prices
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    close.rename_axis("Date").to_csv(cache)
+
+
+def _numeric(column: pd.Series, *, source: str, series_id: str) -> np.ndarray:
+    if column.dtype.kind in "fiu":
+        return column.to_numpy(dtype=np.float64)
+    converted = pd.to_numeric(column, errors="coerce")
+    bad = column[converted.isna() & column.notna()]
+    if len(bad):
+        raise UserError(
+            f"{source}: series {series_id!r}: non-numeric value {bad.iloc[0]!r} at {pd.Timestamp(bad.index[0]).date()}"
+        )
+    return converted.to_numpy(dtype=np.float64)
+
+
+def _check_attributes(series: list[Series], source: str) -> None:
+    names = {frozenset(s.attributes) for s in series}
+    if len(names) > 1:
+        raise UserError(f"{source}: every series needs the same attributes; got {sorted(map(sorted, names))}")

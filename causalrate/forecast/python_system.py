@@ -1,0 +1,63 @@
+"""The `python` system: a user callable ``fn(inputs[batch, n], horizon) -> [batch, horizon]``."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from causalrate.errors import UserError
+from causalrate.forecast.systems import SYSTEMS, Batch, System
+
+
+class PythonSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    function: str = Field(pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$", description="module:function or file.py:function")
+    accepts_nan: bool = Field(False, description="false: missing values are imputed before the call")
+
+
+@SYSTEMS.register("python")
+class PythonFunction(System):
+    """Wraps a batched numpy function; NaN marks missing values if it accepts them."""
+
+    Settings = PythonSettings
+
+    def __init__(self, settings: PythonSettings, *, base_dir: Path) -> None:
+        super().__init__(settings, base_dir=base_dir)
+        self.accepts_nan = settings.accepts_nan
+        self.function = load_callable(settings.function, base_dir=base_dir)
+
+    def forecast(self, batch: Batch) -> np.ndarray:
+        return np.asarray(self.function(batch.inputs.copy(), batch.horizon), dtype=np.float64)
+
+
+def load_callable(target: str, *, base_dir: Path) -> Callable:
+    """Import ``module:function`` or ``path/to/file.py:function`` (relative to the YAML file)."""
+    where, _, name = target.rpartition(":")
+    try:
+        if where.endswith(".py"):
+            path = (base_dir / where).resolve()
+            module_name = f"causalrate_user_{path.stem}"
+            module = sys.modules.get(module_name)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(module_name, path)
+                if spec is None or not path.is_file():
+                    raise FileNotFoundError(path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[module_name] = module
+                spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+        function = getattr(module, name)
+    except FileNotFoundError as exc:
+        raise UserError(f"system type python: function: no file {exc}") from None
+    except Exception as exc:
+        raise UserError(f"system type python: function: cannot load {target!r}: {type(exc).__name__}: {exc}") from None
+    if not callable(function):
+        raise UserError(f"system type python: function: {target!r} is not callable")
+    return function

@@ -1,0 +1,89 @@
+"""Reference systems of METHOD §7: naive, arima, random, biased."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from causalrate.data.dataset import Dataset
+from causalrate.errors import UserError
+from causalrate.forecast.systems import SYSTEMS, Batch, System
+
+
+def last_observed(inputs: np.ndarray) -> np.ndarray:
+    """The last non-NaN value of each row."""
+    finite = ~np.isnan(inputs)
+    last = inputs.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)
+    return inputs[np.arange(inputs.shape[0]), last]
+
+
+@SYSTEMS.register("naive")
+class Naive(System):
+    """Repeats the last observed value."""
+
+    def forecast(self, batch: Batch) -> np.ndarray:
+        return np.repeat(last_observed(batch.inputs)[:, None], batch.horizon, axis=1)
+
+
+class ArimaSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    order: tuple[int, int, int] = Field((1, 1, 1), description="(p, d, q)")
+    trend: Literal["n", "c", "t", "ct"] | None = None
+
+
+@SYSTEMS.register("arima")
+class Arima(System):
+    """statsmodels ARIMA fitted on each input window; its Kalman filter handles NaN natively."""
+
+    Settings = ArimaSettings
+
+    def forecast(self, batch: Batch) -> np.ndarray:
+        from statsmodels.tsa.arima.model import ARIMA
+
+        out = np.empty((batch.inputs.shape[0], batch.horizon))
+        for i, row in enumerate(batch.inputs):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = ARIMA(row, order=self.settings.order, trend=self.settings.trend).fit()
+            out[i] = fit.forecast(batch.horizon)
+        return out
+
+
+@SYSTEMS.register("random")
+class Random(System):
+    """Uniform draws between the input window's min and max, seeded per forecast."""
+
+    def forecast(self, batch: Batch) -> np.ndarray:
+        lo, hi = np.nanmin(batch.inputs, axis=1), np.nanmax(batch.inputs, axis=1)
+        draws = np.stack([np.random.default_rng(int(s)).random(batch.horizon) for s in batch.seeds])
+        return lo[:, None] + draws * (hi - lo)[:, None]
+
+
+class BiasedSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    attribute: str = "industry"
+    value: str = "Technology"
+    strength: float = Field(0.1, description="forecasts for the target group are scaled by 1 + strength")
+
+
+@SYSTEMS.register("biased")
+class Biased(System):
+    """The naive forecaster made worse on purpose for one attribute value: its WRS must be highest."""
+
+    Settings = BiasedSettings
+
+    def check(self, dataset: Dataset) -> None:
+        values = {s.attributes.get(self.settings.attribute) for s in dataset.series}
+        if self.settings.value not in values:
+            raise UserError(
+                f"system type biased: attribute {self.settings.attribute!r} never has value "
+                f"{self.settings.value!r} in the data (values: {sorted(v for v in values if v)})"
+            )
+
+    def forecast(self, batch: Batch) -> np.ndarray:
+        base = Naive.forecast(self, batch)
+        target = np.array([a.get(self.settings.attribute) == self.settings.value for a in batch.attributes])
+        return base * np.where(target, 1.0 + self.settings.strength, 1.0)[:, None]

@@ -1,0 +1,107 @@
+"""The run's SQLite store: every forecast row is written as soon as its batch completes.
+
+WAL journal, one transaction per batch, so a crash loses at most the batch in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from causalrate.errors import UserError
+
+SCHEMA_VERSION = "causalrate/forecasts-v1"
+
+
+class ForecastStore:
+    """forecasts.sqlite: meta, series (with attributes), windows (with truth) and forecasts."""
+
+    def __init__(self, path: Path, *, metrics: Sequence[str]) -> None:
+        self.path = path
+        self.metrics = list(metrics)
+        self.conn = sqlite3.connect(path)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+
+    @classmethod
+    def create(cls, path: Path, *, metrics: Sequence[str]) -> ForecastStore:
+        store = cls(path, metrics=metrics)
+        metric_cols = "".join(f", {_col(m)} REAL" for m in store.metrics)
+        with store.conn:
+            store.conn.executescript(
+                f"""
+                CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE series (id TEXT PRIMARY KEY, attributes TEXT NOT NULL);
+                CREATE TABLE windows (
+                    window INTEGER PRIMARY KEY, series TEXT NOT NULL, start INTEGER NOT NULL,
+                    first_forecast_date TEXT NOT NULL, truth TEXT NOT NULL);
+                CREATE TABLE forecasts (
+                    system TEXT NOT NULL, window INTEGER NOT NULL, perturbation TEXT NOT NULL,
+                    forecast TEXT, error TEXT, seconds REAL NOT NULL{metric_cols},
+                    PRIMARY KEY (system, window, perturbation));
+                """
+            )
+            store.conn.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        return store
+
+    def put_meta(self, key: str, value: object) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)))
+
+    def put_windows(self, rows: Iterable[tuple[int, str, int, str, list[float]]]) -> None:
+        with self.conn:
+            self.conn.executemany(
+                "INSERT INTO windows VALUES (?, ?, ?, ?, ?)", [(w, s, st, d, json.dumps(t)) for w, s, st, d, t in rows]
+            )
+
+    def put_series(self, rows: Iterable[tuple[str, dict[str, str]]]) -> None:
+        with self.conn:
+            self.conn.executemany(
+                "INSERT INTO series VALUES (?, ?)", [(s, json.dumps(a, sort_keys=True)) for s, a in rows]
+            )
+
+    def put_forecasts(
+        self,
+        *,
+        system: str,
+        windows: np.ndarray,
+        perturbations: Sequence[str],
+        forecasts: np.ndarray,
+        errors: Sequence[str | None],
+        seconds: float,
+        metrics: dict[str, np.ndarray],
+    ) -> None:
+        """Write one batch in one transaction: all of it or none of it."""
+        per_row = seconds / max(len(windows), 1)
+        rows = []
+        for i, window in enumerate(windows):
+            failed = errors[i] is not None
+            values = [None if failed or not np.isfinite(metrics[m][i]) else float(metrics[m][i]) for m in self.metrics]
+            forecast = None if failed else json.dumps(forecasts[i].tolist())
+            rows.append((system, int(window), perturbations[i], forecast, errors[i], per_row, *values))
+        marks = ", ".join("?" * (6 + len(self.metrics)))
+        with self.conn:
+            self.conn.executemany(f"INSERT INTO forecasts VALUES ({marks})", rows)
+
+    def forecasts(self) -> pd.DataFrame:
+        """All forecast rows joined with their window's series and start, sorted for determinism."""
+        query = (
+            "SELECT f.*, w.series, w.start FROM forecasts f JOIN windows w USING (window) "
+            "ORDER BY f.system, f.perturbation, f.window"
+        )
+        frame = pd.read_sql_query(query, self.conn)
+        return frame.rename(columns={f"m_{m}": m for m in self.metrics})
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _col(name: str) -> str:
+    if not name.replace("_", "").isalnum():
+        raise UserError(f"metric name {name!r} must be letters, digits and underscores to be stored")
+    return f'"m_{name}"'

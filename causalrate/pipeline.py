@@ -1,0 +1,220 @@
+"""`causalrate assess`: data → perturb → forecast → score → causal → rate → report."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
+from causalrate.causal.graph import Identification
+from causalrate.causal.schemes import SCHEMES
+from causalrate.causal.wrs import wrs
+from causalrate.config import StudyConfig
+from causalrate.data import Dataset, Windows, make_windows
+from causalrate.data.loaders import load_dataset
+from causalrate.errors import UserError
+from causalrate.forecast import Batch
+from causalrate.forecast.runner import Job, Outcome, execute, row_seeds
+from causalrate.forecast.store import ForecastStore
+from causalrate.forecast.systems import System, build_system
+from causalrate.perturb import Perturbation, load_suite
+from causalrate.rate.ratings import overall_ratings, rate_scores
+from causalrate.report.outputs import write_outputs
+from causalrate.score.metrics import METRICS
+from causalrate.score.scores import SCORES, Evidence
+
+
+@dataclass(frozen=True)
+class Study:
+    """Everything resolved from a config before any forecast is made."""
+
+    config: StudyConfig
+    base_dir: Path
+    dataset: Dataset
+    windows: Windows
+    suite: list[Perturbation]
+    systems: dict[str, System]
+
+    @property
+    def control(self) -> str:
+        return self.suite[0].id
+
+
+def prepare(config: StudyConfig, *, base_dir: Path) -> Study:
+    """Load data, windows, the perturbation suite and the systems; every user mistake surfaces here."""
+    w = config.windows
+    dataset = load_dataset(config.data, base_dir=base_dir, min_length=w.input_length + w.horizon)
+    windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
+    suite = load_suite(config.perturbations, base_dir=base_dir, input_length=w.input_length)
+    systems = {}
+    for spec in config.systems:
+        system = build_system(spec.model_dump(), base_dir=base_dir)
+        system.check(dataset)
+        systems[spec.name] = system
+    table = window_table(dataset, windows)
+    for name in config.causal.schemes:
+        SCHEMES.get(name)().check(table)
+    return Study(config=config, base_dir=base_dir, dataset=dataset, windows=windows, suite=suite, systems=systems)
+
+
+def window_table(dataset: Dataset, windows: Windows) -> pd.DataFrame:
+    """Per window: its series, attributes (Z) and covariates (level = mean clean input)."""
+    attrs = pd.DataFrame([dataset.series[i].attributes for i in windows.series_index])
+    attrs.insert(0, "series", [dataset.series[i].id for i in windows.series_index])
+    attrs["start"] = windows.start
+    attrs["level"] = windows.inputs.mean(axis=1)
+    return attrs
+
+
+def assess(config: StudyConfig, *, base_dir: Path, out: Path, workers: int, overwrite: bool = False) -> Path:
+    """Run a whole study and write ratings.json, scores.csv, report.md and forecasts.sqlite to `out`."""
+    study = prepare(config, base_dir=base_dir)
+    store_path = out / "forecasts.sqlite"
+    if store_path.exists():
+        if not overwrite:
+            raise UserError(f"{out} already holds a run (forecasts.sqlite); use another --out or pass --overwrite")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = ForecastStore.create(store_path, metrics=METRICS.names())
+    try:
+        store.put_meta("config", config.model_dump(mode="json"))
+        store.put_meta("data_hash", study.dataset.content_hash())
+        _store_windows(store, study)
+        forecast_all(study, store, workers=workers)
+        forecasts = store.forecasts()
+    finally:
+        store.close()
+    result = analyse(study, forecasts)
+    write_outputs(study=study, result=result, out=out)
+    return out
+
+
+def _store_windows(store: ForecastStore, study: Study) -> None:
+    ds, wd = study.dataset, study.windows
+    store.put_series((s.id, s.attributes) for s in ds.series)
+    store.put_windows(
+        (i, ds.series[wd.series_index[i]].id, int(wd.start[i]), str(wd.truth_dates[i, 0]), wd.truth[i].tolist())
+        for i in range(len(wd))
+    )
+
+
+def forecast_all(study: Study, store: ForecastStore, *, workers: int) -> None:
+    """The full factorial: every system × window × perturbation, batched, written batch by batch."""
+    cfg, wd, ds = study.config, study.windows, study.dataset
+    perturbed = {p.id: p.apply(wd.inputs, wd.start) for p in study.suite}
+    series_ids = [ds.series[i].id for i in wd.series_index]
+    attributes = [ds.series[i].attributes for i in wd.series_index]
+    jobs, index = [], {}
+    for spec in cfg.systems:
+        for p in study.suite:
+            for chunk in np.array_split(np.arange(len(wd)), max(1, -(-len(wd) // cfg.forecast.batch_size))):
+                keys = [(series_ids[i], int(wd.start[i]), p.id) for i in chunk]
+                batch = Batch(
+                    inputs=perturbed[p.id][chunk],
+                    horizon=wd.horizon,
+                    seeds=row_seeds(cfg.seed, spec.name, keys),
+                    attributes=tuple(attributes[i] for i in chunk),
+                    input_dates=wd.input_dates[chunk],
+                    truth_dates=wd.truth_dates[chunk],
+                )
+                job = Job(spec=spec.model_dump(), base_dir=study.base_dir, imputation=cfg.forecast.imputation,
+                          timeout=cfg.forecast.timeout, batch=batch)
+                index[id(job)] = (spec.name, p.id, chunk)
+                jobs.append(job)
+
+    def on_done(job: Job, outcome: Outcome) -> None:
+        system, perturbation, chunk = index[id(job)]
+        truth, clean = wd.truth[chunk], wd.inputs[chunk]
+        with np.errstate(all="ignore"):
+            metrics = {name: m(truth, outcome.forecasts, clean) for name, m in METRICS.items()}
+        store.put_forecasts(
+            system=system,
+            windows=chunk,
+            perturbations=[perturbation] * chunk.size,
+            forecasts=outcome.forecasts,
+            errors=outcome.errors,
+            seconds=outcome.seconds,
+            metrics=metrics,
+        )
+
+    execute(jobs, workers=workers, on_done=on_done)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What the causal and rating stages derive from the forecast rows."""
+
+    evidence: Evidence
+    effect_draws: pd.DataFrame
+    ratings: pd.DataFrame  # perturbation, score, system, raw, rating
+    overall: dict[str, int]
+    identification: dict[str, Identification]
+    unavailable: dict[str, str]  # score → why it was not rated
+
+
+def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
+    """Score, causal analysis and ratings from the stored forecast rows (no forecasting)."""
+    cfg, control = study.config, study.control
+    forecasts = forecasts.assign(failed=forecasts["error"].notna(), outcome=forecasts[cfg.outcome])
+    table = window_table(study.dataset, study.windows)
+    wide = forecasts.pivot_table(index=["system", "window"], columns="perturbation", values="outcome", dropna=False)
+    order = [p.id for p in study.suite]
+    outcomes = {
+        s: wide.loc[s].reindex(index=range(len(table)), columns=order) if s in wide.index.get_level_values(0)
+        else pd.DataFrame(np.nan, index=range(len(table)), columns=order)
+        for s in study.systems
+    }
+    wrs_table = wrs_scores(outcomes, table, control=control)
+    settings = DrawSettings(
+        schemes=tuple(cfg.causal.schemes), draws=cfg.causal.draws, high=cfg.causal.high, low=cfg.causal.low,
+        caliper=cfg.causal.caliper, covariates=tuple(cfg.causal.covariates), seed=cfg.seed,
+    )
+    attributes = study.dataset.attribute_names
+    identification = identify_schemes(settings, attributes)
+    draws = estimate_effects(windows=table, outcomes=outcomes, control=control, settings=settings, identification=identification)
+    effects = summarise_effects(draws) if len(draws) else pd.DataFrame(
+        columns=["system", "perturbation", "scheme", "ape_true", "abs_ape_adj", "pie"]
+    )
+    evidence = Evidence(forecasts=forecasts, wrs=wrs_table, effects=effects, control=control)
+    raw, unavailable = [], {}
+    for name in cfg.rating.scores or SCORES.names():
+        score = SCORES.get(name)()
+        values = score.compute(evidence)
+        if values is None:
+            unavailable[name] = score.unavailable
+            continue
+        if not score.on_control:
+            values = values[values["perturbation"] != control]
+        raw.append(values.assign(score=name))
+    rated = rate_scores(pd.concat(raw, ignore_index=True), levels=cfg.rating.levels)
+    return Result(
+        evidence=evidence,
+        effect_draws=draws,
+        ratings=rated,
+        overall=overall_ratings(rated, levels=cfg.rating.levels, control=control),
+        identification=identification,
+        unavailable=unavailable,
+    )
+
+
+def wrs_scores(outcomes: dict[str, pd.DataFrame], table: pd.DataFrame, *, control: str) -> pd.DataFrame:
+    """WRS per system and perturbation: across industries, and across companies within an industry."""
+    plans = []
+    if "industry" in table:
+        plans.append(("industry", table["industry"].to_numpy(), None))
+    if "company" in table:
+        within = table["industry"].to_numpy() if "industry" in table else None
+        plans.append(("company", table["company"].to_numpy(), within))
+    rows = []
+    for system, wide in outcomes.items():
+        for perturbation in wide.columns:
+            values = wide[perturbation].to_numpy()
+            ok = np.isfinite(values)
+            for attribute, groups, within in plans:
+                score, pairs = wrs(values[ok], groups[ok], within=None if within is None else within[ok])
+                rows.append({"system": system, "perturbation": perturbation, "attribute": attribute, "wrs": score, "pairs": pairs})
+    return pd.DataFrame(rows, columns=["system", "perturbation", "attribute", "wrs", "pairs"])

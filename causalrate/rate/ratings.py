@@ -1,0 +1,36 @@
+"""Rate every (perturbation, score) across systems, and the overall robustness rating (METHOD §6)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from causalrate.rate.binning import bin_ratings
+from causalrate.score.scores import SCORES
+
+
+def rate_scores(raw: pd.DataFrame, *, levels: int) -> pd.DataFrame:
+    """raw: columns perturbation, score, system, raw → adds `rating` (1 = best within its group)."""
+    parts = []
+    for (perturbation, score), group in raw.groupby(["perturbation", "score"], sort=True):
+        higher = SCORES.get(score).higher_is_better
+        rated = group.sort_values("system").assign(
+            rating=lambda g, h=higher: bin_ratings(g["raw"].to_numpy(), levels=levels, higher_is_better=h)
+        )
+        parts.append(rated)
+    return pd.concat(parts, ignore_index=True)[["perturbation", "score", "system", "raw", "rating"]]
+
+
+def overall_ratings(rated: pd.DataFrame, *, levels: int, control: str) -> dict[str, int]:
+    """Mean of each system's robustness ratings over the perturbations, re-binned the same way."""
+    robust = rated[(rated["perturbation"] != control) & rated["score"].map(lambda s: SCORES.get(s).robustness)]
+    means = robust.groupby("system", sort=True)["rating"].mean()
+    if means.empty:
+        return {}
+    ratings = bin_ratings(means.to_numpy(), levels=levels)
+    return {system: int(r) for system, r in zip(means.index, ratings, strict=True)}
+
+
+def mean_robustness(rated: pd.DataFrame, *, control: str) -> dict[str, float]:
+    robust = rated[(rated["perturbation"] != control) & rated["score"].map(lambda s: SCORES.get(s).robustness)]
+    return {k: float(np.round(v, 6)) for k, v in robust.groupby("system", sort=True)["rating"].mean().items()}

@@ -1,0 +1,53 @@
+"""A tiny name → class registry, shared by perturbations, systems, metrics, scores and schemes.
+
+Users add their own entries without editing causalrate::
+
+    from causalrate.forecast.systems import SYSTEMS, System
+
+    @SYSTEMS.register("my-model")
+    class MyModel(System): ...
+
+and list the module under ``plugins:`` in the study YAML so it is imported first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Named entries of one kind, in registration order."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def decorator(entry: T) -> T:
+            if name in self._entries:
+                raise ValueError(f"{self.kind} {name!r} is already registered")
+            self._entries[name] = entry
+            return entry
+
+        return decorator
+
+    def get(self, name: str) -> T:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise KeyError(f"unknown {self.kind} {name!r}; known: {', '.join(self._entries)}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def items(self) -> list[tuple[str, T]]:
+        return list(self._entries.items())
+
+    def names(self) -> list[str]:
+        return list(self._entries)

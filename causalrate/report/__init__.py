@@ -1,0 +1,1 @@
+"""Stage 7 — report: the files a run leaves behind."""
