@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,8 @@ from causalrate.rate.ratings import overall_ratings, rate_scores
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
 from causalrate.score.scores import SCORES, Evidence
+
+RUN_FILES = ("forecasts.sqlite", "forecasts.sqlite-*", "ratings.json", "scores.csv", "report.md")
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,9 @@ def assess(config: StudyConfig, *, base_dir: Path, out: Path, workers: int, over
     if store_path.exists():
         if not overwrite:
             raise UserError(f"{out} already holds a run (forecasts.sqlite); use another --out or pass --overwrite")
-        shutil.rmtree(out)
+        for name in RUN_FILES:  # only the run's own files: --out may hold other things
+            for path in out.glob(name):
+                path.unlink()
     out.mkdir(parents=True, exist_ok=True)
     store = ForecastStore.create(store_path, metrics=METRICS.names())
     try:
@@ -121,8 +124,13 @@ def forecast_all(study: Study, store: ForecastStore, *, workers: int) -> None:
                     input_dates=wd.input_dates[chunk],
                     truth_dates=wd.truth_dates[chunk],
                 )
-                job = Job(spec=spec.model_dump(), base_dir=study.base_dir, imputation=cfg.forecast.imputation,
-                          timeout=cfg.forecast.timeout, batch=batch)
+                job = Job(
+                    spec=spec.model_dump(),
+                    base_dir=study.base_dir,
+                    imputation=cfg.forecast.imputation,
+                    timeout=cfg.forecast.timeout,
+                    batch=batch,
+                )
                 index[id(job)] = (spec.name, p.id, chunk)
                 jobs.append(job)
 
@@ -164,20 +172,30 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
     wide = forecasts.pivot_table(index=["system", "window"], columns="perturbation", values="outcome", dropna=False)
     order = [p.id for p in study.suite]
     outcomes = {
-        s: wide.loc[s].reindex(index=range(len(table)), columns=order) if s in wide.index.get_level_values(0)
+        s: wide.loc[s].reindex(index=range(len(table)), columns=order)
+        if s in wide.index.get_level_values(0)
         else pd.DataFrame(np.nan, index=range(len(table)), columns=order)
         for s in study.systems
     }
     wrs_table = wrs_scores(outcomes, table, control=control)
     settings = DrawSettings(
-        schemes=tuple(cfg.causal.schemes), draws=cfg.causal.draws, high=cfg.causal.high, low=cfg.causal.low,
-        caliper=cfg.causal.caliper, covariates=tuple(cfg.causal.covariates), seed=cfg.seed,
+        schemes=tuple(cfg.causal.schemes),
+        draws=cfg.causal.draws,
+        high=cfg.causal.high,
+        low=cfg.causal.low,
+        caliper=cfg.causal.caliper,
+        covariates=tuple(cfg.causal.covariates),
+        seed=cfg.seed,
     )
     attributes = study.dataset.attribute_names
     identification = identify_schemes(settings, attributes)
-    draws = estimate_effects(windows=table, outcomes=outcomes, control=control, settings=settings, identification=identification)
-    effects = summarise_effects(draws) if len(draws) else pd.DataFrame(
-        columns=["system", "perturbation", "scheme", "ape_true", "abs_ape_adj", "pie"]
+    draws = estimate_effects(
+        windows=table, outcomes=outcomes, control=control, settings=settings, identification=identification
+    )
+    effects = (
+        summarise_effects(draws)
+        if len(draws)
+        else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "abs_ape_adj", "pie"])
     )
     evidence = Evidence(forecasts=forecasts, wrs=wrs_table, effects=effects, control=control)
     raw, unavailable = [], {}
@@ -216,5 +234,13 @@ def wrs_scores(outcomes: dict[str, pd.DataFrame], table: pd.DataFrame, *, contro
             ok = np.isfinite(values)
             for attribute, groups, within in plans:
                 score, pairs = wrs(values[ok], groups[ok], within=None if within is None else within[ok])
-                rows.append({"system": system, "perturbation": perturbation, "attribute": attribute, "wrs": score, "pairs": pairs})
+                rows.append(
+                    {
+                        "system": system,
+                        "perturbation": perturbation,
+                        "attribute": attribute,
+                        "wrs": score,
+                        "pairs": pairs,
+                    }
+                )
     return pd.DataFrame(rows, columns=["system", "perturbation", "attribute", "wrs", "pairs"])

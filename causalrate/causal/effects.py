@@ -78,7 +78,8 @@ def estimate_effects(
     """
     rows = []
     probabilities = {
-        name: SCHEMES.get(name)().probabilities(windows, high=settings.high, low=settings.low) for name in settings.schemes
+        name: SCHEMES.get(name)().probabilities(windows, high=settings.high, low=settings.low)
+        for name in settings.schemes
     }
     for system, table in outcomes.items():
         base = table[control].to_numpy()
@@ -97,7 +98,11 @@ def estimate_effects(
                     y = np.where(t, treated_outcome[valid], base[valid])
                     obs = float(y[t].mean() - y[~t].mean())
                     match = match_ate(
-                        features, t, y, caliper_sd=settings.caliper, rng=_rng(settings.seed, "match", scheme, perturbation, b)
+                        features,
+                        t,
+                        y,
+                        caliper_sd=settings.caliper,
+                        rng=_rng(settings.seed, "match", scheme, perturbation, b),
                     )
                     rows.append(
                         {

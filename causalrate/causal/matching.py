@@ -55,9 +55,9 @@ class MatchResult:
 
 def smd(features: np.ndarray, treated: np.ndarray) -> np.ndarray:
     """Standardised mean difference per column: (mean_t - mean_c) / sqrt((var_t + var_c) / 2)."""
-    if features.shape[1] == 0:
-        return np.zeros(0)
     a, b = features[treated], features[~treated]
+    if features.shape[1] == 0 or len(a) < 2 or len(b) < 2:
+        return np.zeros(features.shape[1])
     pooled = np.sqrt((a.var(axis=0, ddof=1) + b.var(axis=0, ddof=1)) / 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(pooled > 0, (a.mean(axis=0) - b.mean(axis=0)) / pooled, 0.0)
@@ -84,7 +84,10 @@ def match_ate(
     # balance of the matched sample: treated side = treated ∪ partners of controls, and vice versa
     side_t = np.concatenate([t_idx[ok_t], partner_t])
     side_c = np.concatenate([partner_c, c_idx[ok_c]])
-    after = smd(np.concatenate([features[side_t], features[side_c]]), np.r_[np.ones(side_t.size, bool), np.zeros(side_c.size, bool)])
+    after = smd(
+        np.concatenate([features[side_t], features[side_c]]),
+        np.r_[np.ones(side_t.size, bool), np.zeros(side_c.size, bool)],
+    )
     return MatchResult(
         ate=ate,
         att=att,

@@ -41,9 +41,7 @@ class Dataset:
         return h.hexdigest()
 
 
-def validate_series(
-    *, series_id: str, dates: np.ndarray, values: np.ndarray, min_length: int, source: str
-) -> None:
+def validate_series(*, series_id: str, dates: np.ndarray, values: np.ndarray, min_length: int, source: str) -> None:
     """Reject series the method cannot use, naming the source, the series and the problem."""
     where = f"{source}: series {series_id!r}"
     if values.dtype.kind not in "fiu":
@@ -57,13 +55,11 @@ def validate_series(
     if not finite.all():
         bad = dates[~finite]
         raise UserError(
-            f"{where}: {bad.size} missing or infinite values (first at {bad[0]}); "
-            "clean them or set data.fill: ffill"
+            f"{where}: {bad.size} missing or infinite values (first at {bad[0]}); clean them or set data.fill: ffill"
         )
     if values.size < min_length:
         raise UserError(
-            f"{where}: {values.size} points is too short for one window "
-            f"(input_length + horizon = {min_length})"
+            f"{where}: {values.size} points is too short for one window (input_length + horizon = {min_length})"
         )
     if np.ptp(values) == 0:
         raise UserError(f"{where}: the series is constant ({values[0]!r}); nothing to forecast")

@@ -70,7 +70,9 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
     )
     absent = [c for c in needed if c not in frame.columns]
     if absent:
-        raise UserError(f"{source}: missing column(s) {absent} (layout {cfg.layout}); columns are {list(frame.columns)}")
+        raise UserError(
+            f"{source}: missing column(s) {absent} (layout {cfg.layout}); columns are {list(frame.columns)}"
+        )
     try:
         frame[cfg.date_column] = pd.to_datetime(frame[cfg.date_column])
     except (ValueError, TypeError) as exc:
@@ -83,7 +85,9 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
             for col in cfg.attribute_columns:
                 values = group[col].dropna().astype(str).unique()
                 if len(values) != 1:
-                    raise UserError(f"{source}: attribute {col!r} of series {sid!r} must have one value, got {list(values)}")
+                    raise UserError(
+                        f"{source}: attribute {col!r} of series {sid!r} must have one value, got {list(values)}"
+                    )
                 attrs[col] = values[0]
             attributes[str(sid)] = attrs
         key = [cfg.date_column, cfg.series_column]
@@ -128,7 +132,7 @@ def _download_yfinance(cfg: DataConfig, cache: Path) -> None:
         raise UserError(f"yfinance download failed ({exc}); {hint}") from None
     if prices is None or prices.empty:
         raise UserError(f"yfinance returned no data (offline?); {hint}")
-    close = prices["Close"] if "Close" in prices else prices
+    close = prices.get("Close", prices)
     cache.parent.mkdir(parents=True, exist_ok=True)
     close.rename_axis("Date").to_csv(cache)
 

@@ -79,7 +79,9 @@ def load_suite(spec: str | list[PerturbationSpec], *, base_dir: Path, input_leng
         raise UserError(f"perturbations: ids must be unique, got {ids}")
     controls = [p.id for p in suite if p.is_control]
     if len(controls) != 1 or not suite[0].is_control:
-        raise UserError(f"perturbations: the first perturbation must be the only control ('none'), got controls {controls}")
+        raise UserError(
+            f"perturbations: the first perturbation must be the only control ('none'), got controls {controls}"
+        )
     if len(suite) < 2:
         raise UserError("perturbations: a suite needs the control and at least one perturbation")
     return suite

@@ -12,7 +12,7 @@ from causalrate.score.scores import SCORES
 def rate_scores(raw: pd.DataFrame, *, levels: int) -> pd.DataFrame:
     """raw: columns perturbation, score, system, raw → adds `rating` (1 = best within its group)."""
     parts = []
-    for (perturbation, score), group in raw.groupby(["perturbation", "score"], sort=True):
+    for (_, score), group in raw.groupby(["perturbation", "score"], sort=True):
         higher = SCORES.get(score).higher_is_better
         rated = group.sort_values("system").assign(
             rating=lambda g, h=higher: bin_ratings(g["raw"].to_numpy(), levels=levels, higher_is_better=h)

@@ -88,13 +88,24 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
             for spec in cfg.systems
         ],
         "perturbations": [
-            {"id": p.id, "operator": p.operator_name, "kind": p.operator.kind, "period": p.period,
-             "phase": p.phase, "description": p.description}
+            {
+                "id": p.id,
+                "operator": p.operator_name,
+                "kind": p.operator.kind,
+                "period": p.period,
+                "phase": p.phase,
+                "description": p.description,
+            }
             for p in study.suite
         ],
         "ratings": [
-            {"perturbation": r.perturbation, "score": r.score, "system": r.system,
-             "raw": clean_float(r.raw), "rating": int(r.rating)}
+            {
+                "perturbation": r.perturbation,
+                "score": r.score,
+                "system": r.system,
+                "raw": clean_float(r.raw),
+                "rating": int(r.rating),
+            }
             for r in result.ratings.itertuples()
         ],
         "overall": result.overall,
@@ -160,8 +171,12 @@ def render_report(doc: dict[str, Any], result: Result) -> str:
     frame = pd.DataFrame(doc["ratings"])
     for perturbation, part in frame.groupby("perturbation", sort=False):
         desc = next(p["description"] for p in doc["perturbations"] if p["id"] == perturbation)
-        lines += [f"## {perturbation}: {desc}", "", "| score | " + " | ".join(systems) + " |",
-                  "|---|" + "---|" * len(systems)]
+        lines += [
+            f"## {perturbation}: {desc}",
+            "",
+            "| score | " + " | ".join(systems) + " |",
+            "|---|" + "---|" * len(systems),
+        ]
         for score, rows in part.groupby("score", sort=False):
             by_system = {r["system"]: r for r in rows.to_dict("records")}
             cells = [
@@ -169,8 +184,7 @@ def render_report(doc: dict[str, Any], result: Result) -> str:
             ]
             lines.append(f"| {score} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += ["Cells: rating (raw score). Lower raw is better except sign_accuracy.", "",
-              "## Scores", ""]
+    lines += ["Cells: rating (raw score). Lower raw is better except sign_accuracy.", "", "## Scores", ""]
     lines += [f"- **{name}**: {SCORES.get(name).description}" for name in dict.fromkeys(frame["score"])]
     for name, why in doc["not_rated"].items():
         lines.append(f"- **{name}**: not rated — {why}")
@@ -192,6 +206,13 @@ def render_report(doc: dict[str, Any], result: Result) -> str:
             f"{_fmt(e['ape_adj'])} [{_fmt(e['ape_adj_lo'])}, {_fmt(e['ape_adj_hi'])}] | {_fmt(e['pie'])} | "
             f"{_fmt(e['smd_before'])} → {_fmt(e['smd_after'])} |"
         )
-    lines += ["", "## Method notes", "", doc["provenance"]["method_note"], "",
-              f"Data hash `{doc['provenance']['data_hash']}`, seed {doc['provenance']['seed']}.", ""]
+    lines += [
+        "",
+        "## Method notes",
+        "",
+        doc["provenance"]["method_note"],
+        "",
+        f"Data hash `{doc['provenance']['data_hash']}`, seed {doc['provenance']['seed']}.",
+        "",
+    ]
     return "\n".join(lines)

@@ -70,7 +70,9 @@ def mase(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> np
         return np.where(scale > 0, mae(truth, forecast, clean_input) / scale, np.nan)
 
 
-@metric("sign_accuracy", "share of horizon steps whose direction from the last input value is right", lower_is_better=False)
+@metric(
+    "sign_accuracy", "share of horizon steps whose direction from the last input value is right", lower_is_better=False
+)
 def sign_accuracy(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> np.ndarray:
     last = clean_input[:, -1:]
     return np.mean(np.sign(forecast - last) == np.sign(truth - last), axis=1)

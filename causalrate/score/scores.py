@@ -153,5 +153,7 @@ class FailureRate(Score):
 
 def _complete(evidence: Evidence, values: pd.Series) -> pd.DataFrame:
     """Every (system, perturbation) of the run, NaN where nothing was computed."""
-    index = pd.MultiIndex.from_frame(evidence.forecasts[["system", "perturbation"]].drop_duplicates().sort_values(["system", "perturbation"]))
+    index = pd.MultiIndex.from_frame(
+        evidence.forecasts[["system", "perturbation"]].drop_duplicates().sort_values(["system", "perturbation"])
+    )
     return values.reindex(index).rename("raw").reset_index().astype({"raw": np.float64})

@@ -1,0 +1,50 @@
+"""Planted systems for the python adapter: fn(inputs[batch, n], horizon) -> [batch, horizon]."""
+
+import time
+
+import numpy as np
+
+
+def window_median(inputs, horizon):
+    """Robust: a single bad point barely moves the median."""
+    return np.repeat(np.nanmedian(inputs, axis=1)[:, None], horizon, axis=1)
+
+
+def window_min(inputs, horizon):
+    """Fragile: a point dropped to zero becomes the forecast."""
+    return np.repeat(np.nanmin(inputs, axis=1)[:, None], horizon, axis=1)
+
+
+def last_value(inputs, horizon):
+    return np.repeat(inputs[:, -1:], horizon, axis=1)
+
+
+def biased_high_prices(inputs, horizon):
+    """Naive, but 20 % too high whenever the series trades above 500 (the Alpha industry)."""
+    base = last_value(inputs, horizon)
+    return np.where(base > 500, base * 1.2, base)
+
+
+def no_nan_please(inputs, horizon):
+    if np.isnan(inputs).any():
+        raise AssertionError("received NaN although accepts_nan is false")
+    return last_value(inputs, horizon)
+
+
+def flaky(inputs, horizon):
+    """Fails in different ways depending on the input's first digit."""
+    out = last_value(inputs, horizon)
+    first = inputs[:, 0]
+    if (np.floor(first) % 7 == 0).any():
+        raise RuntimeError("flaky model crashed")
+    out[np.floor(first) % 5 == 0] = np.nan
+    return out
+
+
+def wrong_shape(inputs, horizon):
+    return np.zeros((inputs.shape[0], horizon + 1))
+
+
+def sleepy(inputs, horizon):
+    time.sleep(30)
+    return last_value(inputs, horizon)

@@ -1,0 +1,47 @@
+"""Per-forecast metrics against hand-computed values and utilsforecast."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from utilsforecast import losses
+
+from causalrate.score.metrics import METRICS, mae, mase, rmax, rmax_scaled, sign_accuracy, smape
+
+TRUTH = np.array([[10.0, 12.0, 9.0], [0.0, 1.0, 2.0]])
+FORECAST = np.array([[11.0, 10.0, 9.0], [0.0, 3.0, 2.0]])
+CLEAN = np.array([[8.0, 9.0, 11.0, 10.0], [1.0, 0.0, 1.0, 0.0]])
+
+
+def test_hand_computed_values():
+    assert rmax(TRUTH, FORECAST, CLEAN).tolist() == [2.0, 2.0]
+    assert mae(TRUTH, FORECAST, CLEAN) == pytest.approx([1.0, 2 / 3])
+    # row 0: |1|/10.5 + |2|/11 + 0 ; row 1: 0 (both zero) + 2/2 + 0
+    assert smape(TRUTH, FORECAST, CLEAN) == pytest.approx([(1 / 10.5 + 2 / 11) / 3, 1 / 3])
+    # input one-step changes: row 0: 1, 2, 1 → 4/3 ; row 1: 1, 1, 1 → 1
+    assert mase(TRUTH, FORECAST, CLEAN) == pytest.approx([1.0 / (4 / 3), 2 / 3])
+    assert rmax_scaled(TRUTH, FORECAST, CLEAN) == pytest.approx([2.0 / 9.5, 2.0 / 0.5])
+    # last clean value 10: truth moves 0 (12>10 → +, 9 → -): truth signs 0,+,-; forecast 11,10,9 → +,0,- → 1/3
+    # row 1 last 0: truth 0,+,+ ; forecast 0,+,+ → 3/3
+    assert sign_accuracy(TRUTH, FORECAST, CLEAN).tolist() == pytest.approx([1 / 3, 1.0])
+
+
+def test_smape_and_mase_match_utilsforecast():
+    rng = np.random.default_rng(0)
+    truth = rng.uniform(1, 100, (5, 7))
+    forecast = rng.uniform(1, 100, (5, 7))
+    clean = rng.uniform(1, 100, (5, 30))
+    ids = np.repeat(np.arange(5), 7)
+    df = pd.DataFrame({"unique_id": ids, "ds": np.tile(np.arange(7), 5), "y": truth.ravel(), "m": forecast.ravel()})
+    train = pd.DataFrame(
+        {"unique_id": np.repeat(np.arange(5), 30), "ds": np.tile(np.arange(30), 5), "y": clean.ravel()}
+    )
+    # utilsforecast's smape is mean |y - ŷ| / (|y| + |ŷ|), half of METHOD's definition
+    ref_smape = losses.smape(df, models=["m"]).sort_values("unique_id")["m"].to_numpy()
+    assert smape(truth, forecast, clean) == pytest.approx(2 * ref_smape, rel=1e-12)
+    ref_mase = losses.mase(df, models=["m"], seasonality=1, train_df=train).sort_values("unique_id")["m"].to_numpy()
+    assert mase(truth, forecast, clean) == pytest.approx(ref_mase, rel=1e-12)
+
+
+def test_registry_directions():
+    assert METRICS.get("sign_accuracy").lower_is_better is False
+    assert all(METRICS.get(m).lower_is_better for m in ["rmax", "mae", "smape", "mase", "rmax_scaled"])

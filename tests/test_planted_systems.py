@@ -1,0 +1,83 @@
+"""Planted systems through the python adapter: the ratings must find what was planted."""
+
+import json
+import sqlite3
+
+SYSTEMS = """\
+- {name: robust, type: python, function: "planted.py:window_median"}
+- {name: fragile, type: python, function: "planted.py:window_min"}
+- {name: prejudiced, type: python, function: "planted.py:biased_high_prices"}
+- {name: naive, type: naive}
+"""
+
+
+def rating(doc, perturbation, score, system):
+    (row,) = [
+        r for r in doc["ratings"] if (r["perturbation"], r["score"], r["system"]) == (perturbation, score, system)
+    ]
+    return row
+
+
+def test_planted_effects_are_found(synthetic_study, cli, tmp_path):
+    config = synthetic_study(SYSTEMS)
+    code, _out, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "2")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
+
+    # fragile (window minimum) is hurt by a zero; robust (median) is not
+    assert rating(doc, "P1", "ape", "fragile")["rating"] > rating(doc, "P1", "ape", "robust")["rating"]
+    assert rating(doc, "P1", "ape", "fragile")["raw"] > 10 * rating(doc, "P1", "ape", "robust")["raw"]
+
+    # the planted industry bias gets the worst WRS across industries, on every perturbation
+    for p in ("P1", "P2", "P3"):
+        wrs = {s: rating(doc, p, "wrs_industry", s) for s in ("robust", "fragile", "prejudiced", "naive")}
+        assert wrs["prejudiced"]["raw"] == max(r["raw"] for r in wrs.values())
+        assert wrs["prejudiced"]["rating"] == max(r["rating"] for r in wrs.values())
+        assert wrs["prejudiced"]["raw"] > wrs["naive"]["raw"]
+
+    # its confounded observational APE is corrected by matching (the engine's self-check)
+    for e in doc["effects"]:
+        if e["system"] == "prejudiced" and e["scheme"] == "industry":
+            assert abs(e["ape_adj"] - e["ape_true"]) < abs(e["ape_obs"] - e["ape_true"])
+
+    # 160 points, windows of 40 + 10 with stride 2 → 56 per series
+    assert doc["counts"] == {"series": 6, "windows": 6 * 56, "forecasts": 4 * 4 * 6 * 56, "failures": 0}
+    assert {s["name"]: s["imputation"] for s in doc["systems"]}["robust"] == "ffill"
+
+
+FAILING = """\
+- {name: flaky, type: python, function: "planted.py:flaky"}
+- {name: shape, type: python, function: "planted.py:wrong_shape"}
+- {name: strict, type: python, function: "planted.py:no_nan_please"}
+- {name: naive, type: naive}
+"""
+
+
+def test_failures_become_rows_and_the_run_goes_on(synthetic_study, cli, tmp_path):
+    config = synthetic_study(FAILING, draws=2, stride=5)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1")
+    assert code == 0, err
+    db = sqlite3.connect(tmp_path / "run" / "forecasts.sqlite")
+    errors = dict(db.execute("SELECT system, group_concat(DISTINCT error) FROM forecasts GROUP BY system").fetchall())
+    assert errors["naive"] is None and errors["strict"] is None  # imputation spared `strict` from NaN
+    assert "wrong shape" in errors["shape"]
+    assert "RuntimeError: flaky model crashed" in errors["flaky"] and "NaN or inf" in errors["flaky"]
+    (ok,) = db.execute("SELECT count(*) FROM forecasts WHERE system = 'flaky' AND error IS NULL").fetchone()
+    assert ok > 0  # the batch was retried row by row: only failing rows failed
+    assert db.execute("SELECT count(*) FROM forecasts WHERE error IS NOT NULL AND forecast IS NOT NULL").fetchone() == (
+        0,
+    )
+    doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
+    shape_rate = rating(doc, "P1", "failure_rate", "shape")
+    assert shape_rate["raw"] == 1.0 and shape_rate["rating"] == 3
+    assert rating(doc, "P1", "smape", "shape")["raw"] is None
+
+
+def test_timeout_becomes_failure_rows(synthetic_study, cli, tmp_path):
+    systems = '- {name: sleepy, type: python, function: "planted.py:sleepy"}\n- {name: naive, type: naive}\n'
+    config = synthetic_study(systems, draws=2, stride=40, extra="forecast: {timeout: 0.5, batch_size: 64}\n")
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "2")
+    assert code == 0, err
+    db = sqlite3.connect(tmp_path / "run" / "forecasts.sqlite")
+    errors = {e for (e,) in db.execute("SELECT error FROM forecasts WHERE system = 'sleepy'")}
+    assert errors == {"timed out after 0.5 s"}

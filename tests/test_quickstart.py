@@ -1,0 +1,118 @@
+"""The quickstart end to end: outputs, the issue's acceptance checks, reference ratings, determinism."""
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from causalrate.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "ratings" / "quickstart"
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("qs") / "run"
+    assert main(["assess", str(ROOT / "studies" / "quickstart.yaml"), "--out", str(out), "--workers", "2"]) == 0
+    return out
+
+
+def load(run: Path) -> dict:
+    return json.loads((run / "ratings.json").read_text())
+
+
+def rows(doc: dict, perturbation: str, score: str) -> dict[str, dict]:
+    return {r["system"]: r for r in doc["ratings"] if r["perturbation"] == perturbation and r["score"] == score}
+
+
+def test_outputs_and_schema(quickstart):
+    for name in ("ratings.json", "scores.csv", "report.md", "forecasts.sqlite"):
+        assert (quickstart / name).is_file()
+    doc = load(quickstart)
+    assert doc["schema"] == "causalrate/ratings-v1" and doc["direction"] == "1 = best" and doc["levels"] == 3
+    assert [s["name"] for s in doc["systems"]] == ["naive", "arima", "random", "biased"]
+    scores = {
+        "wrs_industry",
+        "wrs_company",
+        "ape",
+        "ape_industry",
+        "ape_company",
+        "pie_industry",
+        "pie_company",
+        "smape",
+        "mase",
+        "sign_accuracy",
+        "failure_rate",
+    }
+    for p in ("P1", "P2", "P3"):
+        assert {r["score"] for r in doc["ratings"] if r["perturbation"] == p} == scores
+    assert {r["score"] for r in doc["ratings"] if r["perturbation"] == "P0"} == {
+        "smape",
+        "mase",
+        "sign_accuracy",
+        "failure_rate",
+    }
+    assert set(doc["overall"]) == {"naive", "arima", "random", "biased"}
+    # 12 observational distributions per system: 3 perturbations × 4 schemes
+    assert len([e for e in doc["effects"] if e["system"] == "arima"]) == 12
+    assert {"config", "data_hash", "versions", "seed"} <= set(doc["provenance"])
+    assert "APE_true" in (quickstart / "report.md").read_text()
+
+
+def test_acceptance_checks(quickstart):
+    doc = load(quickstart)
+    for p in ("P1", "P2", "P3"):
+        wrs = rows(doc, p, "wrs_industry")
+        assert wrs["biased"]["raw"] == max(r["raw"] for r in wrs.values())
+        assert wrs["biased"]["rating"] == max(r["rating"] for r in wrs.values())
+    for p in ("P0", "P1", "P2", "P3"):
+        smape = rows(doc, p, "smape")
+        assert smape["random"]["raw"] == max(r["raw"] for r in smape.values())
+    for e in doc["effects"]:
+        if e["system"] == "biased" and e["scheme"] == "industry":
+            assert abs(e["ape_adj"] - e["ape_true"]) < abs(e["ape_obs"] - e["ape_true"])
+
+
+def test_reference_ratings_do_not_drift(quickstart):
+    """ratings/quickstart is what this study produces; regenerate with `python -m tests.make_reference`."""
+    new, ref = load(quickstart), load(REFERENCE)
+    assert new["overall"] == ref["overall"]
+    key = lambda r: (r["perturbation"], r["score"], r["system"])  # noqa: E731
+    new_rows, ref_rows = sorted(new["ratings"], key=key), sorted(ref["ratings"], key=key)
+    assert [key(r) for r in new_rows] == [key(r) for r in ref_rows]
+    for a, b in zip(new_rows, ref_rows, strict=True):
+        assert a["rating"] == b["rating"], key(a)
+        assert (a["raw"] is None and b["raw"] is None) or math.isclose(a["raw"], b["raw"], rel_tol=1e-5, abs_tol=1e-9)
+    for a, b in zip(new["effects"], ref["effects"], strict=True):
+        for field in ("ape_true", "ape_obs", "ape_adj", "pie"):
+            assert math.isclose(a[field], b[field], rel_tol=1e-5, abs_tol=1e-9), (a["system"], field)
+    assert new["provenance"]["data_hash"] == ref["provenance"]["data_hash"]
+    assert new["provenance"]["config"] == ref["provenance"]["config"]
+
+
+def test_same_config_and_seed_give_identical_bytes(synthetic_study, tmp_path):
+    systems = (
+        "- {name: naive, type: naive}\n- {name: random, type: random}\n- {name: biased, type: biased, value: Alpha}\n"
+    )
+    config = synthetic_study(systems, draws=4)
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(["assess", str(config), "--out", str(one), "--workers", "1"]) == 0
+    assert main(["assess", str(config), "--out", str(two), "--workers", "2"]) == 0
+    assert (one / "ratings.json").read_bytes() == (two / "ratings.json").read_bytes()
+    assert main(["assess", str(config), "--out", str(two), "--workers", "2", "--seed", "9", "--overwrite"]) == 0
+    assert (one / "ratings.json").read_bytes() != (two / "ratings.json").read_bytes()
+
+
+def test_model_yaml_is_assessed_against_the_reference_systems(tmp_path):
+    shutil.copy(Path(__file__).parent / "planted.py", tmp_path / "planted.py")
+    (tmp_path / "model.yaml").write_text(
+        'model: {name: "my median", type: python, function: "planted.py:window_median"}\nwindows: {stride: 10}\n'
+    )
+    assert main(["assess", str(tmp_path / "model.yaml"), "--out", str(tmp_path / "run"), "--workers", "2"]) == 0
+    doc = load(tmp_path / "run")
+    assert [s["name"] for s in doc["systems"]] == ["my median", "naive", "arima", "random", "biased"]
+    assert doc["study"] == "my-median" and doc["outcome"] == "rmax_scaled"
+    assert doc["counts"]["series"] == 6

@@ -1,0 +1,63 @@
+"""WRS against scipy's Welch test and hand-counted rejections."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from causalrate.causal.wrs import DEFAULT_LEVELS, pair_weight, welch, wrs
+
+
+def test_welch_matches_scipy():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(0, 1, 13), rng.normal(0.4, 2.5, 29)
+    t, df = welch(a, b)
+    ref = stats.ttest_ind(a, b, equal_var=False)
+    assert t == pytest.approx(ref.statistic, rel=1e-12)
+    assert df == pytest.approx(ref.df, rel=1e-12)
+
+
+def expected_weight(a: np.ndarray, b: np.ndarray) -> float:
+    """Independent count: a pair is rejected at confidence c when scipy's two-sided p < 1 - c."""
+    p = stats.ttest_ind(a, b, equal_var=False).pvalue
+    return sum(w for c, w in DEFAULT_LEVELS if p < 1 - c)
+
+
+def test_wrs_counts_rejections_like_scipy():
+    rng = np.random.default_rng(7)
+    shifts = {"x": 0.0, "y": 0.3, "z": 1.5, "w": 0.05}
+    samples = {g: rng.normal(s, 1, 25) for g, s in shifts.items()}
+    values = np.concatenate(list(samples.values()))
+    groups = np.repeat(list(samples), 25)
+    names = sorted(samples)
+    expected = sum(expected_weight(samples[a], samples[b]) for i, a in enumerate(names) for b in names[i + 1 :])
+    score, pairs = wrs(values, groups)
+    assert pairs == 6
+    assert score == pytest.approx(expected)
+    assert 0 < score < 6 * 2.3  # some but not all pairs differ at every level
+
+
+def test_hand_counted_levels():
+    # |t| = 1.0 with 30 df: below t_.975 (2.04), t_.85 (1.055), above t_.80 (0.854) → only the 60 % level
+    assert pair_weight(1.0, 30) == pytest.approx(0.6)
+    assert pair_weight(1.2, 30) == pytest.approx(0.6 + 0.7)
+    assert pair_weight(2.5, 30) == pytest.approx(2.3)
+    assert pair_weight(0.1, 30) == 0
+
+
+def test_company_pairs_only_within_industry():
+    rng = np.random.default_rng(3)
+    values = np.concatenate([rng.normal(0, 1, 20), rng.normal(0, 1, 20), rng.normal(50, 1, 20), rng.normal(50, 1, 20)])
+    company = np.repeat(["a", "b", "c", "d"], 20)
+    industry = np.repeat(["I", "I", "J", "J"], 20)
+    score, pairs = wrs(values, company, within=industry)
+    assert pairs == 2  # (a, b) and (c, d), never a-c across industries
+    assert score == pytest.approx(
+        expected_weight(values[:20], values[20:40]) + expected_weight(values[40:60], values[60:])
+    )
+
+
+def test_constant_groups():
+    assert welch(np.ones(5), np.ones(4)) == (0.0, 7.0)
+    t, _ = welch(np.ones(5), np.full(4, 2.0))
+    assert t == -np.inf
+    assert wrs(np.r_[np.ones(5), np.full(4, 2.0)], np.repeat(["a", "b"], [5, 4]))[0] == pytest.approx(2.3)
