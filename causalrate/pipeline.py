@@ -111,7 +111,7 @@ def forecast_all(study: Study, store: ForecastStore, *, workers: int) -> None:
     perturbed = {p.id: p.apply(wd.inputs, wd.start) for p in study.suite}
     series_ids = [ds.series[i].id for i in wd.series_index]
     attributes = [ds.series[i].attributes for i in wd.series_index]
-    jobs, index = [], {}
+    jobs = []
     for spec in cfg.systems:
         for p in study.suite:
             for chunk in np.array_split(np.arange(len(wd)), max(1, -(-len(wd) // cfg.forecast.batch_size))):
@@ -124,25 +124,27 @@ def forecast_all(study: Study, store: ForecastStore, *, workers: int) -> None:
                     input_dates=wd.input_dates[chunk],
                     truth_dates=wd.truth_dates[chunk],
                 )
-                job = Job(
-                    spec=spec.model_dump(),
-                    base_dir=study.base_dir,
-                    imputation=cfg.forecast.imputation,
-                    timeout=cfg.forecast.timeout,
-                    batch=batch,
+                jobs.append(
+                    Job(
+                        system=spec.name,
+                        perturbation=p.id,
+                        windows=chunk,
+                        spec=spec.model_dump(),
+                        base_dir=study.base_dir,
+                        imputation=cfg.forecast.imputation,
+                        timeout=cfg.forecast.timeout,
+                        batch=batch,
+                    )
                 )
-                index[id(job)] = (spec.name, p.id, chunk)
-                jobs.append(job)
 
     def on_done(job: Job, outcome: Outcome) -> None:
-        system, perturbation, chunk = index[id(job)]
-        truth, clean = wd.truth[chunk], wd.inputs[chunk]
+        truth, clean = wd.truth[job.windows], wd.inputs[job.windows]
         with np.errstate(all="ignore"):
             metrics = {name: m(truth, outcome.forecasts, clean) for name, m in METRICS.items()}
         store.put_forecasts(
-            system=system,
-            windows=chunk,
-            perturbations=[perturbation] * chunk.size,
+            system=job.system,
+            windows=job.windows,
+            perturbations=[job.perturbation] * job.windows.size,
             forecasts=outcome.forecasts,
             errors=outcome.errors,
             seconds=outcome.seconds,

@@ -35,17 +35,20 @@ def identify_schemes(settings: DrawSettings, attributes: list[str]) -> dict[str,
     return out
 
 
-def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
-    """One-hot for categorical columns (first level dropped), z-scores for numeric ones."""
-    parts = []
+def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.ndarray, list[str]]:
+    """One-hot for categorical columns (first level dropped), z-scores for numeric ones; and column names."""
+    parts, names = [], []
     for col in columns:
         values = table[col]
         if values.dtype.kind in "fiu":
             sd = values.std(ddof=0)
             parts.append(((values - values.mean()) / (sd if sd > 0 else 1.0)).to_numpy()[:, None])
+            names.append(col)
         else:
-            parts.append(pd.get_dummies(values, drop_first=True, dtype=float).to_numpy())
-    return np.hstack(parts) if parts else np.zeros((len(table), 0))
+            dummies = pd.get_dummies(values, drop_first=True, dtype=float)
+            parts.append(dummies.to_numpy())
+            names += [f"{col}={v}" for v in dummies.columns]
+    return (np.hstack(parts) if parts else np.zeros((len(table), 0))), names
 
 
 def _rng(seed: int, *parts: object) -> np.random.Generator:
@@ -89,7 +92,7 @@ def estimate_effects(
             valid = np.isfinite(treated_outcome) & np.isfinite(base)
             for scheme in settings.schemes:
                 adjust = identification[scheme].adjustment_set
-                features = design_matrix(windows.loc[valid], adjust)
+                features, names = design_matrix(windows.loc[valid], adjust)
                 for b in range(settings.draws):
                     draw = _rng(settings.seed, scheme, perturbation, b).random(len(windows)) < probabilities[scheme]
                     t = draw[valid]
@@ -119,6 +122,8 @@ def estimate_effects(
                             "unmatched": match.unmatched,
                             "smd_before": float(np.max(np.abs(match.smd_before), initial=0.0)),
                             "smd_after": float(np.max(np.abs(match.smd_after), initial=0.0)),
+                            **{f"smd_before:{n}": abs(v) for n, v in zip(names, match.smd_before, strict=True)},
+                            **{f"smd_after:{n}": abs(v) for n, v in zip(names, match.smd_after, strict=True)},
                         }
                     )
     return pd.DataFrame(rows)
@@ -143,4 +148,15 @@ def summarise_effects(draws: pd.DataFrame) -> pd.DataFrame:
     for col in ("ape_obs", "ape_adj", "pie"):
         out[f"{col}_lo"] = grouped[col].quantile(0.025)
         out[f"{col}_hi"] = grouped[col].quantile(0.975)
+    per_confounder = [c for c in draws.columns if c.startswith("smd_before:")]
+    out["balance"] = [
+        {
+            c.split(":", 1)[1]: [float(means[c]), float(means[c.replace("before", "after", 1)])]
+            for c in per_confounder
+            if np.isfinite(means[c])
+        }
+        for _, means in grouped[[*per_confounder, *(c.replace("before", "after", 1) for c in per_confounder)]]
+        .mean()
+        .iterrows()
+    ]
     return out.reset_index()

@@ -34,6 +34,9 @@ class ForecastTimeout(Exception):
 class Job:
     """One batch for one system: everything a worker needs, picklable."""
 
+    system: str
+    perturbation: str
+    windows: np.ndarray  # window ids of the batch's rows
     spec: dict[str, Any]
     base_dir: Path
     imputation: str

@@ -61,6 +61,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
             "smd_before": clean_float(r.smd_before),
             "smd_after": clean_float(r.smd_after),
             "unmatched": clean_float(r.unmatched),
+            "balance": {k: [clean_float(b), clean_float(a)] for k, (b, a) in sorted(r.balance.items())},
         }
         for r in effects.itertuples()
     ]
