@@ -20,6 +20,22 @@ def _assess(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     assess(config, base_dir=base_dir, out=out, workers=args.workers, overwrite=args.overwrite)
     print(f"wrote {out}/ratings.json, scores.csv, report.md, forecasts.sqlite in {time.perf_counter() - started:.1f} s")
+    if not args.no_cards:
+        from causalrate.report.cards import render_cards
+
+        render_cards(out)
+        print(f"wrote rating cards and the comparison page to {out}/cards/")
+    return 0
+
+
+def _card(args: argparse.Namespace) -> int:
+    from causalrate.report.cards import render_cards
+
+    formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
+    systems = [args.system] if args.system else None
+    written = render_cards(Path(args.run_dir), systems=systems, formats=formats, png_required="png" in formats)
+    for path in written:
+        print(path)
     return 0
 
 
@@ -50,7 +66,13 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="forecasting processes (default: cores)")
     a.add_argument("--seed", type=int, help="override the config's seed")
     a.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
+    a.add_argument("--no-cards", action="store_true", help="skip the rating cards and comparison page")
     a.set_defaults(func=_assess)
+    c = sub.add_parser("card", help="write rating cards and the comparison page for a finished run")
+    c.add_argument("run_dir", help="a run directory (holds ratings.json and forecasts.sqlite)")
+    c.add_argument("--system", help="only this system's card")
+    c.add_argument("--format", default="html,png,md", help="comma-separated: html, png, md (default: all)")
+    c.set_defaults(func=_card)
     sub.add_parser("perturbations", help="list registered perturbation operators").set_defaults(func=_perturbations)
     sub.add_parser("systems", help="list registered system types").set_defaults(func=_systems)
     return p

@@ -100,7 +100,14 @@ def _store_windows(store: ForecastStore, study: Study) -> None:
     ds, wd = study.dataset, study.windows
     store.put_series((s.id, s.attributes) for s in ds.series)
     store.put_windows(
-        (i, ds.series[wd.series_index[i]].id, int(wd.start[i]), str(wd.truth_dates[i, 0]), wd.truth[i].tolist())
+        (
+            i,
+            ds.series[wd.series_index[i]].id,
+            int(wd.start[i]),
+            str(wd.truth_dates[i, 0]),
+            wd.inputs[i].tolist(),
+            wd.truth[i].tolist(),
+        )
         for i in range(len(wd))
     )
 

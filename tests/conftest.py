@@ -52,14 +52,11 @@ def write_yaml(path: Path, text: str) -> Path:
     return path
 
 
-@pytest.fixture
-def synthetic_study(tmp_path: Path):
+def make_synthetic_study(folder: Path, systems: str, *, extra: str = "", draws: int = 6, stride: int = 2) -> Path:
     """A fast study on the synthetic CSV with the planted python systems of tests/planted.py."""
-
-    def make(systems: str, *, extra: str = "", draws: int = 6, stride: int = 2) -> Path:
-        synthetic_long_csv(tmp_path / "prices.csv")
-        (tmp_path / "planted.py").write_text((Path(__file__).parent / "planted.py").read_text())
-        body = f"""\
+    synthetic_long_csv(folder / "prices.csv")
+    (folder / "planted.py").write_text((Path(__file__).parent / "planted.py").read_text())
+    body = f"""\
 name: synthetic
 seed: 3
 data:
@@ -78,6 +75,12 @@ causal: {{draws: {draws}}}
 systems:
 {textwrap.indent(textwrap.dedent(systems), "  ")}
 {extra}"""
-        return write_yaml(tmp_path / "study.yaml", body)
+    return write_yaml(folder / "study.yaml", body)
+
+
+@pytest.fixture
+def synthetic_study(tmp_path: Path):
+    def make(systems: str, **kwargs) -> Path:
+        return make_synthetic_study(tmp_path, systems, **kwargs)
 
     return make

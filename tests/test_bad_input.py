@@ -49,7 +49,7 @@ def wide_csv(path: Path, *, n: int = 60, **columns) -> None:
 )
 def test_config_errors(tmp_path, cli, change, field, expected):
     config = write_yaml(tmp_path / "s.yaml", STUDY.replace(*change))
-    code, _out, err = cli("assess", config, "--out", tmp_path / "run")
+    code, _out, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
     assert code == 2
     assert str(config) in err and field in err and expected in err, err
     assert "Traceback" not in err
@@ -81,7 +81,7 @@ def test_missing_config_and_wrong_shape(tmp_path, cli):
 def test_bad_series(tmp_path, cli, columns, n, expected):
     wide_csv(tmp_path / "prices.csv", n=n, **columns)
     config = write_yaml(tmp_path / "s.yaml", STUDY)
-    code, _, err = cli("assess", config, "--out", tmp_path / "run")
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
     assert code == 2 and expected in err and "prices.csv" in err, err
 
 
@@ -113,7 +113,7 @@ def test_yfinance_offline_without_cache(tmp_path, cli, monkeypatch):
             "{source: csv, path: prices.csv}", f"{{source: yfinance, series: [AAA], cache_dir: {tmp_path}/c}}"
         ),
     )
-    code, _, err = cli("assess", config, "--out", tmp_path / "run")
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
     assert code == 2
     assert str(tmp_path / "c") in err and "data.source: csv" in err
 
@@ -129,7 +129,9 @@ def test_yfinance_uses_the_disk_cache(tmp_path, cli, monkeypatch):
     data = f"{{source: yfinance, series: [AAA], start: 2022-01-01, end: 2022-12-31, cache_dir: {tmp_path}/c}}"
     body = STUDY.replace("{source: csv, path: prices.csv}", data).replace("stride: 5", "stride: 20")
     body += "causal: {schemes: [uniform, level], draws: 2}\n"
-    code, _out, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--workers", "1")
+    code, _out, err = cli(
+        "assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--workers", "1", "--no-cards"
+    )
     assert code == 0, err
     doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
     assert doc["not_rated"]["wrs_industry"] == "the data has no 'industry' attribute"
@@ -153,7 +155,7 @@ def test_existing_run_is_not_overwritten(tmp_path, cli):
     wide_csv(tmp_path / "prices.csv")
     body = STUDY + "causal: {schemes: [uniform], draws: 2}\n"
     config = write_yaml(tmp_path / "s.yaml", body)
-    assert cli("assess", config, "--out", tmp_path / "run", "--workers", "1")[0] == 0
-    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1")
+    assert cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")[0] == 0
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
     assert code == 2 and "--overwrite" in err
-    assert cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--overwrite")[0] == 0
+    assert cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--overwrite", "--no-cards")[0] == 0

@@ -29,7 +29,10 @@ def test_wide_csv_with_attribute_mapping(tmp_path):
         tmp_path / "w.csv", index=False
     )
     cfg = DataConfig(
-        source="csv", path="w.csv", date_column="day", start="2022-01-10",
+        source="csv",
+        path="w.csv",
+        date_column="day",
+        start="2022-01-10",
         attributes={"X": {"industry": "I", "company": "x"}, "Y": {"industry": "J", "company": "y"}},
     )
     ds = load_dataset(cfg, base_dir=tmp_path, min_length=10)
@@ -62,6 +65,9 @@ def test_windows_slice_input_and_truth(tmp_path):
 def test_listing_commands(cli, command):
     code, out, _ = cli(command)
     assert code == 0
-    expected = ["naive", "arima", "random", "biased", "python"] if command == "systems" else [
-        "none", "drop_to_zero", "halve", "missing"]
+    expected = (
+        ["naive", "arima", "random", "biased", "python"]
+        if command == "systems"
+        else ["none", "drop_to_zero", "halve", "missing"]
+    )
     assert all(name in out for name in expected)

@@ -20,7 +20,7 @@ def rating(doc, perturbation, score, system):
 
 def test_planted_effects_are_found(synthetic_study, cli, tmp_path):
     config = synthetic_study(SYSTEMS)
-    code, _out, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "2")
+    code, _out, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "2", "--no-cards")
     assert code == 0, err
     doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
 
@@ -55,7 +55,7 @@ FAILING = """\
 
 def test_failures_become_rows_and_the_run_goes_on(synthetic_study, cli, tmp_path):
     config = synthetic_study(FAILING, draws=2, stride=5)
-    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1")
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
     assert code == 0, err
     db = sqlite3.connect(tmp_path / "run" / "forecasts.sqlite")
     errors = dict(db.execute("SELECT system, group_concat(DISTINCT error) FROM forecasts GROUP BY system").fetchall())
@@ -76,7 +76,7 @@ def test_failures_become_rows_and_the_run_goes_on(synthetic_study, cli, tmp_path
 def test_timeout_becomes_failure_rows(synthetic_study, cli, tmp_path):
     systems = '- {name: sleepy, type: python, function: "planted.py:sleepy"}\n- {name: naive, type: naive}\n'
     config = synthetic_study(systems, draws=2, stride=40, extra="forecast: {timeout: 0.5, batch_size: 64}\n")
-    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "2")
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "2", "--no-cards")
     assert code == 0, err
     db = sqlite3.connect(tmp_path / "run" / "forecasts.sqlite")
     errors = {e for (e,) in db.execute("SELECT error FROM forecasts WHERE system = 'sleepy'")}

@@ -31,6 +31,8 @@ def rows(doc: dict, perturbation: str, score: str) -> dict[str, dict]:
 def test_outputs_and_schema(quickstart):
     for name in ("ratings.json", "scores.csv", "report.md", "forecasts.sqlite"):
         assert (quickstart / name).is_file()
+    cards = {p.name for p in (quickstart / "cards").glob("*.html")}
+    assert cards == {"naive.html", "arima.html", "random.html", "biased.html", "comparison.html"}
     doc = load(quickstart)
     assert doc["schema"] == "causalrate/ratings-v1" and doc["direction"] == "1 = best" and doc["levels"] == 3
     assert [s["name"] for s in doc["systems"]] == ["naive", "arima", "random", "biased"]
@@ -99,10 +101,13 @@ def test_same_config_and_seed_give_identical_bytes(synthetic_study, tmp_path):
     )
     config = synthetic_study(systems, draws=4)
     one, two = tmp_path / "one", tmp_path / "two"
-    assert main(["assess", str(config), "--out", str(one), "--workers", "1"]) == 0
-    assert main(["assess", str(config), "--out", str(two), "--workers", "2"]) == 0
+    assert main(["assess", str(config), "--out", str(one), "--workers", "1", "--no-cards"]) == 0
+    assert main(["assess", str(config), "--out", str(two), "--workers", "2", "--no-cards"]) == 0
     assert (one / "ratings.json").read_bytes() == (two / "ratings.json").read_bytes()
-    assert main(["assess", str(config), "--out", str(two), "--workers", "2", "--seed", "9", "--overwrite"]) == 0
+    assert (
+        main(["assess", str(config), "--out", str(two), "--workers", "2", "--seed", "9", "--overwrite", "--no-cards"])
+        == 0
+    )
     assert (one / "ratings.json").read_bytes() != (two / "ratings.json").read_bytes()
 
 
@@ -111,7 +116,8 @@ def test_model_yaml_is_assessed_against_the_reference_systems(tmp_path):
     (tmp_path / "model.yaml").write_text(
         'model: {name: "my median", type: python, function: "planted.py:window_median"}\nwindows: {stride: 10}\n'
     )
-    assert main(["assess", str(tmp_path / "model.yaml"), "--out", str(tmp_path / "run"), "--workers", "2"]) == 0
+    args = ["assess", str(tmp_path / "model.yaml"), "--out", str(tmp_path / "run"), "--workers", "2", "--no-cards"]
+    assert main(args) == 0
     doc = load(tmp_path / "run")
     assert [s["name"] for s in doc["systems"]] == ["my median", "naive", "arima", "random", "biased"]
     assert doc["study"] == "my-median" and doc["outcome"] == "rmax_scaled"

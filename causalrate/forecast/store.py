@@ -39,7 +39,7 @@ class ForecastStore:
                 CREATE TABLE series (id TEXT PRIMARY KEY, attributes TEXT NOT NULL);
                 CREATE TABLE windows (
                     window INTEGER PRIMARY KEY, series TEXT NOT NULL, start INTEGER NOT NULL,
-                    first_forecast_date TEXT NOT NULL, truth TEXT NOT NULL);
+                    first_forecast_date TEXT NOT NULL, input TEXT NOT NULL, truth TEXT NOT NULL);
                 CREATE TABLE forecasts (
                     system TEXT NOT NULL, window INTEGER NOT NULL, perturbation TEXT NOT NULL,
                     forecast TEXT, error TEXT, seconds REAL NOT NULL{metric_cols},
@@ -53,10 +53,12 @@ class ForecastStore:
         with self.conn:
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)))
 
-    def put_windows(self, rows: Iterable[tuple[int, str, int, str, list[float]]]) -> None:
+    def put_windows(self, rows: Iterable[tuple[int, str, int, str, list[float], list[float]]]) -> None:
+        """(window id, series, start, first forecast date, clean input, truth) per window."""
         with self.conn:
             self.conn.executemany(
-                "INSERT INTO windows VALUES (?, ?, ?, ?, ?)", [(w, s, st, d, json.dumps(t)) for w, s, st, d, t in rows]
+                "INSERT INTO windows VALUES (?, ?, ?, ?, ?, ?)",
+                [(w, s, st, d, json.dumps(x), json.dumps(t)) for w, s, st, d, x, t in rows],
             )
 
     def put_series(self, rows: Iterable[tuple[str, dict[str, str]]]) -> None:

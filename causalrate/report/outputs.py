@@ -95,6 +95,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "kind": p.operator.kind,
                 "period": p.period,
                 "phase": p.phase,
+                "params": p.params,
                 "description": p.description,
             }
             for p in study.suite

@@ -30,7 +30,8 @@ class Score:
     higher_is_better: ClassVar[bool] = False
     robustness: ClassVar[bool] = True  # counts towards the overall robustness rating
     on_control: ClassVar[bool] = False  # also computed for the clean input (P0)
-    description: ClassVar[str] = ""
+    label: ClassVar[str] = ""  # short human name for tables and cards
+    description: ClassVar[str] = ""  # one plain-language line
     unavailable: str = ""
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
@@ -54,18 +55,23 @@ class WrsScore(Score):
 @SCORES.register("wrs_industry")
 class WrsIndustry(WrsScore):
     attribute = "industry"
-    description = "statistical bias across industries: weighted count of significant Welch t-tests"
+    label = "WRS industry"
+    description = (
+        "how much its errors differ between industries (0 = not at all; each pair of industries adds up to 2.3)"
+    )
 
 
 @SCORES.register("wrs_company")
 class WrsCompany(WrsScore):
     attribute = "company"
-    description = "statistical bias across companies of the same industry (weighted rejections)"
+    label = "WRS company"
+    description = "how much its errors differ between companies of the same industry (0 = not at all)"
 
 
 @SCORES.register("ape")
 class Ape(Score):
-    description = "|APE|: how much the perturbation changes the error, from the randomized full factorial"
+    label = "APE"
+    description = "how much the perturbation changes its error, measured on every window (randomized)"
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
@@ -87,25 +93,29 @@ class SchemeScore(Score):
 @SCORES.register("ape_industry")
 class ApeIndustry(SchemeScore):
     scheme, column = "industry", "abs_ape_adj"
-    description = "|APE| deconfounded by matching when industry drives which windows are perturbed"
+    label = "APE, industry-confounded"
+    description = "the same effect, estimated after matching when industry decides which windows are perturbed"
 
 
 @SCORES.register("ape_company")
 class ApeCompany(SchemeScore):
     scheme, column = "company", "abs_ape_adj"
-    description = "|APE| deconfounded by matching when company drives which windows are perturbed"
+    label = "APE, company-confounded"
+    description = "the same effect, estimated after matching when company decides which windows are perturbed"
 
 
 @SCORES.register("pie_industry")
 class PieIndustry(SchemeScore):
     scheme, column = "industry", "pie"
-    description = "PIE%: share of the apparent effect that is due to industry confounding"
+    label = "PIE% industry"
+    description = "how much of the apparent effect is really due to industry (%; lower = less misleading)"
 
 
 @SCORES.register("pie_company")
 class PieCompany(SchemeScore):
     scheme, column = "company", "pie"
-    description = "PIE%: share of the apparent effect that is due to company confounding"
+    label = "PIE% company"
+    description = "how much of the apparent effect is really due to company (%; lower = less misleading)"
 
 
 class MetricScore(Score):
@@ -124,27 +134,31 @@ class MetricScore(Score):
 @SCORES.register("smape")
 class Smape(MetricScore):
     metric = "smape"
-    description = "accuracy: symmetric mean absolute percentage error (0 = perfect, 2 = worst)"
+    label = "SMAPE"
+    description = "forecast error in relative terms (0 = perfect, 2 = worst)"
 
 
 @SCORES.register("mase")
 class Mase(MetricScore):
     metric = "mase"
-    description = "accuracy: error relative to the in-sample one-step naive change (1 = as good as that)"
+    label = "MASE"
+    description = "error relative to the typical day-to-day change of the input (below 1 beats it)"
 
 
 @SCORES.register("sign_accuracy")
 class SignAccuracy(MetricScore):
     metric = "sign_accuracy"
     higher_is_better = True
-    description = "accuracy: share of forecast steps moving in the right direction (higher is better)"
+    label = "Sign accuracy"
+    description = "share of forecast steps that move in the right direction (higher is better)"
 
 
 @SCORES.register("failure_rate")
 class FailureRate(Score):
     robustness = False
     on_control = True
-    description = "share of forecasts that failed (raised, timed out, wrong shape, NaN/inf)"
+    label = "Failure rate"
+    description = "share of forecasts that failed (crashed, timed out, wrong length, NaN)"
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         rates = evidence.forecasts.groupby(["system", "perturbation"], sort=True)["failed"].mean()
