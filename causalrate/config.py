@@ -72,7 +72,23 @@ class PerturbationSpec(Strict):
     period: PositiveInt | None = Field(None, description="k; null = input_length")
     phase: int = Field(0, ge=0)
     params: dict[str, float] = Field(default_factory=dict)
+    grid: dict[str, list[float]] | None = Field(
+        None, description="severity grid: one setting (or period) and its values, e.g. {period: [80, 40, 20, 10]}"
+    )
     description: str | None = None
+
+    @field_validator("grid")
+    @classmethod
+    def _one_axis(cls, grid: dict[str, list[float]] | None) -> dict[str, list[float]] | None:
+        if grid is not None:
+            if len(grid) != 1:
+                raise ValueError(f"a grid varies exactly one setting, got {sorted(grid)}")
+            ((name, values),) = grid.items()
+            if len(values) < 2 or len(set(values)) != len(values):
+                raise ValueError(f"grid {name}: give at least two distinct values, got {values}")
+            if name == "period" and any(v < 1 or v != int(v) for v in values):
+                raise ValueError(f"grid period: values must be whole numbers >= 1, got {values}")
+        return grid
 
     @field_validator("operator")
     @classmethod
@@ -120,7 +136,23 @@ class CausalConfig(Strict):
     high: float = Field(0.8, gt=0, lt=1)
     low: float = Field(0.2, gt=0, lt=1)
     caliper: float = Field(0.2, gt=0, description="in standard deviations of the logit propensity")
-    covariates: list[Literal["level"]] = Field(default_factory=list, description="window covariates to adjust for")
+    covariates: list[str] = Field(
+        default_factory=list, description="window characteristics to adjust for (e.g. level, volatility)"
+    )
+    wrs_groups: list[str] = Field(
+        default_factory=list, description="window characteristics whose terciles are WRS groups (score wrs_<name>)"
+    )
+    stl_period: int = Field(5, ge=2, description="STL period for trend/seasonality strength (5 = a trading week)")
+
+    @field_validator("covariates", "wrs_groups")
+    @classmethod
+    def _known_characteristics(cls, names: list[str]) -> list[str]:
+        from causalrate.data.characteristics import CHARACTERISTICS
+
+        for name in names:
+            if name not in CHARACTERISTICS:
+                raise ValueError(f"unknown window characteristic {name!r}; expected one of {CHARACTERISTICS.names()}")
+        return names
 
     @field_validator("schemes")
     @classmethod

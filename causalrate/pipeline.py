@@ -14,17 +14,20 @@ from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.wrs import wrs
 from causalrate.config import StudyConfig
 from causalrate.data import Dataset, Windows, make_windows
+from causalrate.data.characteristics import CHARACTERISTICS, compute_characteristics, terciles
 from causalrate.data.loaders import load_dataset
 from causalrate.errors import UserError
 from causalrate.forecast import Batch
-from causalrate.forecast.runner import Job, Outcome, execute, row_seeds
+from causalrate.forecast.runner import Job, Outcome, execute
 from causalrate.forecast.store import ForecastStore
 from causalrate.forecast.systems import System, build_system
 from causalrate.perturb import Perturbation, load_suite
+from causalrate.perturb.suite import perturbation_seeds
 from causalrate.rate.ratings import overall_ratings, rate_scores
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
 from causalrate.score.scores import SCORES, Evidence
+from causalrate.seeding import row_seeds
 
 RUN_FILES = ("forecasts.sqlite", "forecasts.sqlite-*", "ratings.json", "scores.csv", "report.md")
 
@@ -39,6 +42,7 @@ class Study:
     windows: Windows
     suite: list[Perturbation]
     systems: dict[str, System]
+    table: pd.DataFrame  # per window: series, attributes, characteristics
 
     @property
     def control(self) -> str:
@@ -56,19 +60,26 @@ def prepare(config: StudyConfig, *, base_dir: Path) -> Study:
         system = build_system(spec.model_dump(), base_dir=base_dir)
         system.check(dataset)
         systems[spec.name] = system
-    table = window_table(dataset, windows)
+    table = window_table(dataset, windows, config)
     for name in config.causal.schemes:
         SCHEMES.get(name)().check(table)
-    return Study(config=config, base_dir=base_dir, dataset=dataset, windows=windows, suite=suite, systems=systems)
+    return Study(
+        config=config, base_dir=base_dir, dataset=dataset, windows=windows, suite=suite, systems=systems, table=table
+    )
 
 
-def window_table(dataset: Dataset, windows: Windows) -> pd.DataFrame:
-    """Per window: its series, attributes (Z) and covariates (level = mean clean input)."""
-    attrs = pd.DataFrame([dataset.series[i].attributes for i in windows.series_index])
-    attrs.insert(0, "series", [dataset.series[i].id for i in windows.series_index])
-    attrs["start"] = windows.start
-    attrs["level"] = windows.inputs.mean(axis=1)
-    return attrs
+def window_table(dataset: Dataset, windows: Windows, config: StudyConfig) -> pd.DataFrame:
+    """Per window: its series, attributes (Z), and the characteristics the causal settings use."""
+    table = pd.DataFrame([dataset.series[i].attributes for i in windows.series_index])
+    table.insert(0, "series", [dataset.series[i].id for i in windows.series_index])
+    table["start"] = windows.start
+    causal = config.causal
+    driven = [c for name in causal.schemes for c in SCHEMES.get(name).confounders if c in CHARACTERISTICS]
+    needed = list(dict.fromkeys([*causal.covariates, *driven, *causal.wrs_groups]))
+    table = table.assign(**compute_characteristics(windows.inputs, needed, period=causal.stl_period))
+    for name in causal.wrs_groups:
+        table[f"{name}_tercile"] = terciles(table[name].to_numpy())
+    return table
 
 
 def assess(config: StudyConfig, *, base_dir: Path, out: Path, workers: int, overwrite: bool = False) -> Path:
@@ -115,8 +126,11 @@ def _store_windows(store: ForecastStore, study: Study) -> None:
 def forecast_all(study: Study, store: ForecastStore, *, workers: int) -> None:
     """The full factorial: every system × window × perturbation, batched, written batch by batch."""
     cfg, wd, ds = study.config, study.windows, study.dataset
-    perturbed = {p.id: p.apply(wd.inputs, wd.start) for p in study.suite}
     series_ids = [ds.series[i].id for i in wd.series_index]
+    windows = list(zip(series_ids, wd.start.tolist(), strict=True))
+    perturbed = {
+        p.id: p.apply(wd.inputs, wd.start, seeds=perturbation_seeds(cfg.seed, p.id, windows)) for p in study.suite
+    }
     attributes = [ds.series[i].attributes for i in wd.series_index]
     jobs = []
     for spec in cfg.systems:
@@ -126,7 +140,7 @@ def forecast_all(study: Study, store: ForecastStore, *, workers: int) -> None:
                 batch = Batch(
                     inputs=perturbed[p.id][chunk],
                     horizon=wd.horizon,
-                    seeds=row_seeds(cfg.seed, spec.name, keys),
+                    seeds=row_seeds(cfg.seed, spec.name, keys=keys),
                     attributes=tuple(attributes[i] for i in chunk),
                     input_dates=wd.input_dates[chunk],
                     truth_dates=wd.truth_dates[chunk],
@@ -177,7 +191,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
     """Score, causal analysis and ratings from the stored forecast rows (no forecasting)."""
     cfg, control = study.config, study.control
     forecasts = forecasts.assign(failed=forecasts["error"].notna(), outcome=forecasts[cfg.outcome])
-    table = window_table(study.dataset, study.windows)
+    table = study.table
     wide = forecasts.pivot_table(index=["system", "window"], columns="perturbation", values="outcome", dropna=False)
     order = [p.id for p in study.suite]
     outcomes = {
@@ -186,7 +200,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         else pd.DataFrame(np.nan, index=range(len(table)), columns=order)
         for s in study.systems
     }
-    wrs_table = wrs_scores(outcomes, table, control=control)
+    wrs_table = wrs_scores(outcomes, table, groups=cfg.causal.wrs_groups)
     settings = DrawSettings(
         schemes=tuple(cfg.causal.schemes),
         draws=cfg.causal.draws,
@@ -206,7 +220,8 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         if len(draws)
         else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "abs_ape_adj", "pie"])
     )
-    evidence = Evidence(forecasts=forecasts, wrs=wrs_table, effects=effects, control=control)
+    severity = {p.id: (p.family, p.severity) for p in study.suite if p.severity is not None}
+    evidence = Evidence(forecasts=forecasts, wrs=wrs_table, effects=effects, control=control, severity=severity)
     raw, unavailable = [], {}
     for name in cfg.rating.scores or SCORES.names():
         score = SCORES.get(name)()
@@ -228,9 +243,9 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
     )
 
 
-def wrs_scores(outcomes: dict[str, pd.DataFrame], table: pd.DataFrame, *, control: str) -> pd.DataFrame:
-    """WRS per system and perturbation: across industries, and across companies within an industry."""
-    plans = []
+def wrs_scores(outcomes: dict[str, pd.DataFrame], table: pd.DataFrame, *, groups: list[str]) -> pd.DataFrame:
+    """WRS per system and perturbation: across industries, companies within an industry, characteristic terciles."""
+    plans = [(name, table[f"{name}_tercile"].to_numpy(), None) for name in groups]
     if "industry" in table:
         plans.append(("industry", table["industry"].to_numpy(), None))
     if "company" in table:

@@ -48,3 +48,10 @@ def wrong_shape(inputs, horizon):
 def sleepy(inputs, horizon):
     time.sleep(30)
     return last_value(inputs, horizon)
+
+
+def zero_counter(inputs, horizon):
+    """Fragile in proportion: naive, pushed 5 % higher for every zero it sees in its input."""
+    last = np.nanmax(inputs[:, -3:], axis=1)
+    zeros = (inputs == 0).sum(axis=1)
+    return np.repeat((last * (1 + 0.05 * zeros))[:, None], horizon, axis=1)

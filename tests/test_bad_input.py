@@ -134,7 +134,7 @@ def test_yfinance_uses_the_disk_cache(tmp_path, cli, monkeypatch):
     )
     assert code == 0, err
     doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
-    assert doc["not_rated"]["wrs_industry"] == "the data has no 'industry' attribute"
+    assert doc["not_rated"]["wrs_industry"].startswith("the run has no 'industry' grouping")
     assert doc["provenance"]["data_source"].startswith("yfinance cache")
 
 

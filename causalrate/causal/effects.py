@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,6 +10,7 @@ import pandas as pd
 from causalrate.causal.graph import Identification, identify
 from causalrate.causal.matching import match_ate
 from causalrate.causal.schemes import SCHEMES
+from causalrate.seeding import rng
 
 PIE_EPSILON = 1e-9
 
@@ -51,12 +51,6 @@ def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.nda
     return (np.hstack(parts) if parts else np.zeros((len(table), 0))), names
 
 
-def _rng(seed: int, *parts: object) -> np.random.Generator:
-    """A generator keyed by names (crc32, stable across runs and platforms) and integers."""
-    keys = [zlib.crc32(p.encode()) if isinstance(p, str) else int(p) for p in parts]
-    return np.random.default_rng([seed, *keys])
-
-
 def ape_true(outcomes: np.ndarray, control: np.ndarray) -> tuple[float, int]:
     """Mean paired difference (same window, perturbed vs clean) over windows where both exist."""
     valid = np.isfinite(outcomes) & np.isfinite(control)
@@ -94,7 +88,7 @@ def estimate_effects(
                 adjust = identification[scheme].adjustment_set
                 features, names = design_matrix(windows.loc[valid], adjust)
                 for b in range(settings.draws):
-                    draw = _rng(settings.seed, scheme, perturbation, b).random(len(windows)) < probabilities[scheme]
+                    draw = rng(settings.seed, scheme, perturbation, b).random(len(windows)) < probabilities[scheme]
                     t = draw[valid]
                     if t.all() or not t.any():
                         continue
@@ -105,7 +99,7 @@ def estimate_effects(
                         t,
                         y,
                         caliper_sd=settings.caliper,
-                        rng=_rng(settings.seed, "match", scheme, perturbation, b),
+                        rng=rng(settings.seed, "match", scheme, perturbation, b),
                     )
                     rows.append(
                         {

@@ -67,12 +67,29 @@ class Company(ByAttribute):
     description = "windows of the first half of the companies (sorted) are perturbed with P = high, others low"
 
 
-@SCHEMES.register("level")
-class Level(Scheme):
-    confounders = ("level",)
-    description = "P rises linearly from low to high with the rank of the window's mean price (a continuous confounder)"
+class Ranked(Scheme):
+    """P rises linearly from low to high with the rank of a window characteristic (a continuous confounder)."""
 
     def probabilities(self, table: pd.DataFrame, *, high: float, low: float) -> np.ndarray:
-        rank = table["level"].rank(method="average").to_numpy()
+        (column,) = self.confounders
+        rank = table[column].rank(method="average").to_numpy()
         span = max(len(table) - 1, 1)
         return low + (high - low) * (rank - 1) / span
+
+
+@SCHEMES.register("level")
+class Level(Ranked):
+    confounders = ("level",)
+    description = "P rises from low to high with the rank of the window's mean price"
+
+
+@SCHEMES.register("volatility")
+class Volatility(Ranked):
+    confounders = ("volatility",)
+    description = "P rises from low to high with the rank of the window's volatility (std of returns)"
+
+
+@SCHEMES.register("trend_strength")
+class TrendStrength(Ranked):
+    confounders = ("trend_strength",)
+    description = "P rises from low to high with the rank of the window's STL trend strength"

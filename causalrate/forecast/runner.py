@@ -6,7 +6,6 @@ that only the rows that really fail become failure rows, each with its own error
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
 import signal
@@ -49,15 +48,6 @@ class Outcome:
     forecasts: np.ndarray  # [b, d], NaN on failed rows
     errors: list[str | None]
     seconds: float
-
-
-def row_seeds(seed: int, system: str, keys: list[tuple[str, int, str]]) -> np.ndarray:
-    """A stable 64-bit seed per forecast from (seed, system, series, window start, perturbation)."""
-    out = np.empty(len(keys), dtype=np.uint64)
-    for i, key in enumerate(keys):
-        digest = hashlib.blake2b(json.dumps([seed, system, *key]).encode(), digest_size=8).digest()
-        out[i] = int.from_bytes(digest, "little")
-    return out
 
 
 @contextmanager

@@ -1,7 +1,9 @@
 """Perturbation operators (METHOD §2), found by name in OPERATORS.
 
-An operator changes the values at the perturbed positions of an input window.
-Add your own with ``@OPERATORS.register("name")`` on an Operator subclass.
+An operator changes an input window at its perturbed positions (the mask). Operators
+with settings declare them in `params` with defaults; random ones draw from the
+per-window seeds, so a perturbation is the same on every run. Add your own with
+``@OPERATORS.register("name")`` on an Operator subclass.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ class Operator:
     """Maps input windows to perturbed input windows at the masked positions."""
 
     kind: ClassVar[str] = "semantic"  # semantic | syntactic | control
-    description: ClassVar[str] = ""
+    description: ClassVar[str] = ""  # plain language, shown on cards; may use {param} placeholders
+    params: ClassVar[dict[str, float]] = {}  # settings and their defaults
 
-    def apply(self, values: np.ndarray, mask: np.ndarray, **params: float) -> np.ndarray:
-        """values: float [batch, n] (a copy the operator may modify); mask: bool [batch, n]."""
+    def apply(self, values: np.ndarray, mask: np.ndarray, *, seeds: np.ndarray, **params: float) -> np.ndarray:
+        """values: float [batch, n] (a copy the operator may modify); mask: bool [batch, n]; seeds: [batch]."""
         raise NotImplementedError
 
 
@@ -32,7 +35,7 @@ class Identity(Operator):
     kind = "control"
     description = "no change: the clean input (control)"
 
-    def apply(self, values: np.ndarray, mask: np.ndarray, **params: float) -> np.ndarray:
+    def apply(self, values, mask, *, seeds, **params):
         return values
 
 
@@ -40,7 +43,7 @@ class Identity(Operator):
 class DropToZero(Operator):
     description = "a value is recorded as 0 (data-entry error)"
 
-    def apply(self, values: np.ndarray, mask: np.ndarray, **params: float) -> np.ndarray:
+    def apply(self, values, mask, *, seeds, **params):
         values[mask] = 0.0
         return values
 
@@ -49,7 +52,7 @@ class DropToZero(Operator):
 class Halve(Operator):
     description = "a value is halved (split- or dividend-like adjustment applied by mistake)"
 
-    def apply(self, values: np.ndarray, mask: np.ndarray, **params: float) -> np.ndarray:
+    def apply(self, values, mask, *, seeds, **params):
         values[mask] = values[mask] / 2.0
         return values
 
@@ -59,6 +62,63 @@ class Missing(Operator):
     kind = "syntactic"
     description = "a value is lost in transmission (missing, NaN)"
 
-    def apply(self, values: np.ndarray, mask: np.ndarray, **params: float) -> np.ndarray:
+    def apply(self, values, mask, *, seeds, **params):
         values[mask] = np.nan
         return values
+
+
+@OPERATORS.register("double")
+class Double(Operator):
+    description = "a value is doubled (a reverse-split adjustment applied by mistake)"
+
+    def apply(self, values, mask, *, seeds, **params):
+        values[mask] = values[mask] * 2.0
+        return values
+
+
+@OPERATORS.register("spike")
+class Spike(Operator):
+    description = "a value spikes to {factor:g} times its size (a fat-finger error)"
+    params: ClassVar[dict[str, float]] = {"factor": 3.0}
+
+    def apply(self, values, mask, *, seeds, factor: float, **params):
+        values[mask] = values[mask] * factor
+        return values
+
+
+@OPERATORS.register("noise")
+class Noise(Operator):
+    description = "Gaussian noise of {sigma:g} times the window's standard deviation is added (measurement noise)"
+    params: ClassVar[dict[str, float]] = {"sigma": 0.5}
+
+    def apply(self, values, mask, *, seeds, sigma: float, **params):
+        scale = sigma * np.nanstd(values, axis=1, keepdims=True)
+        noise = np.stack([np.random.default_rng(int(s)).standard_normal(values.shape[1]) for s in seeds])
+        return np.where(mask, values + scale * noise, values)
+
+
+@OPERATORS.register("stale")
+class Stale(Operator):
+    description = "a value repeats the previous one (a stale feed)"
+
+    def apply(self, values, mask, *, seeds, **params):
+        previous = np.concatenate([values[:, :1], values[:, :-1]], axis=1)  # the first point has no predecessor
+        return np.where(mask, previous, values)
+
+
+@OPERATORS.register("unit_change")
+class UnitChange(Operator):
+    description = "the whole input is in other units: every value times {factor:g} (e.g. dollars to cents)"
+    params: ClassVar[dict[str, float]] = {"factor": 100.0}
+
+    def apply(self, values, mask, *, seeds, factor: float, **params):
+        return values * factor  # the whole window, whatever the mask
+
+
+@OPERATORS.register("precision")
+class Precision(Operator):
+    description = "values are rounded to {digits:g} decimal digits (precision lost in a feed or export)"
+    params: ClassVar[dict[str, float]] = {"digits": 0.0}
+
+    def apply(self, values, mask, *, seeds, digits: float, **params):
+        return np.where(mask, np.round(values, int(digits)), values)

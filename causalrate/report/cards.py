@@ -30,6 +30,7 @@ from causalrate import __version__
 from causalrate.config import REFERENCE_SYSTEMS, PerturbationSpec
 from causalrate.errors import UserError
 from causalrate.perturb import load_suite
+from causalrate.perturb.suite import perturbation_seeds
 from causalrate.report import figures
 from causalrate.report.outputs import RATINGS_SCHEMA
 from causalrate.score.scores import SCORES
@@ -156,18 +157,29 @@ def card_context(run: Run, system: str, slug: str) -> dict[str, Any]:
         if score_name not in mine.index.get_level_values(0):
             continue
         score = SCORES.get(score_name)
-        cells = [
-            {
-                "perturbation": p["id"],
+        cells = {
+            p["id"]: {
                 "rating": int(mine.loc[(score_name, p["id"]), "rating"]),
                 "raw": _fmt(mine.loc[(score_name, p["id"]), "raw"]),
             }
-            if (score_name, p["id"]) in mine.index
-            else None
             for p in perturbations
-        ]
+            if (score_name, p["id"]) in mine.index
+        }
+        if not any(cells):
+            continue  # rated per severity grid, not per perturbation: see `grids`
         kind = "robustness" if score.robustness else "accuracy"
         tables[kind].append({"score": score_name, "label": score.label, "meaning": score.description, "cells": cells})
+    ids = {p["id"] for p in perturbations}
+    grids = [
+        {
+            "family": r["perturbation"],
+            "label": SCORES.get(r["score"]).label,
+            "rating": int(r["rating"]),
+            "raw": _fmt(r["raw"]),
+            "meaning": SCORES.get(r["score"]).description,
+        }
+        for r in frame[(frame["system"] == system) & ~frame["perturbation"].isin(ids)].to_dict("records")
+    ]
     others = [s for s in run.systems if s != system]
     figs = card_figures(run, system)
     failures = failure_summary(run, system)
@@ -180,6 +192,7 @@ def card_context(run: Run, system: str, slug: str) -> dict[str, Any]:
         "others": others,
         "perturbations": perturbations,
         "tables": tables,
+        "grids": grids,
         "figures": figs,
         "failures": failures,
         "study": doc["study"],
@@ -224,6 +237,16 @@ def card_figures(run: Run, system: str) -> list[Figure]:
     example = example_figure(run, system)
     if example:
         out.append(example)
+    curves = dose_curves(run, [system, *references])
+    if curves[system]:
+        out.append(
+            Figure(
+                "dose",
+                figures.png(figures.dose_response(curves, outcome=doc["outcome"], labels=severity_labels(run))),
+                alt=f"Line chart: {system}'s absolute perturbation effect (APE) at each severity of each "
+                f"severity grid, beside the reference systems ({', '.join(references) or 'none'}).",
+            )
+        )
     effects = [e for e in doc["effects"] if e["system"] == system]
     if effects:
         perts = [p["id"] for p in doc["perturbations"][1:]]
@@ -247,6 +270,24 @@ def card_figures(run: Run, system: str) -> list[Figure]:
                 )
             )
     return out
+
+
+def dose_curves(run: Run, systems: list[str]) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per system and severity grid: (severity, APE_true) points."""
+    graded = {p["id"]: (p["family"], p["severity"]) for p in run.doc["perturbations"] if p.get("severity") is not None}
+    curves: dict[str, dict[str, list[tuple[float, float]]]] = {s: {} for s in systems}
+    seen = set()
+    for e in run.doc["effects"]:
+        key = (e["system"], e["perturbation"])
+        if e["system"] in curves and e["perturbation"] in graded and key not in seen and e["ape_true"] is not None:
+            seen.add(key)
+            family, severity = graded[e["perturbation"]]
+            curves[e["system"]].setdefault(family, []).append((severity, e["ape_true"]))
+    return curves
+
+
+def severity_labels(run: Run) -> dict[str, str]:
+    return {p["family"]: p.get("severity_label", "") for p in run.doc["perturbations"] if p.get("severity") is not None}
 
 
 def balance_table(effects: list[dict]) -> dict[str, tuple[float, float]]:
@@ -285,7 +326,8 @@ def example_figure(run: Run, system: str) -> Figure | None:
     )
     control = PerturbationSpec(id="control", operator="none")
     (_, perturbation) = load_suite([control, spec], base_dir=run.path, input_length=clean.size)
-    perturbed = perturbation.apply(clean[None, :], np.array([int(window.start)]))[0]
+    seeds = perturbation_seeds(run.doc["provenance"]["seed"], record["id"], [(window.series, int(window.start))])
+    perturbed = perturbation.apply(clean[None, :], np.array([int(window.start)]), seeds=seeds)[0]
     effect = (
         f"its error rose by {top.harm:.3g} ({run.doc['outcome']})"
         if top.harm > 0
@@ -330,14 +372,14 @@ def comparison_context(run: Run, slugs: dict[str, str]) -> dict[str, Any]:
     doc = run.doc
     frame = run.ratings
     table = []
-    for p in doc["perturbations"]:
-        for score in RADAR_SCORES:
-            part = frame[(frame["perturbation"] == p["id"]) & (frame["score"] == score)].set_index("system")
+    for perturbation in dict.fromkeys([*(p["id"] for p in doc["perturbations"]), *frame["perturbation"]]):
+        for score in dict.fromkeys([*RADAR_SCORES, *frame["score"]]):
+            part = frame[(frame["perturbation"] == perturbation) & (frame["score"] == score)].set_index("system")
             if part.empty:
                 continue
             table.append(
                 {
-                    "perturbation": p["id"],
+                    "perturbation": perturbation,
                     "score": SCORES.get(score).label,
                     "cells": [
                         {"rating": int(part.loc[s, "rating"]), "raw": _fmt(part.loc[s, "raw"])}

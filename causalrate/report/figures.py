@@ -181,6 +181,35 @@ def balance(rows: dict[str, tuple[float, float]], *, title: str) -> plt.Figure:
     return fig
 
 
+def dose_response(
+    curves: dict[str, dict[str, list[tuple[float, float]]]], *, outcome: str, labels: dict[str, str]
+) -> plt.Figure:
+    """|APE| against severity, one panel per severity grid, one line per system (the card's system first)."""
+    families = sorted({f for per in curves.values() for f in per})
+    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families) + 0.4, 3.3), squeeze=False)
+    for ax, family in zip(axes[0], families, strict=True):
+        for i, (system, per) in enumerate(curves.items()):
+            points = sorted(per.get(family, []))
+            if points:
+                x, y = zip(*points, strict=True)
+                ax.plot(
+                    x,
+                    np.abs(y),
+                    "o-" if i == 0 else "s--",
+                    color=PALETTE[i % len(PALETTE)],
+                    linewidth=2.2 if i == 0 else 1.2,
+                    markersize=5,
+                    label=system,
+                )
+        ax.set_title(family, fontsize=10)
+        ax.set_xlabel(labels.get(family) or "severity")
+        ax.set_ylim(bottom=0)
+    axes[0][0].set_ylabel(f"|APE| ({outcome})")
+    axes[0][0].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
 def scatter_parameters(points: dict[str, tuple[float, float]], *, levels: int) -> plt.Figure:
     """Parameter count vs mean robustness rating, one labelled point per system."""
     fig, ax = plt.subplots(figsize=(6, 3.6))

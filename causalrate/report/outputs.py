@@ -97,6 +97,9 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "phase": p.phase,
                 "params": p.params,
                 "description": p.description,
+                "family": p.family,
+                "severity": clean_float(p.severity),
+                "severity_label": p.severity_label,
             }
             for p in study.suite
         ],
@@ -172,7 +175,10 @@ def render_report(doc: dict[str, Any], result: Result) -> str:
     ]
     frame = pd.DataFrame(doc["ratings"])
     for perturbation, part in frame.groupby("perturbation", sort=False):
-        desc = next(p["description"] for p in doc["perturbations"] if p["id"] == perturbation)
+        desc = next(
+            (p["description"] for p in doc["perturbations"] if p["id"] == perturbation),
+            "severity grid, rated across its severities",
+        )
         lines += [
             f"## {perturbation}: {desc}",
             "",

@@ -22,6 +22,7 @@ class Evidence:
     wrs: pd.DataFrame  # system, perturbation, attribute, wrs, pairs
     effects: pd.DataFrame  # summarise_effects(): system, perturbation, scheme, ape_true, abs_ape_adj, pie, ...
     control: str
+    severity: dict[str, tuple[str, float]]  # perturbation id → (grid family, severity), for severity grids only
 
 
 class Score:
@@ -47,7 +48,7 @@ class WrsScore(Score):
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         rows = evidence.wrs[evidence.wrs["attribute"] == self.attribute]
         if rows.empty:
-            self.unavailable = f"the data has no {self.attribute!r} attribute"
+            self.unavailable = f"the run has no {self.attribute!r} grouping (data attribute or causal.wrs_groups)"
             return None
         return rows[["system", "perturbation"]].assign(raw=rows["wrs"].to_numpy())
 
@@ -68,6 +69,13 @@ class WrsCompany(WrsScore):
     description = "how much its errors differ between companies of the same industry (0 = not at all)"
 
 
+@SCORES.register("wrs_volatility")
+class WrsVolatility(WrsScore):
+    attribute = "volatility"
+    label = "WRS volatility"
+    description = "how much its errors differ between calm, middling and volatile windows (terciles; 0 = not at all)"
+
+
 @SCORES.register("ape")
 class Ape(Score):
     label = "APE"
@@ -76,6 +84,41 @@ class Ape(Score):
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
+
+
+@SCORES.register("ape_auc")
+class ApeAuc(Score):
+    label = "Dose-response AUC"
+    description = (
+        "average |APE| over a severity grid (area under |APE| vs severity scaled to 0–1): error growth as data worsens"
+    )
+
+    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+        if not evidence.severity:
+            self.unavailable = "the suite has no severity grid (grid: in a perturbation)"
+            return None
+        first = evidence.effects.drop_duplicates(["system", "perturbation"])
+        first = first[first["perturbation"].isin(evidence.severity)]
+        first = first.assign(
+            family=first["perturbation"].map(lambda p: evidence.severity[p][0]),
+            severity=first["perturbation"].map(lambda p: evidence.severity[p][1]),
+        )
+        rows = []
+        for (system, family), group in first.groupby(["system", "family"], sort=True):
+            rows.append(
+                {"system": system, "perturbation": family, "raw": dose_auc(group["severity"], group["ape_true"])}
+            )
+        return pd.DataFrame(rows, columns=["system", "perturbation", "raw"])
+
+
+def dose_auc(severity: pd.Series, ape: pd.Series) -> float:
+    """Trapezoidal area under |APE| over severity rescaled to [0, 1] (= mean |APE| across the grid's range)."""
+    order = np.argsort(severity.to_numpy())
+    x, y = severity.to_numpy()[order], np.abs(ape.to_numpy()[order])
+    if not np.isfinite(y).all():
+        return np.nan
+    x = (x - x[0]) / (x[-1] - x[0])
+    return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2))
 
 
 class SchemeScore(Score):

@@ -1,0 +1,103 @@
+"""Per-window characteristics of the clean input, usable as confounders, covariates and WRS groups.
+
+Definitions follow TFB (Qiu et al., "TFB: Towards Comprehensive and Fair Benchmarking of
+Time Series Forecasting Methods", PVLDB 2024, §3.2) where it defines them:
+- trend strength       = max(0, 1 − Var(R) / Var(X − S))   (STL decomposition X = T + S + R)
+- seasonality strength = max(0, 1 − Var(R) / Var(X − T))
+- stationarity: the ADF test's p-value (statsmodels `adfuller`; low = stationary)
+- transition / shifting: catch22 features (pycatch22, optional extra `characteristics`):
+  SB_TransitionMatrix_quantile_3_ac_sumdiagcov (TFB's transition) and DN_OutlierInclude_p_001_mdrmd
+  (the timing of extreme values; TFB's shifting is built on the same idea)
+plus `level` (mean price, METHOD §5.1) and `volatility` (standard deviation of simple returns).
+Add your own with ``@characteristic("name")`` on a function of one window.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from causalrate.errors import UserError
+from causalrate.registry import Registry
+
+Characteristic = Callable[[np.ndarray, int], float]  # (clean input window, STL period) -> value
+CHARACTERISTICS: Registry[Characteristic] = Registry("window characteristic")
+
+
+def characteristic(name: str) -> Callable[[Characteristic], Characteristic]:
+    return CHARACTERISTICS.register(name)
+
+
+@characteristic("level")
+def level(x: np.ndarray, period: int) -> float:
+    return float(np.mean(x))
+
+
+@characteristic("volatility")
+def volatility(x: np.ndarray, period: int) -> float:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        returns = np.diff(x) / x[:-1]
+    return float(np.nanstd(returns[np.isfinite(returns)], ddof=1))
+
+
+def _stl(x: np.ndarray, period: int):
+    from statsmodels.tsa.seasonal import STL
+
+    return STL(x, period=period, robust=False).fit()
+
+
+@characteristic("trend_strength")
+def trend_strength(x: np.ndarray, period: int) -> float:
+    fit = _stl(x, period)
+    return _strength(fit.resid, x - fit.seasonal)
+
+
+@characteristic("seasonality_strength")
+def seasonality_strength(x: np.ndarray, period: int) -> float:
+    fit = _stl(x, period)
+    return _strength(fit.resid, x - fit.trend)
+
+
+def _strength(resid: np.ndarray, deseasoned_or_detrended: np.ndarray) -> float:
+    total = np.var(deseasoned_or_detrended)
+    return float(max(0.0, 1.0 - np.var(resid) / total)) if total > 0 else 0.0
+
+
+@characteristic("adf_pvalue")
+def adf_pvalue(x: np.ndarray, period: int) -> float:
+    from statsmodels.tsa.stattools import adfuller
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(adfuller(x, autolag="AIC")[1])
+
+
+def _catch22(feature: str) -> Characteristic:
+    def compute(x: np.ndarray, period: int) -> float:
+        try:
+            import pycatch22
+        except ImportError:
+            raise UserError(
+                f"the characteristic built on catch22's {feature} needs pycatch22: "
+                "pip install 'causalrate[characteristics]'"
+            ) from None
+        return float(getattr(pycatch22, feature)(x.tolist()))
+
+    return compute
+
+
+characteristic("transition")(_catch22("SB_TransitionMatrix_quantile_3_ac_sumdiagcov"))
+characteristic("shifting")(_catch22("DN_OutlierInclude_p_001_mdrmd"))
+
+
+def compute_characteristics(inputs: np.ndarray, names: list[str], *, period: int) -> dict[str, np.ndarray]:
+    """Each named characteristic for every clean input window [w, n]."""
+    return {name: np.array([CHARACTERISTICS.get(name)(row, period) for row in inputs]) for name in names}
+
+
+def terciles(values: np.ndarray) -> np.ndarray:
+    """'low' / 'mid' / 'high' by the 1/3 and 2/3 quantiles: a characteristic as a grouping attribute."""
+    lo, hi = np.quantile(values, [1 / 3, 2 / 3])
+    return np.where(values <= lo, "low", np.where(values <= hi, "mid", "high"))
