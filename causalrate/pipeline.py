@@ -131,6 +131,7 @@ def forecast_all(study: Study, store: ForecastStore, *, workers: int) -> None:
     perturbed = {
         p.id: p.apply(wd.inputs, wd.start, seeds=perturbation_seeds(cfg.seed, p.id, windows)) for p in study.suite
     }
+    dates = {p.id: p.apply_dates(wd.input_dates, wd.start) for p in study.suite}
     attributes = [ds.series[i].attributes for i in wd.series_index]
     jobs = []
     for spec in cfg.systems:
@@ -142,7 +143,7 @@ def forecast_all(study: Study, store: ForecastStore, *, workers: int) -> None:
                     horizon=wd.horizon,
                     seeds=row_seeds(cfg.seed, spec.name, keys=keys),
                     attributes=tuple(attributes[i] for i in chunk),
-                    input_dates=wd.input_dates[chunk],
+                    input_dates=dates[p.id][chunk],
                     truth_dates=wd.truth_dates[chunk],
                 )
                 jobs.append(

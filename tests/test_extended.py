@@ -46,6 +46,15 @@ def test_operators_on_a_hand_made_window(operator, params, expected):
     assert one(operator, **params).tolist() == [expected]
 
 
+def test_duplicate_timestamp_changes_dates_only():
+    specs = [PerturbationSpec(id="C", operator="none"), PerturbationSpec(id="T", operator="duplicate_timestamp")]
+    _, p = load_suite(specs, base_dir=ROOT, input_length=5)
+    dates = np.array([np.arange("2022-01-03", "2022-01-08", dtype="datetime64[D]")])
+    shifted = p.apply_dates(dates, np.array([2]))  # k = 5: series position 5 is window index 3
+    assert shifted[0].astype(str).tolist() == ["2022-01-03", "2022-01-04", "2022-01-05", "2022-01-05", "2022-01-07"]
+    assert p.apply(X, np.array([2]), seeds=SEEDS).tolist() == X.tolist()
+
+
 def test_precision_and_noise():
     x = np.array([[1.26, 2.34, 3.46, 4.56, 5.67]])
     specs = [

@@ -26,6 +26,10 @@ class Operator:
         """values: float [batch, n] (a copy the operator may modify); mask: bool [batch, n]; seeds: [batch]."""
         raise NotImplementedError
 
+    def apply_dates(self, dates: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The input timestamps a context-aware system sees; unchanged unless the operator corrupts them."""
+        return dates
+
 
 OPERATORS: Registry[type[Operator]] = Registry("perturbation operator")
 
@@ -122,3 +126,16 @@ class Precision(Operator):
 
     def apply(self, values, mask, *, seeds, digits: float, **params):
         return np.where(mask, np.round(values, int(digits)), values)
+
+
+@OPERATORS.register("duplicate_timestamp")
+class DuplicateTimestamp(Operator):
+    kind = "syntactic"
+    description = "a timestamp repeats the previous one (a time-shift error; only systems that read timestamps see it)"
+
+    def apply(self, values, mask, *, seeds, **params):
+        return values
+
+    def apply_dates(self, dates, mask):
+        previous = np.concatenate([dates[:, :1], dates[:, :-1]], axis=1)
+        return np.where(mask, previous, dates)

@@ -52,6 +52,11 @@ class Perturbation:
         return self.operator.apply(inputs.copy(), mask, seeds=seeds, **self.params)
 
 
+    def apply_dates(self, dates: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """The input timestamps [w, n] after the perturbation (most operators leave them alone)."""
+        return self.operator.apply_dates(dates.copy(), self.mask(starts, dates.shape[1]))
+
+
 def perturbation_seeds(seed: int, perturbation: str, windows: list[tuple[str, int]]) -> np.ndarray:
     """Per-window seeds of a perturbation, from (run seed, perturbation id, series id, window start)."""
     return row_seeds(seed, "perturb", perturbation, keys=windows)
