@@ -16,15 +16,58 @@ def _assess(args: argparse.Namespace) -> int:
     from causalrate.pipeline import assess
 
     config, base_dir = load_config(args.config, seed=args.seed)
-    out = Path(args.out or Path("runs") / config.name)
+    out = Path(args.resume or args.out or Path("runs") / config.name)
     started = time.perf_counter()
-    assess(config, base_dir=base_dir, out=out, workers=args.workers, overwrite=args.overwrite)
+    try:
+        assess(
+            config,
+            base_dir=base_dir,
+            out=out,
+            workers=args.workers,
+            overwrite=args.overwrite,
+            resume=bool(args.resume),
+            executor=args.executor,
+            address=args.address,
+        )
+    except KeyboardInterrupt:
+        print(
+            f"causalrate: interrupted; finished forecasts are kept in {out}/forecasts.sqlite.\n"
+            f"Resume with: causalrate assess {args.config} --resume {out}",
+            file=sys.stderr,
+        )
+        return 130
     print(f"wrote {out}/ratings.json, scores.csv, report.md, forecasts.sqlite in {time.perf_counter() - started:.1f} s")
     if not args.no_cards:
         from causalrate.report.cards import render_cards
 
         render_cards(out)
         print(f"wrote rating cards and the comparison page to {out}/cards/")
+    return 0
+
+
+def _rate(args: argparse.Namespace) -> int:
+    from causalrate.rerate import rerate
+
+    split = lambda text: [x.strip() for x in text.split(",") if x.strip()] if text else None  # noqa: E731
+    out = rerate(
+        Path(args.run_dir),
+        levels=args.levels,
+        systems=split(args.systems),
+        scores=split(args.scores),
+        out=Path(args.out) if args.out else None,
+    )
+    print(f"wrote {out}/ratings.json, scores.csv, report.md (no forecasting)")
+    if not args.no_cards:
+        from causalrate.report.cards import render_cards
+
+        render_cards(out)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from causalrate.rerate import export_parquet
+
+    print(export_parquet(Path(args.run_dir), out=Path(args.out) if args.out else None))
     return 0
 
 
@@ -67,7 +110,22 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=int, help="override the config's seed")
     a.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     a.add_argument("--no-cards", action="store_true", help="skip the rating cards and comparison page")
+    a.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run: keep its forecasts, make the rest")
+    a.add_argument("--executor", choices=["local", "ray"], default="local", help="where forecasts run")
+    a.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     a.set_defaults(func=_assess)
+    r = sub.add_parser("rate", help="recompute the causal analysis and ratings of a run, without forecasting")
+    r.add_argument("run_dir")
+    r.add_argument("--levels", type=int, help="L, the number of rating levels")
+    r.add_argument("--systems", help="comma-separated subset of the run's systems")
+    r.add_argument("--scores", help="comma-separated subset of scores")
+    r.add_argument("--out", help="write here instead of into RUN_DIR")
+    r.add_argument("--no-cards", action="store_true")
+    r.set_defaults(func=_rate)
+    e = sub.add_parser("export", help="write a run's forecast rows as parquet")
+    e.add_argument("run_dir")
+    e.add_argument("--out", help="parquet file (default RUN_DIR/forecasts.parquet)")
+    e.set_defaults(func=_export)
     c = sub.add_parser("card", help="write rating cards and the comparison page for a finished run")
     c.add_argument("run_dir", help="a run directory (holds ratings.json and forecasts.sqlite)")
     c.add_argument("--system", help="only this system's card")

@@ -184,6 +184,11 @@ class ForecastConfig(Strict):
     imputation: Literal["ffill", "linear", "zero"] = "ffill"
     batch_size: PositiveInt = 32
     timeout: float = Field(120.0, gt=0, description="seconds one batch may take before it fails")
+    retries: int = Field(1, ge=0, description="times a batch whose worker crashed or hung is tried again")
+    cache: bool = Field(True, description="reuse forecasts from the content-addressed cache")
+    cache_path: str | None = Field(
+        None, description="shared cache file (relative to the YAML); default $CAUSALRATE_CACHE_DIR or ~/.cache"
+    )
 
 
 class StudyConfig(Strict):
@@ -263,7 +268,7 @@ def load_config(path: str | Path, *, seed: int | None = None) -> tuple[StudyConf
         raise UserError(f"{path}: expected a mapping with 'systems:' (a study) or 'model:' (one model)")
     if ("model" in raw) == ("systems" in raw):
         raise UserError(f"{path}: give exactly one of 'systems:' (a study) or 'model:' (one model to assess)")
-    _import_plugins(raw.get("plugins", []), path)
+    import_plugins(raw.get("plugins", []), path)
     if seed is not None:
         raw["seed"] = seed
     try:
@@ -297,7 +302,7 @@ def _one_line(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _import_plugins(modules: Any, path: Path) -> None:
+def import_plugins(modules: Any, path: Path) -> None:
     if not isinstance(modules, list):
         raise UserError(f"{path}: plugins: expected a list of module names")
     for module in modules:

@@ -18,7 +18,9 @@ from causalrate.data.characteristics import CHARACTERISTICS, compute_characteris
 from causalrate.data.loaders import load_dataset
 from causalrate.errors import UserError
 from causalrate.forecast import Batch
-from causalrate.forecast.runner import Job, Outcome, execute
+from causalrate.forecast.cache import ForecastCache, default_cache_path, forecast_keys
+from causalrate.forecast.impute import impute
+from causalrate.forecast.runner import Job, Outcome, make_executor
 from causalrate.forecast.store import ForecastStore
 from causalrate.forecast.systems import System, build_system
 from causalrate.perturb import Perturbation, load_suite
@@ -82,29 +84,84 @@ def window_table(dataset: Dataset, windows: Windows, config: StudyConfig) -> pd.
     return table
 
 
-def assess(config: StudyConfig, *, base_dir: Path, out: Path, workers: int, overwrite: bool = False) -> Path:
-    """Run a whole study and write ratings.json, scores.csv, report.md and forecasts.sqlite to `out`."""
+def assess(
+    config: StudyConfig,
+    *,
+    base_dir: Path,
+    out: Path,
+    workers: int,
+    overwrite: bool = False,
+    resume: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+) -> Path:
+    """Run a whole study and write ratings.json, scores.csv, report.md and forecasts.sqlite to `out`.
+
+    With resume, forecasts already in `out`'s store are kept and only the missing ones are made.
+    """
     study = prepare(config, base_dir=base_dir)
     store_path = out / "forecasts.sqlite"
-    if store_path.exists():
-        if not overwrite:
-            raise UserError(f"{out} already holds a run (forecasts.sqlite); use another --out or pass --overwrite")
-        for name in RUN_FILES:  # only the run's own files: --out may hold other things
-            for path in out.glob(name):
-                path.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-    store = ForecastStore.create(store_path, metrics=METRICS.names())
-    try:
+    if resume:
+        store = ForecastStore.open(store_path, metrics=METRICS.names())
+        stored = store.get_meta("config")
+        if stored != config.model_dump(mode="json"):
+            store.close()
+            raise UserError(
+                f"{out}: the run was made with a different config; resume needs the same one "
+                "(or start afresh with --overwrite)"
+            )
+    else:
+        if store_path.exists():
+            finished = _finished(store_path)
+            if not overwrite:
+                hint = "" if finished else f"; it is unfinished: resume it with --resume {out}"
+                raise UserError(f"{out} already holds a run (forecasts.sqlite){hint}; use another --out or --overwrite")
+            for name in RUN_FILES:  # only the run's own files: --out may hold other things
+                for path in out.glob(name):
+                    path.unlink()
+        out.mkdir(parents=True, exist_ok=True)
+        store = ForecastStore.create(store_path, metrics=METRICS.names())
         store.put_meta("config", config.model_dump(mode="json"))
+        store.put_meta("base_dir", str(base_dir))
         store.put_meta("data_hash", study.dataset.content_hash())
+        store.put_meta("status", "forecasting")
         _store_windows(store, study)
-        forecast_all(study, store, workers=workers)
+    cache = _open_cache(config, base_dir)
+    try:
+        counts = forecast_all(
+            study,
+            store,
+            cache=cache,
+            executor=make_executor(executor, workers=workers, retries=config.forecast.retries, address=address),
+        )
+        store.put_meta("counts", counts)
+        store.put_meta("status", "forecasted")
         forecasts = store.forecasts()
     finally:
         store.close()
+        if cache:
+            cache.close()
     result = analyse(study, forecasts)
     write_outputs(study=study, result=result, out=out)
     return out
+
+
+def _finished(store_path: Path) -> bool:
+    try:
+        store = ForecastStore.open(store_path, metrics=METRICS.names())
+    except UserError:
+        return True  # not ours to resume: only --overwrite applies
+    try:
+        return store.get_meta("status") == "forecasted"
+    finally:
+        store.close()
+
+
+def _open_cache(config: StudyConfig, base_dir: Path) -> ForecastCache | None:
+    if not config.forecast.cache:
+        return None
+    path = (base_dir / config.forecast.cache_path).resolve() if config.forecast.cache_path else default_cache_path()
+    return ForecastCache(path)
 
 
 def _store_windows(store: ForecastStore, study: Study) -> None:
@@ -123,57 +180,99 @@ def _store_windows(store: ForecastStore, study: Study) -> None:
     )
 
 
-def forecast_all(study: Study, store: ForecastStore, *, workers: int) -> None:
-    """The full factorial: every system × window × perturbation, batched, written batch by batch."""
+def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | None, executor) -> dict[str, int]:
+    """The full factorial: every system × window × perturbation not yet in the store.
+
+    Forecasts found in the cache are written at once; the rest are batched into jobs, and
+    each finished batch is written to the store (one transaction) and to the cache.
+    """
     cfg, wd, ds = study.config, study.windows, study.dataset
+    done = store.done()
     series_ids = [ds.series[i].id for i in wd.series_index]
     windows = list(zip(series_ids, wd.start.tolist(), strict=True))
-    perturbed = {
-        p.id: p.apply(wd.inputs, wd.start, seeds=perturbation_seeds(cfg.seed, p.id, windows)) for p in study.suite
-    }
-    dates = {p.id: p.apply_dates(wd.input_dates, wd.start) for p in study.suite}
     attributes = [ds.series[i].attributes for i in wd.series_index]
+
+    def record(system: str, perturbation: str, rows: np.ndarray, forecasts, errors, seconds) -> None:
+        truth, clean = wd.truth[rows], wd.inputs[rows]
+        with np.errstate(all="ignore"):
+            metrics = {name: m(truth, forecasts, clean) for name, m in METRICS.items()}
+        store.put_forecasts(
+            system=system,
+            windows=rows,
+            perturbations=[perturbation] * rows.size,
+            forecasts=forecasts,
+            errors=errors,
+            seconds=seconds,
+            metrics=metrics,
+        )
+
     jobs = []
-    for spec in cfg.systems:
-        for p in study.suite:
-            for chunk in np.array_split(np.arange(len(wd)), max(1, -(-len(wd) // cfg.forecast.batch_size))):
-                keys = [(series_ids[i], int(wd.start[i]), p.id) for i in chunk]
+    for p in study.suite:
+        perturbed = p.apply(wd.inputs, wd.start, seeds=perturbation_seeds(cfg.seed, p.id, windows))
+        dates = p.apply_dates(wd.input_dates, wd.start)
+        for spec in cfg.systems:
+            system = study.systems[spec.name]
+            todo = np.array([i for i in range(len(wd)) if (spec.name, i, p.id) not in done], dtype=int)
+            if todo.size == 0:
+                continue
+            seen = perturbed[todo] if system.accepts_nan else impute(perturbed[todo], cfg.forecast.imputation)
+            seeds = row_seeds(cfg.seed, spec.name, keys=[(*windows[i], p.id) for i in todo])
+            context = [(attributes[i], dates[i].astype(str).tolist()) for i in todo] if system.wants_context else None
+            keys = forecast_keys(
+                system.identity(), seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
+            )
+            hits = cache.get(keys) if cache else {}
+            hit = np.array([k in hits for k in keys], dtype=bool)
+            if hit.any():
+                cached = [hits[k] for k in keys if k in hits]
+                record(
+                    spec.name,
+                    p.id,
+                    todo[hit],
+                    np.array([f for f, _ in cached]),
+                    [None] * len(cached),
+                    np.array([sec for _, sec in cached]),
+                )
+            miss = np.flatnonzero(~hit)
+            for chunk in np.array_split(miss, max(1, -(-miss.size // cfg.forecast.batch_size))) if miss.size else []:
+                rows = todo[chunk]
                 batch = Batch(
-                    inputs=perturbed[p.id][chunk],
+                    inputs=seen[chunk],
                     horizon=wd.horizon,
-                    seeds=row_seeds(cfg.seed, spec.name, keys=keys),
-                    attributes=tuple(attributes[i] for i in chunk),
-                    input_dates=dates[p.id][chunk],
-                    truth_dates=wd.truth_dates[chunk],
+                    seeds=seeds[chunk],
+                    attributes=tuple(attributes[i] for i in rows),
+                    input_dates=dates[rows],
+                    truth_dates=wd.truth_dates[rows],
                 )
                 jobs.append(
                     Job(
                         system=spec.name,
                         perturbation=p.id,
-                        windows=chunk,
+                        windows=rows,
                         spec=spec.model_dump(),
                         base_dir=study.base_dir,
-                        imputation=cfg.forecast.imputation,
                         timeout=cfg.forecast.timeout,
                         batch=batch,
+                        keys=[keys[c] for c in chunk],
                     )
                 )
 
-    def on_done(job: Job, outcome: Outcome) -> None:
-        truth, clean = wd.truth[job.windows], wd.inputs[job.windows]
-        with np.errstate(all="ignore"):
-            metrics = {name: m(truth, outcome.forecasts, clean) for name, m in METRICS.items()}
-        store.put_forecasts(
-            system=job.system,
-            windows=job.windows,
-            perturbations=[job.perturbation] * job.windows.size,
-            forecasts=outcome.forecasts,
-            errors=outcome.errors,
-            seconds=outcome.seconds,
-            metrics=metrics,
-        )
+    counts = {"made": sum(j.size for j in jobs), "cached": 0}
+    counts["cached"] = len(cfg.systems) * len(study.suite) * len(wd) - len(done) - counts["made"]
 
-    execute(jobs, workers=workers, on_done=on_done)
+    def on_done(job: Job, outcome: Outcome) -> None:
+        per_row = np.full(job.size, outcome.seconds / max(job.size, 1))
+        record(job.system, job.perturbation, job.windows, outcome.forecasts, outcome.errors, per_row)
+        if cache:
+            cache.put(
+                (k, outcome.forecasts[i].tolist(), per_row[i])
+                for i, k in enumerate(job.keys)
+                if outcome.errors[i] is None
+            )
+
+    if jobs:
+        executor.run(jobs, on_done)
+    return counts
 
 
 @dataclass(frozen=True)

@@ -84,3 +84,9 @@ def synthetic_study(tmp_path: Path):
         return make_synthetic_study(tmp_path, systems, **kwargs)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def private_forecast_cache(tmp_path, monkeypatch):
+    """Each test gets its own forecast cache, so no test passes on another's forecasts."""
+    monkeypatch.setenv("CAUSALRATE_CACHE_DIR", str(tmp_path / "forecast-cache"))

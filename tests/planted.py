@@ -55,3 +55,18 @@ def zero_counter(inputs, horizon):
     last = np.nanmax(inputs[:, -3:], axis=1)
     zeros = (inputs == 0).sum(axis=1)
     return np.repeat((last * (1 + 0.05 * zeros))[:, None], horizon, axis=1)
+
+
+def slow_last(inputs, horizon):
+    """Naive, slowly: gives a kill-and-resume test time to kill."""
+    time.sleep(0.15)
+    return last_value(inputs, horizon)
+
+
+def stubborn(inputs, horizon):
+    """Hangs where the in-worker alarm cannot reach it (as C code would): only killing the worker helps."""
+    import signal
+
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    time.sleep(120)
+    return last_value(inputs, horizon)

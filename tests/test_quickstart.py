@@ -111,6 +111,23 @@ def test_same_config_and_seed_give_identical_bytes(synthetic_study, tmp_path):
     assert (one / "ratings.json").read_bytes() != (two / "ratings.json").read_bytes()
 
 
+def test_identical_bytes_across_processes(synthetic_study, tmp_path):
+    """Python's hash randomisation differs per process: nothing in ratings.json may depend on it."""
+    import os
+    import subprocess
+    import sys
+
+    config = synthetic_study("- {name: naive, type: naive}\n", draws=2, stride=10)
+    outs = []
+    for k, hashseed in enumerate(("1", "2")):
+        out = tmp_path / f"p{k}"
+        env = {**os.environ, "PYTHONHASHSEED": hashseed, "CAUSALRATE_CACHE_DIR": str(tmp_path / f"c{k}")}
+        cmd = [sys.executable, "-m", "causalrate", "assess", str(config), "--out", str(out), "--no-cards"]
+        subprocess.run(cmd, check=True, env=env, capture_output=True)
+        outs.append((out / "ratings.json").read_bytes())
+    assert outs[0] == outs[1]
+
+
 def test_model_yaml_is_assessed_against_the_reference_systems(tmp_path):
     shutil.copy(Path(__file__).parent / "planted.py", tmp_path / "planted.py")
     (tmp_path / "model.yaml").write_text(

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.causal.graph import Identification, identify
-from causalrate.causal.matching import match_ate
+from causalrate.causal.matching import match_ate, propensity
 from causalrate.causal.schemes import SCHEMES
 from causalrate.seeding import rng
 
@@ -74,6 +74,7 @@ def estimate_effects(
     observational assignment: a fair comparison.
     """
     rows = []
+    fitted: dict[tuple, np.ndarray] = {}  # propensities depend on the draw and the valid windows, not the system
     probabilities = {
         name: SCHEMES.get(name)().probabilities(windows, high=settings.high, low=settings.low)
         for name in settings.schemes
@@ -94,12 +95,16 @@ def estimate_effects(
                         continue
                     y = np.where(t, treated_outcome[valid], base[valid])
                     obs = float(y[t].mean() - y[~t].mean())
+                    key = (scheme, perturbation, b, valid.tobytes())
+                    if key not in fitted:
+                        fitted[key] = propensity(features, t)
                     match = match_ate(
                         features,
                         t,
                         y,
                         caliper_sd=settings.caliper,
                         rng=rng(settings.seed, "match", scheme, perturbation, b),
+                        scores=fitted[key],
                     )
                     rows.append(
                         {

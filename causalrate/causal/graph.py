@@ -16,7 +16,7 @@ TREATMENT, OUTCOME = "P", "R"
 @dataclass(frozen=True)
 class Identification:
     adjustment_set: tuple[str, ...]  # the backdoor variables dowhy found
-    estimand: str  # dowhy's printed backdoor estimand
+    estimand: str  # the backdoor estimand, e.g. "d/dP E[R | company, industry]"
 
 
 def causal_graph(confounders: list[str]) -> nx.DiGraph:
@@ -38,6 +38,8 @@ def identify(confounders: list[str]) -> Identification:
         warnings.simplefilter("ignore")
         model = CausalModel(data=frame, treatment=TREATMENT, outcome=OUTCOME, graph=causal_graph(confounders))
         estimand = model.identify_effect(proceed_when_unidentifiable=True)
-    backdoor = estimand.get_backdoor_variables() or []
-    expression = str(estimand.estimands["backdoor"]["estimand"]) if estimand.estimands.get("backdoor") else ""
-    return Identification(adjustment_set=tuple(sorted(backdoor)), estimand=expression)
+    backdoor = tuple(sorted(estimand.get_backdoor_variables() or []))
+    # dowhy prints the estimand with its variables in set order, which changes between processes:
+    # write it ourselves from the sorted adjustment set so ratings.json stays byte-identical
+    expression = f"d/dP E[R | {', '.join(backdoor)}]" if backdoor else "d/dP E[R]"
+    return Identification(adjustment_set=backdoor, estimand=expression)

@@ -64,10 +64,19 @@ def smd(features: np.ndarray, treated: np.ndarray) -> np.ndarray:
 
 
 def match_ate(
-    features: np.ndarray, treated: np.ndarray, outcome: np.ndarray, *, caliper_sd: float, rng: np.random.Generator
+    features: np.ndarray,
+    treated: np.ndarray,
+    outcome: np.ndarray,
+    *,
+    caliper_sd: float,
+    rng: np.random.Generator,
+    scores: np.ndarray | None = None,
 ) -> MatchResult:
-    """ATE by matching both ways on the logit propensity: treated→controls (ATT) and controls→treated (ATC)."""
-    ps = np.clip(propensity(features, treated), 1e-12, 1 - 1e-12)
+    """ATE by matching both ways on the logit propensity: treated→controls (ATT) and controls→treated (ATC).
+
+    `scores`: propensities already fitted on (features, treated), to share one fit between systems.
+    """
+    ps = np.clip(propensity(features, treated) if scores is None else scores, 1e-12, 1 - 1e-12)
     logit = np.log(ps / (1 - ps))
     sd = logit.std()
     caliper = caliper_sd * sd if sd > 0 else np.inf

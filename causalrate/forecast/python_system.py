@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +33,14 @@ class PythonFunction(System):
         super().__init__(settings, base_dir=base_dir)
         self.accepts_nan = settings.accepts_nan
         self.function = load_callable(settings.function, base_dir=base_dir)
+
+    def identity(self) -> dict:
+        """The function's module source is part of the identity: editing it invalidates cached forecasts."""
+        try:
+            source = inspect.getsource(inspect.getmodule(self.function))
+        except (OSError, TypeError):
+            source = getattr(self.function, "__qualname__", repr(self.function))
+        return {**super().identity(), "source": hashlib.sha256(source.encode()).hexdigest()}
 
     def forecast(self, batch: Batch) -> np.ndarray:
         return np.asarray(self.function(batch.inputs.copy(), batch.horizon), dtype=np.float64)

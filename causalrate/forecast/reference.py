@@ -39,6 +39,7 @@ class Arima(System):
     """statsmodels ARIMA fitted on each input window; its Kalman filter handles NaN natively."""
 
     Settings = ArimaSettings
+    libraries = ("statsmodels", "numpy", "scipy")
 
     def forecast(self, batch: Batch) -> np.ndarray:
         from statsmodels.tsa.arima.model import ARIMA
@@ -55,6 +56,8 @@ class Arima(System):
 @SYSTEMS.register("random")
 class Random(System):
     """Uniform draws between the input window's min and max, seeded per forecast."""
+
+    stochastic = True
 
     def forecast(self, batch: Batch) -> np.ndarray:
         lo, hi = np.nanmin(batch.inputs, axis=1), np.nanmax(batch.inputs, axis=1)
@@ -74,6 +77,7 @@ class Biased(System):
     """The naive forecaster made worse on purpose for one attribute value: its WRS must be highest."""
 
     Settings = BiasedSettings
+    wants_context = True
 
     def check(self, dataset: Dataset) -> None:
         values = {s.attributes.get(self.settings.attribute) for s in dataset.series}

@@ -1,28 +1,32 @@
-"""Forecast every (system, window, perturbation) case: batched, in a process pool, failures kept.
+"""Run forecast jobs: batched, in worker processes (local) or on Ray, failures kept as rows.
 
-Each batch runs under a time limit. A batch that raises is retried row by row so
-that only the rows that really fail become failure rows, each with its own error.
+Inside a worker each batch runs under a time limit (SIGALRM). A batch that raises is
+retried row by row so only the rows that really fail become failure rows. A worker that
+hangs where the alarm cannot reach it (C code) or crashes is killed and replaced by the
+executor, and its batch is tried again up to `retries` times, then recorded as failed.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import queue
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from causalrate.forecast.impute import impute
+from causalrate.errors import UserError
 from causalrate.forecast.systems import Batch, System, build_system
+
+GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
 
 
 class ForecastTimeout(Exception):
@@ -38,9 +42,13 @@ class Job:
     windows: np.ndarray  # window ids of the batch's rows
     spec: dict[str, Any]
     base_dir: Path
-    imputation: str
     timeout: float
-    batch: Batch
+    batch: Batch  # inputs already imputed for systems that do not accept NaN
+    keys: list[str] = field(default_factory=list)  # cache keys of the rows
+
+    @property
+    def size(self) -> int:
+        return int(self.windows.size)
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,10 @@ class Outcome:
     forecasts: np.ndarray  # [b, d], NaN on failed rows
     errors: list[str | None]
     seconds: float
+
+    @classmethod
+    def failed(cls, job: Job, error: str, seconds: float) -> Outcome:
+        return cls(np.full((job.size, job.batch.horizon), np.nan), [error] * job.size, seconds)
 
 
 @contextmanager
@@ -89,10 +101,7 @@ def _call(system: System, batch: Batch, timeout: float) -> np.ndarray:
 def run_job(job: Job) -> Outcome:
     """Forecast one batch; never raises for a system's fault."""
     started = time.perf_counter()
-    system = _system(job)
-    batch = job.batch
-    if not system.accepts_nan:
-        batch = Batch(**{**batch.__dict__, "inputs": impute(batch.inputs, job.imputation)})
+    system, batch = _system(job), job.batch
     b, d = batch.inputs.shape[0], batch.horizon
     forecasts = np.full((b, d), np.nan)
     errors: list[str | None] = [None] * b
@@ -100,12 +109,12 @@ def run_job(job: Job) -> Outcome:
         forecasts[:] = _call(system, batch, job.timeout)
     except ForecastTimeout as exc:
         errors = [str(exc)] * b
-    except Exception:
+    except Exception:  # isolate the failing rows
         for i in range(b):
             row = Batch(**{k: (v[i : i + 1] if k != "horizon" else v) for k, v in batch.__dict__.items()})
             try:
                 forecasts[i] = _call(system, row, job.timeout)[0]
-            except Exception as exc:
+            except Exception as exc:  # a failure row keeps the error text
                 errors[i] = f"{type(exc).__name__}: {exc}"[:2000]
     bad = ~np.isfinite(forecasts).all(axis=1)
     for i in np.flatnonzero(bad):
@@ -113,27 +122,160 @@ def run_job(job: Job) -> Outcome:
     return Outcome(forecasts=forecasts, errors=errors, seconds=time.perf_counter() - started)
 
 
-def _one_blas_thread() -> None:
-    """Worker processes already run in parallel; multi-threaded BLAS inside each one oversubscribes the cores."""
+OnDone = Callable[[Job, Outcome], None]
+
+
+def _progress(jobs: list[Job], label: str) -> tqdm:
+    return tqdm(total=sum(j.size for j in jobs), desc=label, unit="fc", file=sys.stderr, disable=None, smoothing=0.1)
+
+
+def _worker(tasks: multiprocessing.Queue, results: multiprocessing.Queue) -> None:
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1)
+    threadpool_limits(1)  # workers run in parallel already; multi-threaded BLAS would oversubscribe the cores
+    while (item := tasks.get()) is not None:
+        index, job = item
+        try:
+            results.put((index, run_job(job)))
+        except Exception as exc:  # e.g. the system cannot be built here
+            results.put((index, f"worker error: {type(exc).__name__}: {exc}"))
 
 
-def execute(jobs: list[Job], *, workers: int, on_done: Any, label: str = "forecasting") -> None:
-    """Run jobs (inline when workers == 1, else in a process pool) and hand each result to on_done(job, outcome)."""
-    total = sum(j.batch.inputs.shape[0] for j in jobs)
-    with tqdm(total=total, desc=label, unit="fc", file=sys.stderr, disable=None) as bar:
-        if workers <= 1:
-            for job in jobs:
-                on_done(job, run_job(job))
-                bar.update(job.batch.inputs.shape[0])
-            return
+class LocalExecutor:
+    """A pool of worker processes, each given one batch at a time and watched by the main process."""
+
+    def __init__(self, workers: int, *, retries: int = 1) -> None:
+        self.workers = workers
+        self.retries = retries
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        context = multiprocessing.get_context(method)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_one_blas_thread) as pool:
-            futures: dict[Future, Job] = {pool.submit(run_job, job): job for job in jobs}
-            for future in as_completed(futures):
-                job = futures[future]
-                on_done(job, future.result())
-                bar.update(job.batch.inputs.shape[0])
+        self.context = multiprocessing.get_context(method)
+
+    def _start(self, results: multiprocessing.Queue) -> tuple[Any, multiprocessing.Queue]:
+        tasks = self.context.Queue()
+        process = self.context.Process(target=_worker, args=(tasks, results), daemon=True)
+        process.start()
+        return process, tasks
+
+    def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
+        results = self.context.Queue()
+        slots = [self._start(results) for _ in range(min(self.workers, len(jobs)) or 1)]
+        pending = list(range(len(jobs)))[::-1]
+        attempts = [0] * len(jobs)
+        running: dict[int, tuple[int, float]] = {}  # slot → (job index, started)
+        with _progress(jobs, label) as bar:
+            try:
+                while pending or running:
+                    for slot in range(len(slots)):
+                        if slot not in running and pending:
+                            index = pending.pop()
+                            attempts[index] += 1
+                            slots[slot][1].put((index, jobs[index]))
+                            running[slot] = (index, time.monotonic())
+                    try:
+                        index, outcome = results.get(timeout=0.5)
+                    except queue.Empty:
+                        pass
+                    else:
+                        slot = next((s for s, (i, _) in running.items() if i == index), None)
+                        if slot is None and index not in pending:
+                            continue  # a late answer from a worker that was killed: its batch is settled
+                        if slot is None:
+                            pending.remove(index)  # it answered just before being killed: take it
+                        else:
+                            del running[slot]
+                        if isinstance(outcome, str):
+                            outcome = Outcome.failed(jobs[index], outcome, 0.0)
+                        on_done(jobs[index], outcome)
+                        bar.update(jobs[index].size)
+                    for slot, (index, started) in list(running.items()):
+                        process = slots[slot][0]
+                        elapsed = time.monotonic() - started
+                        hung = elapsed > jobs[index].timeout + GRACE_SECONDS
+                        if not hung and process.is_alive():
+                            continue
+                        process.kill()
+                        process.join()
+                        slots[slot] = self._start(results)
+                        del running[slot]
+                        why = "hung and was killed" if hung else f"crashed (exit code {process.exitcode})"
+                        if attempts[index] <= self.retries:
+                            pending.append(index)
+                        else:
+                            on_done(
+                                jobs[index], Outcome.failed(jobs[index], f"worker {why} after {elapsed:.0f} s", elapsed)
+                            )
+                            bar.update(jobs[index].size)
+            finally:
+                for _, tasks in slots:
+                    tasks.put(None)
+                for process, _ in slots:
+                    process.join(timeout=5)
+                    if process.is_alive():
+                        process.kill()
+
+
+class RayExecutor:
+    """Batches as Ray tasks on a local Ray (num_cpus = workers) or the cluster at `address`."""
+
+    def __init__(self, workers: int, *, address: str | None = None, retries: int = 1) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise UserError("--executor ray needs Ray: pip install 'causalrate[ray]'") from None
+        self.ray = ray
+        self.workers = workers
+        self.retries = retries
+        if not ray.is_initialized():
+            options = {"address": address} if address else {"num_cpus": workers}
+            ray.init(**options, include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+    def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
+        ray = self.ray
+        remote = ray.remote(max_retries=self.retries, num_cpus=1)(_ray_job)
+        pending = list(range(len(jobs)))[::-1]
+        attempts = [0] * len(jobs)
+        running: dict[Any, tuple[int, float]] = {}
+        limit = max(2 * self.workers, 1)  # few in flight: submission time ≈ start time
+        with _progress(jobs, label) as bar:
+            while pending or running:
+                while pending and len(running) < limit:
+                    index = pending.pop()
+                    attempts[index] += 1
+                    running[remote.remote(jobs[index])] = (index, time.monotonic())
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+                for ref in ready:
+                    index, _ = running.pop(ref)
+                    try:
+                        outcome = ray.get(ref)
+                    except Exception as exc:  # a worker that died after its retries
+                        outcome = Outcome.failed(jobs[index], f"Ray task failed: {type(exc).__name__}", 0.0)
+                    on_done(jobs[index], outcome)
+                    bar.update(jobs[index].size)
+                for ref, (index, started) in list(running.items()):
+                    elapsed = time.monotonic() - started
+                    if elapsed > jobs[index].timeout * 2 + GRACE_SECONDS:  # queued time counts too: be lenient
+                        ray.cancel(ref, force=True)
+                        del running[ref]
+                        if attempts[index] <= self.retries:
+                            pending.append(index)
+                        else:
+                            on_done(
+                                jobs[index],
+                                Outcome.failed(
+                                    jobs[index], f"Ray worker hung and was killed after {elapsed:.0f} s", elapsed
+                                ),
+                            )
+                            bar.update(jobs[index].size)
+
+
+def _ray_job(job: Job) -> Outcome:
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return run_job(job)
+
+
+def make_executor(kind: str, *, workers: int, retries: int, address: str | None = None):
+    if kind == "ray":
+        return RayExecutor(workers, address=address, retries=retries)
+    return LocalExecutor(workers, retries=retries)

@@ -29,6 +29,28 @@ class ForecastStore:
         self.conn.execute("PRAGMA synchronous=NORMAL")
 
     @classmethod
+    def open(cls, path: Path, *, metrics: Sequence[str]) -> ForecastStore:
+        """An existing run's store; a corrupt or foreign file is a clear UserError."""
+        if not path.is_file():
+            raise UserError(f"{path}: no forecast store here")
+        try:
+            store = cls(path, metrics=metrics)
+            (schema,) = store.conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        except (sqlite3.DatabaseError, TypeError) as exc:
+            raise UserError(f"{path}: not a causalrate forecast store ({exc})") from None
+        if schema != SCHEMA_VERSION:
+            raise UserError(f"{path}: store schema {schema!r}; this causalrate reads {SCHEMA_VERSION!r}")
+        return store
+
+    def get_meta(self, key: str) -> object:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def done(self) -> set[tuple[str, int, str]]:
+        """(system, window, perturbation) of every stored forecast row: what a resumed run skips."""
+        return {(s, int(w), p) for s, w, p in self.conn.execute("SELECT system, window, perturbation FROM forecasts")}
+
+    @classmethod
     def create(cls, path: Path, *, metrics: Sequence[str]) -> ForecastStore:
         store = cls(path, metrics=metrics)
         metric_cols = "".join(f", {_col(m)} REAL" for m in store.metrics)
@@ -75,17 +97,16 @@ class ForecastStore:
         perturbations: Sequence[str],
         forecasts: np.ndarray,
         errors: Sequence[str | None],
-        seconds: float,
+        seconds: np.ndarray,
         metrics: dict[str, np.ndarray],
     ) -> None:
-        """Write one batch in one transaction: all of it or none of it."""
-        per_row = seconds / max(len(windows), 1)
+        """Write one batch in one transaction: all of it or none of it. `seconds`: per row."""
         rows = []
         for i, window in enumerate(windows):
             failed = errors[i] is not None
             values = [None if failed or not np.isfinite(metrics[m][i]) else float(metrics[m][i]) for m in self.metrics]
             forecast = None if failed else json.dumps(forecasts[i].tolist())
-            rows.append((system, int(window), perturbations[i], forecast, errors[i], per_row, *values))
+            rows.append((system, int(window), perturbations[i], forecast, errors[i], float(seconds[i]), *values))
         marks = ", ".join("?" * (6 + len(self.metrics)))
         with self.conn:
             self.conn.executemany(f"INSERT INTO forecasts VALUES ({marks})", rows)

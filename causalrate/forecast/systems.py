@@ -41,10 +41,31 @@ class System:
     family: ClassVar[str] = "statistical"
     architecture: ClassVar[str | None] = None
     accepts_nan: bool = True  # False: the run imputes missing values first and records it
+    wants_context: ClassVar[bool] = False  # reads Batch.attributes / dates: they enter the cache key
+    stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
+    version: ClassVar[str] = "1"  # bump when the system's code changes its forecasts
+    libraries: ClassVar[tuple[str, ...]] = ()  # packages whose version changes its forecasts
 
     def __init__(self, settings: BaseModel, *, base_dir: Path) -> None:
         self.settings = settings
         self.base_dir = base_dir
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two forecasts of the same input interchangeable: the forecast cache's system key."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        def installed(name: str) -> str:
+            try:
+                return version(name)
+            except PackageNotFoundError:
+                return "absent"
+
+        return {
+            "type": type(self).__name__,
+            "version": self.version,
+            "settings": self.settings.model_dump(mode="json"),
+            "libraries": {name: installed(name) for name in self.libraries},
+        }
 
     def check(self, dataset: Dataset) -> None:
         """Raise UserError if the system cannot work on this dataset (called once, before forecasting)."""

@@ -51,7 +51,6 @@ class Perturbation:
         mask = self.mask(starts, inputs.shape[1])
         return self.operator.apply(inputs.copy(), mask, seeds=seeds, **self.params)
 
-
     def apply_dates(self, dates: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """The input timestamps [w, n] after the perturbation (most operators leave them alone)."""
         return self.operator.apply_dates(dates.copy(), self.mask(starts, dates.shape[1]))

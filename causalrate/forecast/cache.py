@@ -1,0 +1,89 @@
+"""The content-addressed forecast cache, shared between runs and studies.
+
+A forecast's key is the hash of the system's identity (type, settings, code and library
+versions), the exact input it saw (after perturbation and imputation), the horizon, and —
+only for systems that use them — the per-forecast seed and the context (attributes, dates).
+Only successful forecasts are cached: a failure may be transient and is tried again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from causalrate.errors import UserError
+
+
+def default_cache_path() -> Path:
+    """$CAUSALRATE_CACHE_DIR/forecasts.sqlite, else ~/.cache/causalrate/forecasts.sqlite (XDG_CACHE_HOME honoured)."""
+    folder = os.environ.get("CAUSALRATE_CACHE_DIR")
+    if not folder:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "causalrate"
+    return Path(folder).expanduser() / "forecasts.sqlite"
+
+
+def forecast_keys(
+    identity: dict,
+    inputs: np.ndarray,
+    horizon: int,
+    *,
+    seeds: np.ndarray | None = None,
+    context: list[object] | None = None,
+) -> list[str]:
+    """One sha256 key per row of inputs [b, n]."""
+    head = hashlib.sha256(json.dumps(identity, sort_keys=True).encode() + f"|h={horizon}".encode()).digest()
+    keys = []
+    for i, row in enumerate(np.ascontiguousarray(inputs, dtype=np.float64)):
+        h = hashlib.sha256(head)
+        h.update(row.tobytes())
+        if seeds is not None:
+            h.update(int(seeds[i]).to_bytes(8, "little"))
+        if context is not None:
+            h.update(json.dumps(context[i], sort_keys=True, default=str).encode())
+        keys.append(h.hexdigest())
+    return keys
+
+
+class ForecastCache:
+    """cache key → forecast (JSON list of floats), in one SQLite file (WAL: several runs may share it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = sqlite3.connect(path, timeout=60)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, forecast TEXT NOT NULL, seconds REAL NOT NULL)"
+            )
+        except sqlite3.DatabaseError as exc:
+            raise UserError(
+                f"forecast.cache: {path} is not a usable causalrate cache ({exc}); "
+                "delete it or point forecast.cache elsewhere"
+            ) from None
+
+    def get(self, keys: list[str]) -> dict[str, tuple[list[float], float]]:
+        found = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, forecast, seconds in self.conn.execute(
+                f"SELECT key, forecast, seconds FROM cache WHERE key IN ({marks})", chunk
+            ):
+                found[key] = (json.loads(forecast), seconds)
+        return found
+
+    def put(self, rows: Iterable[tuple[str, list[float], float]]) -> None:
+        with self.conn:
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO cache VALUES (?, ?, ?)", [(k, json.dumps(f), s) for k, f, s in rows]
+            )
+
+    def close(self) -> None:
+        self.conn.close()

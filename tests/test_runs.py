@@ -1,0 +1,190 @@
+"""Issue 8: forecast cache, kill-and-resume, re-rating, executors, export, corrupt stores."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from causalrate.forecast import runner
+
+SYSTEMS = """\
+- {name: naive, type: naive}
+- {name: random, type: random}
+- {name: median, type: python, function: "planted.py:window_median"}
+"""
+
+
+def made(run: Path) -> dict[str, int]:
+    with sqlite3.connect(run / "forecasts.sqlite") as db:
+        return json.loads(db.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()[0])
+
+
+def test_cache_reuses_forecasts_across_runs(synthetic_study, cli, tmp_path):
+    config = synthetic_study(SYSTEMS, draws=2, stride=5)
+    assert cli("assess", config, "--out", tmp_path / "a", "--no-cards", "--workers", "1")[0] == 0
+    total = made(tmp_path / "a")["made"]
+    assert total == 3 * 4 * 6 * 23 and made(tmp_path / "a")["cached"] == 0
+    # same study again: nothing is forecast, and the ratings are the same bytes
+    assert cli("assess", config, "--out", tmp_path / "b", "--no-cards", "--workers", "1")[0] == 0
+    assert made(tmp_path / "b") == {"made": 0, "cached": total}
+    assert (tmp_path / "a" / "ratings.json").read_bytes() == (tmp_path / "b" / "ratings.json").read_bytes()
+    # rating settings only: still nothing to forecast
+    config.write_text(config.read_text().replace("causal: {draws: 2}", "causal: {draws: 3}\nrating: {levels: 2}"))
+    assert cli("assess", config, "--out", tmp_path / "c", "--no-cards", "--workers", "1")[0] == 0
+    assert made(tmp_path / "c")["made"] == 0
+    # one perturbation changed (halve → double) and one system added: only those are forecast
+    config.write_text(
+        config.read_text().replace("operator: halve", "operator: double")
+        + '  - {name: mean, type: python, function: "planted.py:last_value"}\n'
+    )
+    text = config.read_text()
+    config.write_text(
+        text.replace(
+            '- {name: median, type: python, function: "planted.py:window_median"}\n\n',
+            '- {name: median, type: python, function: "planted.py:window_median"}\n',
+        )
+    )
+    assert cli("assess", config, "--out", tmp_path / "d", "--no-cards", "--workers", "1")[0] == 0
+    windows = 6 * 23
+    assert made(tmp_path / "d") == {"made": 3 * windows + 4 * windows, "cached": 3 * 3 * windows}
+
+
+def test_kill_and_resume_loses_nothing_and_duplicates_nothing(synthetic_study, tmp_path):
+    systems = '- {name: slow, type: python, function: "planted.py:slow_last"}\n- {name: naive, type: naive}\n'
+    config = synthetic_study(systems, draws=2, stride=3, extra="forecast: {batch_size: 4, cache: false}\n")
+    env = {**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path / "cache")}
+    command = [sys.executable, "-m", "causalrate", "assess", str(config), "--no-cards", "--workers", "2"]
+    run = tmp_path / "killed"
+    process = subprocess.Popen([*command, "--out", str(run)], env=env, stderr=subprocess.PIPE, start_new_session=True)
+    store = run / "forecasts.sqlite"
+    deadline = time.monotonic() + 60
+    rows = 0
+    while time.monotonic() < deadline and rows < 40:
+        time.sleep(0.2)
+        if store.exists():
+            try:
+                with sqlite3.connect(store) as db:
+                    rows = db.execute("SELECT count(*) FROM forecasts").fetchone()[0]
+            except sqlite3.OperationalError:
+                pass
+    os.killpg(process.pid, signal.SIGKILL)  # the whole process group: main and workers, no clean-up
+    process.wait()
+    with sqlite3.connect(store) as db:
+        before = db.execute("SELECT count(*) FROM forecasts").fetchone()[0]
+    total = 2 * 4 * 6 * 37
+    assert 40 <= before < total
+    fresh = subprocess.run([*command, "--out", str(run)], env=env, capture_output=True, text=True)
+    assert fresh.returncode == 2 and f"--resume {run}" in fresh.stderr  # the store is not overwritten by accident
+    resumed = subprocess.run([*command, "--resume", str(run)], env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert made(run)["made"] == total - before
+    with sqlite3.connect(store) as db:
+        assert db.execute(
+            "SELECT count(*), count(DISTINCT system || window || perturbation) FROM forecasts"
+        ).fetchone() == (total, total)
+    clean = subprocess.run([*command, "--out", str(tmp_path / "clean")], env=env, capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stderr
+    assert (run / "ratings.json").read_bytes() == (tmp_path / "clean" / "ratings.json").read_bytes()
+
+
+def test_resume_needs_the_same_config(synthetic_study, cli, tmp_path):
+    config = synthetic_study("- {name: naive, type: naive}\n", draws=2, stride=10)
+    assert cli("assess", config, "--out", tmp_path / "run", "--no-cards")[0] == 0
+    config.write_text(config.read_text().replace("seed: 3", "seed: 4"))
+    code, _, err = cli("assess", config, "--resume", tmp_path / "run", "--no-cards")
+    assert code == 2 and "different config" in err
+
+
+def test_a_hung_worker_is_killed_and_replaced(synthetic_study, cli, tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "GRACE_SECONDS", 1.0)
+    systems = '- {name: stuck, type: python, function: "planted.py:stubborn"}\n- {name: naive, type: naive}\n'
+    config = synthetic_study(
+        systems, draws=2, stride=40, extra="forecast: {timeout: 0.5, retries: 1, batch_size: 64}\n"
+    )
+    started = time.monotonic()
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "2")
+    assert code == 0, err
+    assert time.monotonic() - started < 60
+    with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as db:
+        errors = dict(db.execute("SELECT system, group_concat(DISTINCT error) FROM forecasts GROUP BY system"))
+    assert errors["naive"] is None  # the replacement worker carried on
+    assert errors["stuck"].startswith("worker hung and was killed after")
+
+
+def test_rate_without_forecasting(synthetic_study, cli, tmp_path):
+    config = synthetic_study(SYSTEMS, draws=2, stride=5)
+    assert cli("assess", config, "--out", tmp_path / "run", "--no-cards")[0] == 0
+    before = (tmp_path / "run" / "forecasts.sqlite").stat().st_mtime_ns
+    code, _, err = cli(
+        "rate",
+        tmp_path / "run",
+        "--levels",
+        "2",
+        "--systems",
+        "naive,median",
+        "--scores",
+        "ape,smape",
+        "--out",
+        tmp_path / "rerated",
+        "--no-cards",
+    )
+    assert code == 0, err
+    doc = json.loads((tmp_path / "rerated" / "ratings.json").read_text())
+    assert doc["levels"] == 2 and [s["name"] for s in doc["systems"]] == ["naive", "median"]
+    assert {r["score"] for r in doc["ratings"]} == {"ape", "smape"}
+    assert (tmp_path / "run" / "forecasts.sqlite").stat().st_mtime_ns == before
+    # the same settings re-rated in place reproduce the original file exactly
+    original = (tmp_path / "run" / "ratings.json").read_bytes()
+    assert cli("rate", tmp_path / "run", "--no-cards")[0] == 0
+    assert (tmp_path / "run" / "ratings.json").read_bytes() == original
+    code, _, err = cli("rate", tmp_path / "run", "--systems", "ghost")
+    assert code == 2 and "ghost" in err
+
+
+def test_export_parquet(synthetic_study, cli, tmp_path):
+    config = synthetic_study("- {name: naive, type: naive}\n", draws=2, stride=10)
+    assert cli("assess", config, "--out", tmp_path / "run", "--no-cards")[0] == 0
+    code, out, _ = cli("export", tmp_path / "run")
+    assert code == 0
+    frame = pd.read_parquet(out.strip())
+    assert len(frame) == 4 * 6 * 12 and {"forecast", "truth", "input", "attr_industry", "rmax"} <= set(frame.columns)
+    assert len(frame["truth"].iloc[0]) == 10
+
+
+@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, None])
+def test_corrupt_or_foreign_store(tmp_path, cli, content):
+    run = tmp_path / "run"
+    run.mkdir()
+    if content is None:  # a real SQLite file, but not ours
+        with sqlite3.connect(run / "forecasts.sqlite") as db:
+            db.execute("CREATE TABLE other (x INTEGER)")
+    else:
+        (run / "forecasts.sqlite").write_bytes(content)
+    for command in (["rate", run], ["export", run]):
+        code, _, err = cli(*command)
+        assert code == 2 and "not a causalrate forecast store" in err, err
+
+
+def test_ray_executor_matches_local(synthetic_study, cli, tmp_path):
+    pytest.importorskip("ray")
+    import ray
+
+    config = synthetic_study(SYSTEMS, draws=2, stride=8)
+    assert cli("assess", config, "--out", tmp_path / "local", "--no-cards", "--workers", "2")[0] == 0
+    os.environ["CAUSALRATE_CACHE_DIR"] = str(tmp_path / "ray-cache")  # forecast again, on Ray
+    try:
+        code, _, err = cli(
+            "assess", config, "--out", tmp_path / "ray", "--no-cards", "--workers", "2", "--executor", "ray"
+        )
+    finally:
+        ray.shutdown()
+    assert code == 0, err
+    assert made(tmp_path / "ray")["cached"] == 0
+    assert (tmp_path / "local" / "ratings.json").read_bytes() == (tmp_path / "ray" / "ratings.json").read_bytes()
