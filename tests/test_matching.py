@@ -76,3 +76,22 @@ def test_smd_hand_computed():
     t = np.array([True, True, False, False])
     # means 2 vs 3, variances 2 and 2 → (2 - 3) / sqrt(2)
     assert smd(x, t)[0] == pytest.approx(-1 / np.sqrt(2))
+
+
+def test_saturated_propensity_equals_logistic_regression():
+    import statsmodels.api as sm
+    from sklearn.linear_model import LogisticRegression
+
+    from causalrate.causal.matching import propensity
+
+    rng = np.random.default_rng(3)
+    stratum = rng.integers(0, 4, 2000)
+    x = np.eye(4)[stratum][:, 1:]  # one-hot, first level dropped: saturated
+    t = rng.random(2000) < np.array([0.1, 0.4, 0.6, 0.9])[stratum]
+    ours = propensity(x, t)
+    mle = sm.Logit(t.astype(float), sm.add_constant(x)).fit(disp=0).predict(sm.add_constant(x))  # unpenalised
+    np.testing.assert_allclose(ours, mle, atol=1e-8)
+    assert np.abs(ours - LogisticRegression(C=1e6, max_iter=1000).fit(x, t).predict_proba(x)[:, 1]).max() < 1e-3
+    continuous = np.c_[x, rng.normal(size=2000)]  # not saturated: the regression itself
+    reference = LogisticRegression(C=1e6, max_iter=1000).fit(continuous, t).predict_proba(continuous)[:, 1]
+    np.testing.assert_allclose(propensity(continuous, t), reference)

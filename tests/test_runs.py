@@ -58,7 +58,7 @@ def test_cache_reuses_forecasts_across_runs(synthetic_study, cli, tmp_path):
 
 def test_kill_and_resume_loses_nothing_and_duplicates_nothing(synthetic_study, tmp_path):
     systems = '- {name: slow, type: python, function: "planted.py:slow_last"}\n- {name: naive, type: naive}\n'
-    config = synthetic_study(systems, draws=2, stride=3, extra="forecast: {batch_size: 4, cache: false}\n")
+    config = synthetic_study(systems, draws=2, stride=6, extra="forecast: {batch_size: 4, cache: false}\n")
     env = {**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path / "cache")}
     command = [sys.executable, "-m", "causalrate", "assess", str(config), "--no-cards", "--workers", "2"]
     run = tmp_path / "killed"
@@ -78,7 +78,7 @@ def test_kill_and_resume_loses_nothing_and_duplicates_nothing(synthetic_study, t
     process.wait()
     with sqlite3.connect(store) as db:
         before = db.execute("SELECT count(*) FROM forecasts").fetchone()[0]
-    total = 2 * 4 * 6 * 37
+    total = 2 * 4 * 6 * 19  # (160 - 50) // 6 + 1 windows per series
     assert 40 <= before < total
     fresh = subprocess.run([*command, "--out", str(run)], env=env, capture_output=True, text=True)
     assert fresh.returncode == 2 and f"--resume {run}" in fresh.stderr  # the store is not overwritten by accident

@@ -18,9 +18,18 @@ TIE_TOLERANCE = 1e-9
 
 
 def propensity(features: np.ndarray, treated: np.ndarray) -> np.ndarray:
-    """P(treated | features) from a logistic regression (constant when there are no features)."""
+    """P(treated | features) from a logistic regression (constant when there are no features).
+
+    When the design is saturated — as with one-hot categorical confounders, where the distinct
+    feature rows are the strata — the logistic MLE is exactly the treated share of each stratum,
+    computed here directly (same answer, far faster than an optimiser).
+    """
     if features.shape[1] == 0 or treated.all() or not treated.any():
         return np.full(treated.size, treated.mean())
+    cells, inverse = np.unique(features, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    if len(cells) <= features.shape[1] + 1 and np.linalg.matrix_rank(np.c_[np.ones(len(cells)), cells]) == len(cells):
+        return (np.bincount(inverse, weights=treated) / np.bincount(inverse))[inverse]
     model = LogisticRegression(C=1e6, max_iter=1000)
     model.fit(features, treated)
     return model.predict_proba(features)[:, 1]

@@ -1,0 +1,127 @@
+"""Benchmarks of the engine itself (issue 8): overhead, scaling, re-rating.
+
+Run: python bench/engine.py [--skip-ray]. Prints Markdown rows for bench/RESULTS.md.
+
+1. Engine overhead: the ARIMA-only quickstart forecast stage (1,800 fits) through the engine
+   (one worker process, SQLite store, metrics, no cache) vs the same fits in a bare loop.
+2. Scaling: the same stage with 1 and 2 workers, local pool and Ray.
+3. Re-rate of the quickstart run: `rerate()` in-process and `causalrate rate` as a command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+from threadpoolctl import threadpool_limits
+
+from causalrate.config import load_config
+from causalrate.forecast.runner import LocalExecutor, RayExecutor
+from causalrate.forecast.store import ForecastStore
+from causalrate.perturb.suite import perturbation_seeds
+from causalrate.pipeline import _store_windows, forecast_all, prepare
+from causalrate.rerate import rerate
+from causalrate.score.metrics import METRICS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def arima_study():
+    config, base_dir = load_config(ROOT / "studies" / "quickstart.yaml")
+    config = config.model_copy(update={"systems": [s for s in config.systems if s.type == "arima"]})
+    config.forecast.cache = False
+    return prepare(config, base_dir=base_dir)
+
+
+def engine_stage(study, executor) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = ForecastStore.create(Path(tmp) / "f.sqlite", metrics=METRICS.names())
+        _store_windows(store, study)
+        started = time.perf_counter()
+        forecast_all(study, store, cache=None, executor=executor)
+        elapsed = time.perf_counter() - started
+        store.close()
+    return elapsed
+
+
+def bare_loop(study) -> float:
+    from statsmodels.tsa.arima.model import ARIMA
+
+    wd, ds = study.windows, study.dataset
+    keys = [(ds.series[i].id, int(s)) for i, s in zip(wd.series_index, wd.start, strict=True)]
+    inputs = [
+        p.apply(wd.inputs, wd.start, seeds=perturbation_seeds(study.config.seed, p.id, keys)) for p in study.suite
+    ]
+    started = time.perf_counter()
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for x in inputs:
+            for row in x:  # ARIMA accepts NaN; imputation would not change what it sees here
+                ARIMA(row, order=(1, 1, 1)).fit().forecast(wd.horizon)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--skip-ray", action="store_true")
+    args = parser.parse_args()
+    print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    study = arima_study()
+    bare = bare_loop(study)
+    one = engine_stage(study, LocalExecutor(1))
+    two = engine_stage(study, LocalExecutor(2))
+    rows = [
+        ("bare loop, 1,800 ARIMA fits, 1 thread", bare, ""),
+        ("engine, local executor, 1 worker", one, f"overhead {100 * (one / bare - 1):+.1f} % (target ≤ 10 %)"),
+        ("engine, local executor, 2 workers", two, f"speed-up {one / two:.2f}× over 1 worker"),
+    ]
+    if not args.skip_ray:
+        import ray
+
+        ray_times = {}
+        for workers in (1, 2):
+            executor = RayExecutor(workers)
+            engine_stage(study, executor)  # warm-up: workers start, imports happen
+            ray_times[workers] = engine_stage(study, executor)
+            ray.shutdown()
+        rows.append(("engine, Ray executor, 1 worker (warm)", ray_times[1], ""))
+        rows.append(
+            (
+                "engine, Ray executor, 2 workers (warm)",
+                ray_times[2],
+                f"speed-up {ray_times[1] / ray_times[2]:.2f}× (target ≥ 1.7×)",
+            )
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "CAUSALRATE_CACHE_DIR": tmp}
+        run = Path(tmp) / "run"
+        subprocess.run(
+            ["causalrate", "assess", str(ROOT / "studies" / "quickstart.yaml"), "--out", str(run), "--no-cards"],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        rerate(run)  # warm imports (dowhy, sklearn) as a long-lived process would have them
+        started = time.perf_counter()
+        rerate(run)
+        in_process = time.perf_counter() - started
+        started = time.perf_counter()
+        subprocess.run(["causalrate", "rate", str(run), "--no-cards"], check=True, capture_output=True, env=env)
+        command = time.perf_counter() - started
+    rows.append(("re-rate quickstart, in-process (`rerate()`)", in_process, "target ≤ 2 s"))
+    rows.append(("re-rate quickstart, `causalrate rate` command (incl. start-up and imports)", command, ""))
+    print("\n| measure | seconds | note |\n|---|---|---|")
+    for name, seconds, note in rows:
+        print(f"| {name} | {seconds:.2f} | {note} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
