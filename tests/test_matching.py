@@ -88,7 +88,7 @@ def test_saturated_propensity_equals_logistic_regression():
     stratum = rng.integers(0, 4, 2000)
     x = np.eye(4)[stratum][:, 1:]  # one-hot, first level dropped: saturated
     t = rng.random(2000) < np.array([0.1, 0.4, 0.6, 0.9])[stratum]
-    ours = propensity(x, t)
+    ours = propensity(x, t, strata=stratum)
     mle = sm.Logit(t.astype(float), sm.add_constant(x)).fit(disp=0).predict(sm.add_constant(x))  # unpenalised
     np.testing.assert_allclose(ours, mle, atol=1e-8)
     assert np.abs(ours - LogisticRegression(C=1e6, max_iter=1000).fit(x, t).predict_proba(x)[:, 1]).max() < 1e-3

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.causal.graph import Identification, identify
-from causalrate.causal.matching import match_ate, propensity
+from causalrate.causal.matching import match_ate, propensity, smd
 from causalrate.causal.schemes import SCHEMES
 from causalrate.seeding import rng
 
@@ -35,8 +35,9 @@ def identify_schemes(settings: DrawSettings, attributes: list[str]) -> dict[str,
     return out
 
 
-def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.ndarray, list[str]]:
-    """One-hot for categorical columns (first level dropped), z-scores for numeric ones; and column names."""
+def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.ndarray, list[str], np.ndarray | None]:
+    """One-hot for categorical columns (first level dropped), z-scores for numeric ones; column names;
+    and, when every column is categorical, the stratum code of each row."""
     parts, names = [], []
     for col in columns:
         values = table[col]
@@ -48,7 +49,11 @@ def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.nda
             dummies = pd.get_dummies(values, drop_first=True, dtype=float)
             parts.append(dummies.to_numpy())
             names += [f"{col}={v}" for v in dummies.columns]
-    return (np.hstack(parts) if parts else np.zeros((len(table), 0))), names
+    categorical = [c for c in columns if table[c].dtype.kind not in "fiu"]
+    strata = (
+        table.groupby(categorical, sort=True).ngroup().to_numpy() if categorical == list(columns) and columns else None
+    )
+    return (np.hstack(parts) if parts else np.zeros((len(table), 0))), names, strata
 
 
 def ape_true(outcomes: np.ndarray, control: np.ndarray) -> tuple[float, int]:
@@ -87,7 +92,7 @@ def estimate_effects(
             valid = np.isfinite(treated_outcome) & np.isfinite(base)
             for scheme in settings.schemes:
                 adjust = identification[scheme].adjustment_set
-                features, names = design_matrix(windows.loc[valid], adjust)
+                features, names, strata = design_matrix(windows.loc[valid], adjust)
                 for b in range(settings.draws):
                     draw = rng(settings.seed, scheme, perturbation, b).random(len(windows)) < probabilities[scheme]
                     t = draw[valid]
@@ -97,14 +102,15 @@ def estimate_effects(
                     obs = float(y[t].mean() - y[~t].mean())
                     key = (scheme, perturbation, b, valid.tobytes())
                     if key not in fitted:
-                        fitted[key] = propensity(features, t)
+                        fitted[key] = (propensity(features, t, strata=strata), smd(features, t))
                     match = match_ate(
                         features,
                         t,
                         y,
                         caliper_sd=settings.caliper,
                         rng=rng(settings.seed, "match", scheme, perturbation, b),
-                        scores=fitted[key],
+                        scores=fitted[key][0],
+                        before=fitted[key][1],
                     )
                     rows.append(
                         {

@@ -17,20 +17,23 @@ from sklearn.linear_model import LogisticRegression
 TIE_TOLERANCE = 1e-9
 
 
-def propensity(features: np.ndarray, treated: np.ndarray) -> np.ndarray:
+def propensity(features: np.ndarray, treated: np.ndarray, *, strata: np.ndarray | None = None) -> np.ndarray:
     """P(treated | features) from a logistic regression (constant when there are no features).
 
-    When the design is saturated — as with one-hot categorical confounders, where the distinct
-    feature rows are the strata — the logistic MLE is exactly the treated share of each stratum,
-    computed here directly (same answer, far faster than an optimiser).
+    `strata` (integer codes, one per row; for all-categorical designs) lets a saturated design —
+    one-hot confounders whose distinct rows are the strata — skip the optimiser: its logistic MLE
+    is exactly the treated share of each stratum.
     """
     if features.shape[1] == 0 or treated.all() or not treated.any():
         return np.full(treated.size, treated.mean())
-    cells, inverse = np.unique(features, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    if len(cells) <= features.shape[1] + 1 and np.linalg.matrix_rank(np.c_[np.ones(len(cells)), cells]) == len(cells):
-        return (np.bincount(inverse, weights=treated) / np.bincount(inverse))[inverse]
-    model = LogisticRegression(C=1e6, max_iter=1000)
+    if strata is not None:
+        codes, first, inverse = np.unique(strata, return_index=True, return_inverse=True)
+        cells = features[first]
+        if len(codes) <= features.shape[1] + 1 and np.linalg.matrix_rank(np.c_[np.ones(len(cells)), cells]) == len(
+            cells
+        ):
+            return (np.bincount(inverse, weights=treated) / np.bincount(inverse))[inverse]
+    model = LogisticRegression(C=1e6, max_iter=1000, solver="newton-cholesky")  # exact Newton: many rows, few columns
     model.fit(features, treated)
     return model.predict_proba(features)[:, 1]
 
@@ -64,12 +67,21 @@ class MatchResult:
 
 def smd(features: np.ndarray, treated: np.ndarray) -> np.ndarray:
     """Standardised mean difference per column: (mean_t - mean_c) / sqrt((var_t + var_c) / 2)."""
-    a, b = features[treated], features[~treated]
-    if features.shape[1] == 0 or len(a) < 2 or len(b) < 2:
+    return weighted_smd(features, treated.astype(float), (~treated).astype(float))
+
+
+def weighted_smd(features: np.ndarray, w_t: np.ndarray, w_c: np.ndarray) -> np.ndarray:
+    """SMD of two samples given as counts per row (a matched sample with replacement needs no copies)."""
+    n_t, n_c = w_t.sum(), w_c.sum()
+    if features.shape[1] == 0 or n_t < 2 or n_c < 2:
         return np.zeros(features.shape[1])
-    pooled = np.sqrt((a.var(axis=0, ddof=1) + b.var(axis=0, ddof=1)) / 2)
+    squares = features**2
+    m_t, m_c = w_t @ features / n_t, w_c @ features / n_c
+    v_t = (w_t @ squares - n_t * m_t**2) / (n_t - 1)
+    v_c = (w_c @ squares - n_c * m_c**2) / (n_c - 1)
+    pooled = np.sqrt(np.maximum((v_t + v_c) / 2, 0))
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(pooled > 0, (a.mean(axis=0) - b.mean(axis=0)) / pooled, 0.0)
+        return np.where(pooled > 1e-12, (m_t - m_c) / pooled, 0.0)
 
 
 def match_ate(
@@ -80,10 +92,12 @@ def match_ate(
     caliper_sd: float,
     rng: np.random.Generator,
     scores: np.ndarray | None = None,
+    before: np.ndarray | None = None,
 ) -> MatchResult:
     """ATE by matching both ways on the logit propensity: treated→controls (ATT) and controls→treated (ATC).
 
-    `scores`: propensities already fitted on (features, treated), to share one fit between systems.
+    `scores`: propensities already fitted on (features, treated), and `before`: their SMD — both
+    are the same for every system, so callers compute them once.
     """
     ps = np.clip(propensity(features, treated) if scores is None else scores, 1e-12, 1 - 1e-12)
     logit = np.log(ps / (1 - ps))
@@ -100,17 +114,15 @@ def match_ate(
     n_t, n_c = int(ok_t.sum()), int(ok_c.sum())
     ate = float(np.nansum([att * n_t, atc * n_c]) / (n_t + n_c)) if n_t + n_c else np.nan
     # balance of the matched sample: treated side = treated ∪ partners of controls, and vice versa
-    side_t = np.concatenate([t_idx[ok_t], partner_t])
-    side_c = np.concatenate([partner_c, c_idx[ok_c]])
-    after = smd(
-        np.concatenate([features[side_t], features[side_c]]),
-        np.r_[np.ones(side_t.size, bool), np.zeros(side_c.size, bool)],
-    )
+    n = treated.size
+    side_t = np.bincount(t_idx[ok_t], minlength=n) + np.bincount(partner_t, minlength=n)
+    side_c = np.bincount(partner_c, minlength=n) + np.bincount(c_idx[ok_c], minlength=n)
+    after = weighted_smd(features, side_t.astype(float), side_c.astype(float))
     return MatchResult(
         ate=ate,
         att=att,
         atc=atc,
         unmatched=int((~ok_t).sum() + (~ok_c).sum()),
-        smd_before=smd(features, treated),
+        smd_before=smd(features, treated) if before is None else before,
         smd_after=after,
     )

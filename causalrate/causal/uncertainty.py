@@ -1,0 +1,113 @@
+"""How sure a rating is: block-bootstrap intervals, power, inconclusive flags and rating stability.
+
+Windows of one series overlap and are correlated, so the bootstrap resamples whole windows
+within each series (each replicate keeps every series' window count). Replicates are count
+vectors over windows, so every mean-type score of every replicate is one matrix product.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from causalrate.causal.wrs import DEFAULT_LEVELS
+
+
+def bootstrap_counts(series_index: np.ndarray, *, replicates: int, rng: np.random.Generator) -> np.ndarray:
+    """[B, W] counts: how often each window is drawn in each replicate (resampled within its series)."""
+    counts = np.zeros((replicates, series_index.size))
+    for s in np.unique(series_index):
+        members = np.flatnonzero(series_index == s)
+        counts[:, members] = rng.multinomial(members.size, np.full(members.size, 1 / members.size), size=replicates)
+    return counts
+
+
+def replicate_means(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """[B] weighted means of values [W] (NaN = missing, left out) under each replicate's counts."""
+    valid = np.isfinite(values)
+    weights = counts * valid
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (weights @ np.where(valid, values, 0.0)) / weights.sum(axis=1)
+
+
+def interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float]:
+    lo, hi = np.nanquantile(samples, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def replicate_wrs(
+    counts: np.ndarray, values: np.ndarray, groups: np.ndarray, within: np.ndarray | None = None
+) -> np.ndarray:
+    """[B] WRS of each replicate: Welch tests on count-weighted group means and variances."""
+    valid = np.isfinite(values)
+    blocks = np.zeros(groups.size, dtype=int) if within is None else within
+    total = np.zeros(counts.shape[0])
+    for block in np.unique(blocks[valid]):
+        names = np.unique(groups[valid & (blocks == block)])
+        moments = []
+        for g in names:
+            member = valid & (blocks == block) & (groups == g)
+            c = counts[:, member]
+            v = values[member]
+            n = c.sum(axis=1)
+            mean = (c @ v) / np.maximum(n, 1)
+            var = np.maximum((c @ v**2) - n * mean**2, 0) / np.maximum(n - 1, 1)
+            moments.append((n, mean, var))
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                (na, ma, va), (nb, mb, vb) = moments[i], moments[j]
+                sa, sb = va / np.maximum(na, 1), vb / np.maximum(nb, 1)
+                se2 = sa + sb
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    t = np.abs(ma - mb) / np.sqrt(se2)
+                    df = se2**2 / (sa**2 / np.maximum(na - 1, 1) + sb**2 / np.maximum(nb - 1, 1))
+                ok = (na >= 2) & (nb >= 2)
+                t = np.where(se2 > 0, t, np.where(ma != mb, np.inf, 0.0))
+                for c_level, weight in DEFAULT_LEVELS:
+                    critical = stats.t.ppf((1 + c_level) / 2, np.where(np.isfinite(df) & (df > 0), df, 1.0))
+                    total += weight * (ok & (t > critical))
+    return total
+
+
+@dataclass(frozen=True)
+class Power:
+    """The one-sided test of 'the perturbation does not increase the error', and its power."""
+
+    p_value: float
+    power: float  # achieved power against the minimal effect of interest
+    n_min: float  # windows needed for 80 % power (normal approximation)
+    min_effect: float
+    detected: bool
+    inconclusive: bool  # no effect detected, and too little power to call it absent
+
+
+def power_analysis(
+    differences: np.ndarray, *, standard_error: float, min_effect: float, alpha: float = 0.05, target: float = 0.8
+) -> Power:
+    """z = mean / se (se from the block bootstrap); power = 1 − Φ(z_{1−α} − δ/se); n_min = ((z_{1−α} + z_0.8) σ/δ)².
+
+    σ is the per-window standard deviation implied by the bootstrap se (se·√n), which accounts
+    for the correlation of overlapping windows.
+    """
+    d = differences[np.isfinite(differences)]
+    n = d.size
+    if n < 2 or not np.isfinite(standard_error) or min_effect <= 0:
+        return Power(np.nan, np.nan, np.nan, min_effect, False, True)
+    mean = float(d.mean())
+    if standard_error == 0:
+        p = 0.0 if mean > 0 else 1.0
+        return Power(p, 1.0, 1.0, min_effect, p < alpha, False)
+    z_alpha, z_power = stats.norm.ppf(1 - alpha), stats.norm.ppf(target)
+    p = float(stats.norm.sf(mean / standard_error))
+    power = float(stats.norm.sf(z_alpha - min_effect / standard_error))
+    sigma = standard_error * np.sqrt(n)
+    n_min = float(((z_alpha + z_power) * sigma / min_effect) ** 2)
+    detected = p < alpha
+    return Power(p, power, n_min, min_effect, detected, (not detected) and power < target)
+
+
+def stability(replicate_ratings: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Per system: the share of replicates [B, S] in which it keeps its observed rating [S]."""
+    return (replicate_ratings == observed[None, :]).mean(axis=0)
