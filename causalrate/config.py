@@ -191,6 +191,16 @@ class ForecastConfig(Strict):
     )
 
 
+class RigorConfig(Strict):
+    """How sure each rating is (intervals, power, stability, refutation)."""
+
+    replicates: int = Field(200, ge=0, description="block-bootstrap replicates; 0 turns the rigor layer off")
+    min_effect: float = Field(0.05, gt=0, description="minimal APE of interest, as a share of the mean clean outcome")
+    alpha: float = Field(0.05, gt=0, lt=0.5)
+    refute: bool = True
+    refute_simulations: int = Field(5, ge=1, description="simulations per dowhy refuter")
+
+
 class StudyConfig(Strict):
     name: str = Field("study", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     seed: int = 0
@@ -203,6 +213,7 @@ class StudyConfig(Strict):
     causal: CausalConfig = Field(default_factory=CausalConfig)
     rating: RatingConfig = Field(default_factory=RatingConfig)
     forecast: ForecastConfig = Field(default_factory=ForecastConfig)
+    rigor: RigorConfig = Field(default_factory=RigorConfig)
 
     @field_validator("outcome")
     @classmethod
@@ -237,6 +248,7 @@ class ModelConfig(Strict):
     causal: CausalConfig = Field(default_factory=CausalConfig)
     rating: RatingConfig = Field(default_factory=RatingConfig)
     forecast: ForecastConfig = Field(default_factory=ForecastConfig)
+    rigor: RigorConfig = Field(default_factory=RigorConfig)
 
     def to_study(self) -> dict[str, Any]:
         references = [{"name": n, "type": n} for n in REFERENCE_SYSTEMS if n != self.model.name]

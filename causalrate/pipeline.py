@@ -10,6 +10,7 @@ import pandas as pd
 
 from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
 from causalrate.causal.graph import Identification
+from causalrate.causal.rigor import Rigor, assess_rigor
 from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.wrs import wrs
 from causalrate.config import StudyConfig
@@ -285,6 +286,18 @@ class Result:
     overall: dict[str, int]
     identification: dict[str, Identification]
     unavailable: dict[str, str]  # score → why it was not rated
+    rigor: Rigor | None = None
+
+
+def withhold_inconclusive(rated: pd.DataFrame, rigor: Rigor) -> pd.DataFrame:
+    """An APE with no effect detected and too little power is not awarded the best level (shown as '≥ k')."""
+    rated = rated.copy()
+    for i, row in rated.iterrows():
+        extra = rigor.rows.get((row["perturbation"], row["score"], row["system"]), {})
+        if extra.get("inconclusive"):
+            extra["display"] = f"≥ {row['rating']}"
+            rated.loc[i, "rating"] = max(int(row["rating"]), 2)
+    return rated
 
 
 def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
@@ -333,9 +346,25 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
             values = values[values["perturbation"] != control]
         raw.append(values.assign(score=name))
     rated = rate_scores(pd.concat(raw, ignore_index=True), levels=cfg.rating.levels)
+    rigor = None
+    if cfg.rigor.replicates > 0:
+        rigor = assess_rigor(
+            config=cfg,
+            table=table,
+            series_index=study.windows.series_index,
+            forecasts=forecasts,
+            outcomes=outcomes,
+            rated=rated,
+            draws=draws,
+            effects=effects,
+            control=control,
+            wrs_plans=wrs_plans(table, cfg.causal.wrs_groups),
+        )
+        rated = withhold_inconclusive(rated, rigor)
     return Result(
         evidence=evidence,
         effect_draws=draws,
+        rigor=rigor,
         ratings=rated,
         overall=overall_ratings(rated, levels=cfg.rating.levels, control=control),
         identification=identification,
@@ -343,21 +372,27 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
     )
 
 
-def wrs_scores(outcomes: dict[str, pd.DataFrame], table: pd.DataFrame, *, groups: list[str]) -> pd.DataFrame:
-    """WRS per system and perturbation: across industries, companies within an industry, characteristic terciles."""
+def wrs_plans(table: pd.DataFrame, groups: list[str]) -> list[tuple[str, np.ndarray, np.ndarray | None]]:
+    """(attribute, group labels, blocks) for each WRS: industries; companies within an industry; terciles."""
     plans = [(name, table[f"{name}_tercile"].to_numpy(), None) for name in groups]
     if "industry" in table:
         plans.append(("industry", table["industry"].to_numpy(), None))
     if "company" in table:
         within = table["industry"].to_numpy() if "industry" in table else None
         plans.append(("company", table["company"].to_numpy(), within))
+    return plans
+
+
+def wrs_scores(outcomes: dict[str, pd.DataFrame], table: pd.DataFrame, *, groups: list[str]) -> pd.DataFrame:
+    """WRS per system and perturbation for every grouping of wrs_plans."""
+    plans = wrs_plans(table, groups)
     rows = []
     for system, wide in outcomes.items():
         for perturbation in wide.columns:
             values = wide[perturbation].to_numpy()
             ok = np.isfinite(values)
-            for attribute, groups, within in plans:
-                score, pairs = wrs(values[ok], groups[ok], within=None if within is None else within[ok])
+            for attribute, labels, within in plans:
+                score, pairs = wrs(values[ok], labels[ok], within=None if within is None else within[ok])
                 rows.append(
                     {
                         "system": system,

@@ -34,7 +34,7 @@ def test_outputs_and_schema(quickstart):
     cards = {p.name for p in (quickstart / "cards").glob("*.html")}
     assert cards == {"naive.html", "arima.html", "random.html", "biased.html", "comparison.html"}
     doc = load(quickstart)
-    assert doc["schema"] == "causalrate/ratings-v1" and doc["direction"] == "1 = best" and doc["levels"] == 3
+    assert doc["schema"] == "causalrate/ratings-v2" and doc["direction"] == "1 = best" and doc["levels"] == 3
     assert [s["name"] for s in doc["systems"]] == ["naive", "arima", "random", "biased"]
     scores = {
         "wrs_industry",
@@ -62,6 +62,12 @@ def test_outputs_and_schema(quickstart):
     assert len([e for e in doc["effects"] if e["system"] == "arima"]) == 12
     assert {"config", "data_hash", "versions", "seed"} <= set(doc["provenance"])
     assert "APE_true" in (quickstart / "report.md").read_text()
+    # the rigor layer: intervals, stability, power on APE, BH counts, refutations
+    ape = [r for r in doc["ratings"] if r["score"] == "ape"]
+    assert all({"interval", "stability", "p_value", "power", "n_min", "inconclusive"} <= set(r) for r in ape)
+    assert set(doc["overall_stability"]) == set(doc["overall"])
+    assert doc["wrs_tests"] and {"pairs", "rejections_bh_5pct"} <= set(doc["wrs_tests"][0])
+    assert {r["refuter"] for r in doc["refutations"]} == {"placebo_treatment", "random_common_cause", "data_subset"}
 
 
 def test_acceptance_checks(quickstart):

@@ -79,7 +79,10 @@ class Run:
         except json.JSONDecodeError as exc:
             raise UserError(f"{ratings}: not valid JSON ({exc})") from None
         if doc.get("schema") != RATINGS_SCHEMA:
-            raise UserError(f"{ratings}: schema {doc.get('schema')!r}; this causalrate reads {RATINGS_SCHEMA!r}")
+            raise UserError(
+                f"{ratings}: schema {doc.get('schema')!r}; this causalrate reads {RATINGS_SCHEMA!r}. "
+                f"Re-rate the run to upgrade it: causalrate rate {path}"
+            )
         return cls(path=path, doc=doc)
 
     @property

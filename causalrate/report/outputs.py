@@ -20,7 +20,7 @@ from causalrate.score.scores import SCORES
 if TYPE_CHECKING:
     from causalrate.pipeline import Result, Study
 
-RATINGS_SCHEMA = "causalrate/ratings-v1"
+RATINGS_SCHEMA = "causalrate/ratings-v2"
 PACKAGES = ("causalrate", "numpy", "pandas", "scipy", "statsmodels", "scikit-learn", "dowhy", "pydantic")
 
 
@@ -110,8 +110,17 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "system": r.system,
                 "raw": clean_float(r.raw),
                 "rating": int(r.rating),
+                **_extras(result, (r.perturbation, r.score, r.system)),
             }
             for r in result.ratings.itertuples()
+        ],
+        "overall_stability": {
+            k: clean_float(v) for k, v in (result.rigor.overall_stability if result.rigor else {}).items()
+        },
+        "wrs_tests": result.rigor.wrs_tests if result.rigor else [],
+        "refutations": [
+            {k: clean_float(v) if isinstance(v, float) else v for k, v in r.items()}
+            for r in (result.rigor.refutations if result.rigor else [])
         ],
         "overall": result.overall,
         "not_rated": result.unavailable,
@@ -135,6 +144,22 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
             "method_note": METHOD_NOTE,
         },
     }
+
+
+def _extras(result: Result, key: tuple[str, str, str]) -> dict[str, Any]:
+    """Interval, stability and (for APE) power of one rating row, JSON-clean."""
+    extra = result.rigor.rows.get(key, {}) if result.rigor else {}
+    out: dict[str, Any] = {}
+    for name, value in extra.items():
+        if isinstance(value, list):
+            out[name] = [clean_float(v) for v in value]
+        elif isinstance(value, bool | str):
+            out[name] = value
+        else:
+            out[name] = clean_float(value)
+    if "stability" in out:
+        out["stable"] = out["stability"] is not None and out["stability"] >= 0.8
+    return out
 
 
 METHOD_NOTE = (

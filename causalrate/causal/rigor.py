@@ -1,0 +1,238 @@
+"""The rigor layer: how sure each rating is (issue 6).
+
+- intervals: block bootstrap over windows within series for the mean-type scores (APE, SMAPE, MASE,
+  sign accuracy, failure rate) and the WRS distribution; APE_adj and PIE% use the spread over the
+  B observational draws they already have;
+- power: the one-sided test of "no effect" for every APE, its achieved power against the minimal
+  effect of interest, n_min, and an inconclusive flag (no effect seen, too little power to say so);
+- stability: the share of replicates (bootstrap or draws) in which a system keeps its rating;
+- multiple testing: Benjamini–Hochberg over the pairwise tests behind each WRS;
+- refutation: dowhy's placebo, random-common-cause and data-subset refuters on APE_adj.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from causalrate.causal.refute import refute
+from causalrate.causal.uncertainty import (
+    bootstrap_counts,
+    interval,
+    power_analysis,
+    replicate_means,
+    replicate_wrs,
+    stability,
+)
+from causalrate.config import StudyConfig
+from causalrate.rate.binning import bin_ratings
+from causalrate.score.scores import SCORES
+from causalrate.seeding import rng
+
+METRIC_SCORES = {"smape": "smape", "mase": "mase", "sign_accuracy": "sign_accuracy", "failure_rate": "failed"}
+DRAW_SCORES = {
+    "ape_industry": ("industry", "abs_adj"),
+    "ape_company": ("company", "abs_adj"),
+    "pie_industry": ("industry", "pie"),
+    "pie_company": ("company", "pie"),
+}
+
+
+@dataclass
+class Rigor:
+    rows: dict[tuple[str, str, str], dict] = field(default_factory=dict)  # (perturbation, score, system) → extras
+    overall_stability: dict[str, float] = field(default_factory=dict)
+    wrs_tests: list[dict] = field(default_factory=list)
+    refutations: list[dict] = field(default_factory=list)
+
+
+def wrs_pairs(values: np.ndarray, groups: np.ndarray, within: np.ndarray | None) -> list[float]:
+    """Two-sided Welch p-values of every pair a WRS counts."""
+    ok = np.isfinite(values)
+    blocks = np.zeros(groups.size, dtype=int) if within is None else within
+    out = []
+    for block in sorted(set(blocks[ok].tolist())):
+        members = ok & (blocks == block)
+        names = sorted(set(groups[members].tolist()))
+        for a, b in combinations(names, 2):
+            x, y = values[members & (groups == a)], values[members & (groups == b)]
+            if x.size >= 2 and y.size >= 2:
+                out.append(float(stats.ttest_ind(x, y, equal_var=False).pvalue))
+    return out
+
+
+def assess_rigor(
+    *,
+    config: StudyConfig,
+    table: pd.DataFrame,
+    series_index: np.ndarray,
+    forecasts: pd.DataFrame,
+    outcomes: dict[str, pd.DataFrame],
+    rated: pd.DataFrame,
+    draws: pd.DataFrame,
+    effects: pd.DataFrame,
+    control: str,
+    wrs_plans: list[tuple[str, np.ndarray, np.ndarray | None]],
+) -> Rigor:
+    cfg = config.rigor
+    levels = config.rating.levels
+    rigor = Rigor()
+    systems = sorted(outcomes)
+    counts = bootstrap_counts(series_index, replicates=cfg.replicates, rng=rng(config.seed, "bootstrap"))
+    metric = {
+        name: forecasts.assign(failed=forecasts["failed"].astype(float)).pivot_table(
+            index=["system", "window"], columns="perturbation", values=column, dropna=False
+        )
+        for name, column in METRIC_SCORES.items()
+    }
+    replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    perturbations = list(next(iter(outcomes.values())).columns)
+    for system in systems:
+        wide = outcomes[system]
+        base = wide[control].to_numpy()
+        for p in perturbations:
+            values = wide[p].to_numpy()
+            if p != control:
+                diff = values - base
+                reps = replicate_means(counts, diff)
+                power = power_analysis(
+                    diff,
+                    standard_error=float(np.nanstd(reps, ddof=1)),
+                    min_effect=cfg.min_effect * float(np.nanmean(np.abs(base))),
+                    alpha=cfg.alpha,
+                )
+                rigor.rows[(p, "ape", system)] = {
+                    "ape_true_interval": list(interval(reps)),
+                    "p_value": power.p_value,
+                    "power": power.power,
+                    "n_min": power.n_min,
+                    "min_effect": power.min_effect,
+                    "inconclusive": bool(power.inconclusive),
+                }
+                replicates.setdefault(("ape", p), {})[system] = np.abs(reps)
+                for attribute, groups, within in wrs_plans:
+                    reps_wrs = replicate_wrs(counts, values, groups, within)
+                    replicates.setdefault((f"wrs_{attribute}", p), {})[system] = reps_wrs
+                    pvalues = wrs_pairs(values, groups, within)
+                    adjusted = stats.false_discovery_control(pvalues, method="bh") if pvalues else np.array([])
+                    rigor.wrs_tests.append(
+                        {
+                            "system": system,
+                            "perturbation": p,
+                            "attribute": attribute,
+                            "pairs": len(pvalues),
+                            "rejections_raw_5pct": int(np.sum(np.array(pvalues) < 0.05)),
+                            "rejections_bh_5pct": int(np.sum(adjusted < 0.05)),
+                        }
+                    )
+            for score, frame in metric.items():
+                if system in frame.index.get_level_values(0) and p in frame.columns:
+                    column = frame.loc[system][p].reindex(range(len(table))).to_numpy(dtype=float)
+                    replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
+    for (score, p), per_system in replicates.items():
+        _stability_from(rigor, rated, score, p, per_system, levels)
+    for score, (scheme, column) in DRAW_SCORES.items():
+        part = draws[draws["scheme"] == scheme].assign(abs_adj=lambda d: d["ape_adj"].abs())
+        for p, group in part.groupby("perturbation"):
+            per_system = {s: g.sort_values("draw")[column].to_numpy() for s, g in group.groupby("system")}
+            if len({v.size for v in per_system.values()}) == 1:
+                _stability_from(rigor, rated, score, p, per_system, levels)
+    rigor.overall_stability = _overall_stability(rated, replicates, levels, control)
+    if cfg.refute:
+        rigor.refutations = _refutations(config, table, outcomes, draws, effects, control)
+    return rigor
+
+
+def _stability_from(rigor: Rigor, rated: pd.DataFrame, score: str, p: str, per_system: dict, levels: int) -> None:
+    observed = rated[(rated["score"] == score) & (rated["perturbation"] == p)].set_index("system")
+    systems = [s for s in observed.index if s in per_system]
+    if not systems:
+        return
+    matrix = np.column_stack([per_system[s] for s in systems])
+    higher = SCORES.get(score).higher_is_better
+    ratings = np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
+    shares = stability(ratings, observed.loc[systems, "rating"].to_numpy())
+    for s, share, column in zip(systems, shares, matrix.T, strict=True):
+        extra = rigor.rows.setdefault((p, score, s), {})
+        extra["stability"] = float(share)
+        extra.setdefault("interval", list(interval(column)))
+
+
+def _overall_stability(rated: pd.DataFrame, replicates: dict, levels: int, control: str) -> dict[str, float]:
+    """Re-derive the overall rating in every bootstrap replicate (scores without replicates keep their rating)."""
+    robust = rated[(rated["perturbation"] != control) & rated["score"].map(lambda s: SCORES.get(s).robustness)]
+    systems = sorted(robust["system"].unique())
+    if not systems:
+        return {}
+    b = next((len(v) for per in replicates.values() for v in per.values()), 0)
+    if b == 0:
+        return {}
+    observed_means = robust.groupby("system")["rating"].mean().reindex(systems).to_numpy()
+    observed = bin_ratings(observed_means, levels=levels)
+    totals = np.zeros((b, len(systems)))
+    for (score, p), group in robust.groupby(["score", "perturbation"]):
+        per = replicates.get((score, p))
+        ratings = group.set_index("system")["rating"].reindex(systems).to_numpy(dtype=float)
+        if per is None or any(s not in per for s in systems):
+            totals += ratings[None, :]
+            continue
+        matrix = np.column_stack([per[s] for s in systems])
+        higher = SCORES.get(score).higher_is_better
+        totals += np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
+    counts = robust.groupby("system")["rating"].size().reindex(systems).to_numpy()
+    replicate_overall = np.vstack([bin_ratings(row / counts, levels=levels) for row in totals])
+    return {s: float(v) for s, v in zip(systems, stability(replicate_overall, observed), strict=True)}
+
+
+def _refutations(config, table, outcomes, draws, effects, control) -> list[dict]:
+    """dowhy refuters on the first observational draw of every rated scheme (industry, company)."""
+    out = []
+    attributes = [c for c in ("company", "industry", "sector") if c in table]
+    for row in effects[effects["scheme"].isin(["industry", "company"])].itertuples():
+        first = draws[
+            (draws["system"] == row.system)
+            & (draws["perturbation"] == row.perturbation)
+            & (draws["scheme"] == row.scheme)
+        ]
+        if first.empty:
+            continue
+        wide = outcomes[row.system]
+        base, treated = wide[control].to_numpy(), wide[row.perturbation].to_numpy()
+        valid = np.isfinite(base) & np.isfinite(treated)
+        probabilities = _scheme_probabilities(config, table, row.scheme)
+        t = (rng(config.seed, row.scheme, row.perturbation, 0).random(len(table)) < probabilities)[valid]
+        frame = table.loc[valid, attributes].reset_index(drop=True)
+        frame["P"] = t
+        frame["R"] = np.where(t, treated[valid], base[valid])
+        estimate, refutations = refute(
+            frame,
+            confounders=attributes,
+            interval=(row.ape_adj_lo, row.ape_adj_hi),
+            caliper_sd=config.causal.caliper,
+            seed=config.seed,
+            simulations=config.rigor.refute_simulations,
+        )
+        for r in refutations:
+            out.append(
+                {
+                    "system": row.system,
+                    "perturbation": row.perturbation,
+                    "scheme": row.scheme,
+                    "estimate": estimate,
+                    "refuter": r.refuter,
+                    "new_effect": r.new_effect,
+                    "passed": bool(r.passed),
+                    "rule": r.rule,
+                }
+            )
+    return out
+
+
+def _scheme_probabilities(config, table, scheme: str) -> np.ndarray:
+    from causalrate.causal.schemes import SCHEMES
+
+    return SCHEMES.get(scheme)().probabilities(table, high=config.causal.high, low=config.causal.low)

@@ -1,0 +1,126 @@
+"""Issue 6: intervals, power, inconclusive flags, stability and refutation on planted data."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from causalrate.causal.refute import refute
+from causalrate.causal.rigor import Rigor, wrs_pairs
+from causalrate.causal.uncertainty import (
+    bootstrap_counts,
+    interval,
+    power_analysis,
+    replicate_means,
+    replicate_wrs,
+    stability,
+)
+from causalrate.causal.wrs import wrs
+from causalrate.pipeline import withhold_inconclusive
+from causalrate.rate.binning import bin_ratings
+
+
+def test_block_bootstrap_keeps_each_series_size():
+    series = np.repeat([0, 1, 2], [5, 7, 3])
+    counts = bootstrap_counts(series, replicates=50, rng=np.random.default_rng(0))
+    for s, size in ((0, 5), (1, 7), (2, 3)):
+        assert (counts[:, series == s].sum(axis=1) == size).all()
+    values = np.arange(15.0)
+    values[3] = np.nan
+    means = replicate_means(counts, values)
+    c = counts[0] * np.isfinite(values)
+    assert means[0] == pytest.approx(np.nansum(c * np.nan_to_num(values)) / c.sum())
+
+
+def test_ape_interval_coverage_is_near_nominal():
+    """95 % intervals of a paired mean over 4 series × 60 windows cover the truth 90–99 % of the time."""
+    rng = np.random.default_rng(42)
+    series = np.repeat(np.arange(4), 60)
+    hits = 0
+    simulations = 300
+    for _ in range(simulations):
+        diffs = 0.3 + rng.normal(0, 1, series.size)
+        counts = bootstrap_counts(series, replicates=200, rng=rng)
+        lo, hi = interval(replicate_means(counts, diffs))
+        hits += lo <= 0.3 <= hi
+    assert 0.90 <= hits / simulations <= 0.99
+
+
+def test_power_formula_matches_simulation():
+    rng = np.random.default_rng(1)
+    n, sigma, delta = 80, 1.0, 0.25
+    planned = power_analysis(rng.normal(delta, sigma, n), standard_error=sigma / np.sqrt(n), min_effect=delta)
+    rejections = np.mean(
+        [
+            power_analysis(x, standard_error=sigma / np.sqrt(n), min_effect=delta).detected
+            for x in rng.normal(delta, sigma, (4000, n))
+        ]
+    )
+    assert planned.power == pytest.approx(rejections, abs=0.03)
+    # n_min for 80 % power, by the normal approximation: ((z_.95 + z_.8) σ / δ)²
+    assert planned.n_min == pytest.approx(((stats.norm.ppf(0.95) + stats.norm.ppf(0.8)) * sigma / delta) ** 2)
+
+
+def test_no_effect_is_robust_with_enough_windows_and_inconclusive_with_too_few():
+    rng = np.random.default_rng(3)
+    many = rng.normal(0, 1, 5000)
+    few = rng.normal(0, 1, 20)
+    enough = power_analysis(many, standard_error=1 / np.sqrt(5000), min_effect=0.1)
+    scarce = power_analysis(few, standard_error=1 / np.sqrt(20), min_effect=0.1)
+    assert not enough.detected and not enough.inconclusive and enough.power > 0.99
+    assert not scarce.detected and scarce.inconclusive and scarce.power < 0.8
+    rated = pd.DataFrame(
+        {
+            "perturbation": ["P1", "P1"],
+            "score": ["ape", "ape"],
+            "system": ["few", "many"],
+            "raw": [0.01, 0.02],
+            "rating": [1, 2],
+        }
+    )
+    rigor = Rigor(rows={("P1", "ape", "few"): {"inconclusive": True}, ("P1", "ape", "many"): {"inconclusive": False}})
+    published = withhold_inconclusive(rated, rigor)
+    assert published["rating"].tolist() == [2, 2]  # the best level is withheld from the inconclusive one
+    assert rigor.rows[("P1", "ape", "few")]["display"] == "≥ 1"
+
+
+def test_stability_separated_versus_identical_systems():
+    rng = np.random.default_rng(5)
+    series = np.repeat(np.arange(5), 40)
+    counts = bootstrap_counts(series, replicates=400, rng=rng)
+
+    def shares(a, b):
+        reps = np.column_stack([replicate_means(counts, a), replicate_means(counts, b)])
+        observed = bin_ratings([np.mean(a), np.mean(b)], levels=2)
+        return stability(np.vstack([bin_ratings(r, levels=2) for r in reps]), observed)
+
+    assert shares(rng.normal(0, 1, 200), rng.normal(5, 1, 200)).min() == 1.0
+    same = shares(rng.normal(0, 1, 200), rng.normal(0, 1, 200))
+    assert 0.3 <= same.mean() <= 0.7
+
+
+def test_replicate_wrs_with_unit_counts_equals_wrs():
+    rng = np.random.default_rng(2)
+    values = np.r_[rng.normal(0, 1, 30), rng.normal(0.8, 1, 30), rng.normal(0.1, 2, 30)]
+    groups = np.repeat(["a", "b", "c"], 30)
+    assert replicate_wrs(np.ones((1, 90)), values, groups)[0] == pytest.approx(wrs(values, groups)[0])
+    pvalues = wrs_pairs(values, groups, None)
+    assert len(pvalues) == 3
+    assert pvalues[0] == pytest.approx(stats.ttest_ind(values[:30], values[30:60], equal_var=False).pvalue)
+
+
+def test_placebo_refuter_gives_about_zero():
+    rng = np.random.default_rng(0)
+    n = 900
+    industry = rng.choice(["A", "B", "C"], n)
+    company = np.array([f"{i}{k % 2}" for k, i in enumerate(industry)])
+    treated = rng.random(n) < np.where(industry == "A", 0.8, 0.2)
+    outcome = np.where(industry == "A", 10.0, 1.0) + 0.5 * treated + rng.normal(0, 0.3, n)
+    frame = pd.DataFrame({"P": treated, "R": outcome, "industry": industry, "company": company})
+    estimate, refutations = refute(
+        frame, confounders=["company", "industry"], interval=(0.4, 0.6), caliper_sd=0.2, seed=1, simulations=5
+    )
+    assert estimate == pytest.approx(0.5, abs=0.08)
+    by_name = {r.refuter: r for r in refutations}
+    assert abs(by_name["placebo_treatment"].new_effect) < 0.1 and by_name["placebo_treatment"].passed
+    assert by_name["data_subset"].passed and by_name["random_common_cause"].passed
