@@ -35,18 +35,25 @@ def build(folder: Path):
     frames = []
     for s in range(SERIES):
         values = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, length)))
-        frames.append(pd.DataFrame({"date": dates, "series": f"S{s:02d}", "value": values,
-                                    "industry": f"I{s % 4}", "company": f"S{s:02d}"}))
+        frames.append(
+            pd.DataFrame(
+                {"date": dates, "series": f"S{s:02d}", "value": values, "industry": f"I{s % 4}", "company": f"S{s:02d}"}
+            )
+        )
     pd.concat(frames).to_csv(folder / "prices.csv", index=False)
     systems = "\n".join(f"  - {{name: s{k}, type: naive}}" for k in range(SYSTEMS))
-    (folder / "study.yaml").write_text(textwrap.dedent(f"""\
+    (folder / "study.yaml").write_text(
+        textwrap.dedent(f"""\
         name: million
         data: {{source: csv, path: prices.csv, layout: long, attribute_columns: [industry, company]}}
         windows: {{input_length: {N}, horizon: {D}, stride: 1}}
         outcome: rmax_scaled
         forecast: {{cache: false}}
         systems:
-        """) + systems + "\n")
+        """)
+        + systems
+        + "\n"
+    )
     config, base_dir = load_config(folder / "study.yaml")
     study = prepare(config, base_dir=base_dir)
     w = len(study.windows)
@@ -56,12 +63,26 @@ def build(folder: Path):
         base = 0.05 + 0.02 * industry + rng.normal(0, 0.02, w)
         for j, p in enumerate(PERTURBATIONS):
             outcome = base + planted_effect(k, j) + rng.normal(0, 0.01, w)
-            parts.append(pd.DataFrame({
-                "system": f"s{k}", "window": np.arange(w), "perturbation": p, "forecast": None, "error": None,
-                "seconds": 0.0, "rmax_scaled": outcome, "rmax": outcome * 100, "mae": outcome * 50,
-                "smape": outcome, "mase": outcome * 10, "sign_accuracy": rng.uniform(0.3, 0.7, w),
-                "series": study.table["series"].to_numpy(), "start": study.table["start"].to_numpy(),
-            }))
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "system": f"s{k}",
+                        "window": np.arange(w),
+                        "perturbation": p,
+                        "forecast": None,
+                        "error": None,
+                        "seconds": 0.0,
+                        "rmax_scaled": outcome,
+                        "rmax": outcome * 100,
+                        "mae": outcome * 50,
+                        "smape": outcome,
+                        "mase": outcome * 10,
+                        "sign_accuracy": rng.uniform(0.3, 0.7, w),
+                        "series": study.table["series"].to_numpy(),
+                        "start": study.table["start"].to_numpy(),
+                    }
+                )
+            )
     return study, pd.concat(parts, ignore_index=True)
 
 

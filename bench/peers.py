@@ -53,9 +53,19 @@ def darts_backtest(wide: pd.DataFrame, make_model) -> list:
     out = []
     for ticker in TICKERS:
         series = TimeSeries.from_values(wide[ticker].to_numpy())
-        out.append(make_model().historical_forecasts(series, start=N, forecast_horizon=H, stride=STRIDE,
-                                                     retrain=True, train_length=N, last_points_only=False,
-                                                     overlap_end=False, verbose=False))
+        out.append(
+            make_model().historical_forecasts(
+                series,
+                start=N,
+                forecast_horizon=H,
+                stride=STRIDE,
+                retrain=True,
+                train_length=N,
+                last_points_only=False,
+                overlap_end=False,
+                verbose=False,
+            )
+        )
     return out
 
 

@@ -161,10 +161,7 @@ def card_context(run: Run, system: str, slug: str) -> dict[str, Any]:
             continue
         score = SCORES.get(score_name)
         cells = {
-            p["id"]: {
-                "rating": int(mine.loc[(score_name, p["id"]), "rating"]),
-                "raw": _fmt(mine.loc[(score_name, p["id"]), "raw"]),
-            }
+            p["id"]: _cell(mine.loc[(score_name, p["id"])])
             for p in perturbations
             if (score_name, p["id"]) in mine.index
         }
@@ -198,12 +195,29 @@ def card_context(run: Run, system: str, slug: str) -> dict[str, Any]:
         "grids": grids,
         "figures": figs,
         "failures": failures,
+        "overall_stability": doc.get("overall_stability", {}).get(system),
+        "refutations": [r for r in doc.get("refutations", []) if r["system"] == system],
         "study": doc["study"],
         "outcome": doc["outcome"],
         "method_note": doc["provenance"]["method_note"],
         "not_rated": doc.get("not_rated", {}),
         "provenance": provenance(run),
         "generated": generated_line(),
+    }
+
+
+def _cell(row: pd.Series) -> dict[str, Any]:
+    """One rating cell: rating (or '≥ k' when inconclusive), raw value, interval and stability."""
+    interval = row.get("interval")
+    stability = row.get("stability")
+    return {
+        "rating": int(row["rating"]),
+        "shown": row.get("display") if isinstance(row.get("display"), str) else str(int(row["rating"])),
+        "raw": _fmt(row["raw"]),
+        "interval": f"[{_fmt(interval[0], 3)}, {_fmt(interval[1], 3)}]" if isinstance(interval, list) else "",
+        "stability": f"kept {100 * stability:.0f} %" if isinstance(stability, float) else "",
+        "unstable": isinstance(stability, float) and stability < 0.8,
+        "inconclusive": bool(row.get("inconclusive") is True),
     }
 
 
@@ -569,7 +583,7 @@ def screenshot(browser: str, html: Path, png_path: Path, *, width: int = 1000) -
     return png_path
 
 
-def _fmt(x: Any) -> str:
+def _fmt(x: Any, digits: int = 4) -> str:
     if x is None or (isinstance(x, float) and not np.isfinite(x)):
         return "—"
-    return f"{float(x):.4g}"
+    return f"{float(x):.{digits}g}"

@@ -176,6 +176,12 @@ def write_outputs(*, study: Study, result: Result, out: Path) -> None:
     (out / "report.md").write_text(render_report(doc, result), encoding="utf-8")
 
 
+def _cell(row: dict[str, Any]) -> str:
+    """'rating (raw)', with '≥ k' when inconclusive and ⚠ when the rating is unstable."""
+    text = f"{row.get('display') or row['rating']} ({_fmt(row['raw'])})"
+    return text + (" ⚠" if row.get("stable") is False else "")
+
+
 def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.4g}"
 
@@ -212,12 +218,16 @@ def render_report(doc: dict[str, Any], result: Result) -> str:
         ]
         for score, rows in part.groupby("score", sort=False):
             by_system = {r["system"]: r for r in rows.to_dict("records")}
-            cells = [
-                f"{by_system[s]['rating']} ({_fmt(by_system[s]['raw'])})" if s in by_system else "—" for s in systems
-            ]
+            cells = [_cell(by_system[s]) if s in by_system else "—" for s in systems]
             lines.append(f"| {score} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += ["Cells: rating (raw score). Lower raw is better except sign_accuracy.", "", "## Scores", ""]
+    lines += [
+        "Cells: rating (raw score). Lower raw is better except sign_accuracy. ⚠: the rating is kept in under 80 % "
+        "of bootstrap replicates (unstable). ≥ k: no effect detected but too little power to rule one out.",
+        "",
+        "## Scores",
+        "",
+    ]
     lines += [f"- **{name}**: {SCORES.get(name).description}" for name in dict.fromkeys(frame["score"])]
     for name, why in doc["not_rated"].items():
         lines.append(f"- **{name}**: not rated — {why}")

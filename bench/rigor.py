@@ -1,0 +1,60 @@
+"""Benchmark (issue 6): the rating stage of the quickstart with and without the rigor layer.
+
+Run: python bench/rigor.py (needs a finished quickstart run; makes one in a temporary folder).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from causalrate.config import load_config
+from causalrate.forecast.store import ForecastStore
+from causalrate.pipeline import analyse, prepare
+from causalrate.score.metrics import METRICS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(study, forecasts, repeat: int = 3) -> float:
+    analyse(study, forecasts)  # warm: imports, first-call costs
+    runs = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        analyse(study, forecasts)
+        runs.append(time.perf_counter() - started)
+    return statistics.median(runs)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "CAUSALRATE_CACHE_DIR": tmp}
+        run = Path(tmp) / "run"
+        subprocess.run(
+            ["causalrate", "assess", str(ROOT / "studies/quickstart.yaml"), "--out", str(run), "--no-cards"],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        forecasts = ForecastStore.open(run / "forecasts.sqlite", metrics=METRICS.names()).forecasts()
+    config, base_dir = load_config(ROOT / "studies/quickstart.yaml")
+    rows = []
+    for label, rigor in (
+        ("without rigor (replicates: 0)", {"replicates": 0}),
+        ("bootstrap, power, stability, BH (refute: false)", {"refute": False}),
+        ("everything, with dowhy refuters (default)", {}),
+    ):
+        cfg = config.model_copy(update={"rigor": config.rigor.model_copy(update=rigor)})
+        rows.append((label, timed(prepare(cfg, base_dir=base_dir), forecasts)))
+    base = rows[0][1]
+    print("| rating stage of the quickstart | median s | × without rigor |\n|---|---|---|")
+    for label, seconds in rows:
+        print(f"| {label} | {seconds:.2f} | {seconds / base:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
