@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -91,48 +92,50 @@ def assess_rigor(
     }
     replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     perturbations = list(next(iter(outcomes.values())).columns)
-    for system in systems:
-        wide = outcomes[system]
-        base = wide[control].to_numpy()
-        for p in perturbations:
-            values = wide[p].to_numpy()
-            if p != control:
-                diff = values - base
-                reps = replicate_means(counts, diff)
-                power = power_analysis(
-                    diff,
-                    standard_error=float(np.nanstd(reps, ddof=1)),
-                    min_effect=cfg.min_effect * float(np.nanmean(np.abs(base))),
-                    alpha=cfg.alpha,
-                )
-                rigor.rows[(p, "ape", system)] = {
-                    "ape_true_interval": list(interval(reps)),
-                    "p_value": power.p_value,
-                    "power": power.power,
-                    "n_min": power.n_min,
-                    "min_effect": power.min_effect,
-                    "inconclusive": bool(power.inconclusive),
-                }
-                replicates.setdefault(("ape", p), {})[system] = np.abs(reps)
-                for attribute, groups, within in wrs_plans:
-                    reps_wrs = replicate_wrs(counts, values, groups, within)
-                    replicates.setdefault((f"wrs_{attribute}", p), {})[system] = reps_wrs
-                    pvalues = wrs_pairs(values, groups, within)
-                    adjusted = stats.false_discovery_control(pvalues, method="bh") if pvalues else np.array([])
-                    rigor.wrs_tests.append(
-                        {
-                            "system": system,
-                            "perturbation": p,
-                            "attribute": attribute,
-                            "pairs": len(pvalues),
-                            "rejections_raw_5pct": int(np.sum(np.array(pvalues) < 0.05)),
-                            "rejections_bh_5pct": int(np.sum(adjusted < 0.05)),
-                        }
+    with warnings.catch_warnings():  # a system whose forecasts all failed yields NaN intervals, by design
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for system in systems:
+            wide = outcomes[system]
+            base = wide[control].to_numpy()
+            for p in perturbations:
+                values = wide[p].to_numpy()
+                if p != control:
+                    diff = values - base
+                    reps = replicate_means(counts, diff)
+                    power = power_analysis(
+                        diff,
+                        standard_error=float(np.nanstd(reps, ddof=1)),
+                        min_effect=cfg.min_effect * float(np.nanmean(np.abs(base))),
+                        alpha=cfg.alpha,
                     )
-            for score, frame in metric.items():
-                if system in frame.index.get_level_values(0) and p in frame.columns:
-                    column = frame.loc[system][p].reindex(range(len(table))).to_numpy(dtype=float)
-                    replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
+                    rigor.rows[(p, "ape", system)] = {
+                        "ape_true_interval": list(interval(reps)),
+                        "p_value": power.p_value,
+                        "power": power.power,
+                        "n_min": power.n_min,
+                        "min_effect": power.min_effect,
+                        "inconclusive": bool(power.inconclusive),
+                    }
+                    replicates.setdefault(("ape", p), {})[system] = np.abs(reps)
+                    for attribute, groups, within in wrs_plans:
+                        reps_wrs = replicate_wrs(counts, values, groups, within)
+                        replicates.setdefault((f"wrs_{attribute}", p), {})[system] = reps_wrs
+                        pvalues = wrs_pairs(values, groups, within)
+                        adjusted = stats.false_discovery_control(pvalues, method="bh") if pvalues else np.array([])
+                        rigor.wrs_tests.append(
+                            {
+                                "system": system,
+                                "perturbation": p,
+                                "attribute": attribute,
+                                "pairs": len(pvalues),
+                                "rejections_raw_5pct": int(np.sum(np.array(pvalues) < 0.05)),
+                                "rejections_bh_5pct": int(np.sum(adjusted < 0.05)),
+                            }
+                        )
+                for score, frame in metric.items():
+                    if system in frame.index.get_level_values(0) and p in frame.columns:
+                        column = frame.loc[system][p].reindex(range(len(table))).to_numpy(dtype=float)
+                        replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
     for (score, p), per_system in replicates.items():
         _stability_from(rigor, rated, score, p, per_system, levels)
     for score, (scheme, column) in DRAW_SCORES.items():

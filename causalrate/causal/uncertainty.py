@@ -33,6 +33,8 @@ def replicate_means(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float]:
+    if not np.isfinite(samples).any():
+        return np.nan, np.nan
     lo, hi = np.nanquantile(samples, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
