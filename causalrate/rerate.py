@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +27,7 @@ def rerate(
     out: Path | None = None,
 ) -> Path:
     """Causal analysis and ratings again from the stored forecasts, with other levels, systems or scores."""
-    store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names())
+    store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
     try:
         raw = store.get_meta("config")
         base_dir = Path(store.get_meta("base_dir"))
@@ -64,7 +65,10 @@ def rerate(
     target = out or run_dir
     target.mkdir(parents=True, exist_ok=True)
     if target.resolve() != run_dir.resolve():  # cards read the store: give the new folder its own copy
-        with sqlite3.connect(run_dir / "forecasts.sqlite") as src, sqlite3.connect(target / "forecasts.sqlite") as dst:
+        with (
+            closing(sqlite3.connect(run_dir / "forecasts.sqlite")) as src,
+            closing(sqlite3.connect(target / "forecasts.sqlite")) as dst,
+        ):
             src.backup(dst)
     write_outputs(study=study, result=analyse(study, forecasts), out=target)
     return target
@@ -76,7 +80,7 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
         import pyarrow  # noqa: F401
     except ImportError:
         raise UserError("export needs pyarrow: pip install 'causalrate[parquet]'") from None
-    store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names())
+    store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
     try:
         rows = store.forecasts()
         windows = pd.read_sql_query("SELECT window, first_forecast_date, input, truth FROM windows", store.conn)

@@ -5,6 +5,7 @@ WAL journal, one transaction per batch, so a crash loses at most the batch in fl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -21,20 +22,24 @@ SCHEMA_VERSION = "causalrate/forecasts-v1"
 class ForecastStore:
     """forecasts.sqlite: meta, series (with attributes), windows (with truth) and forecasts."""
 
-    def __init__(self, path: Path, *, metrics: Sequence[str]) -> None:
+    def __init__(self, path: Path, *, metrics: Sequence[str], readonly: bool = False) -> None:
         self.path = path
         self.metrics = list(metrics)
-        self.conn = sqlite3.connect(path)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.readonly = readonly
+        if readonly:  # re-rating and export must not touch the run's file
+            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        else:
+            self.conn = sqlite3.connect(path)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
 
     @classmethod
-    def open(cls, path: Path, *, metrics: Sequence[str]) -> ForecastStore:
+    def open(cls, path: Path, *, metrics: Sequence[str], readonly: bool = False) -> ForecastStore:
         """An existing run's store; a corrupt or foreign file is a clear UserError."""
         if not path.is_file():
             raise UserError(f"{path}: no forecast store here")
         try:
-            store = cls(path, metrics=metrics)
+            store = cls(path, metrics=metrics, readonly=readonly)
             (schema,) = store.conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         except (sqlite3.DatabaseError, TypeError) as exc:
             raise UserError(f"{path}: not a causalrate forecast store ({exc})") from None
@@ -121,6 +126,12 @@ class ForecastStore:
         return frame.rename(columns={f"m_{m}": m for m in self.metrics})
 
     def close(self) -> None:
+        """Checkpoint and leave WAL mode, so a closed run is one self-contained file (no -wal/-shm)."""
+        if self.readonly:
+            self.conn.close()
+            return
+        with contextlib.suppress(sqlite3.OperationalError):  # another process still reads it: SQLite tidies later
+            self.conn.execute("PRAGMA journal_mode=DELETE")
         self.conn.close()
 
 

@@ -17,6 +17,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -98,7 +99,7 @@ class Run:
         return self.doc["perturbations"][0]["id"]
 
     def query(self, sql: str, params: tuple = ()) -> pd.DataFrame:
-        with sqlite3.connect(f"file:{self.path / 'forecasts.sqlite'}?mode=ro", uri=True) as conn:
+        with closing(sqlite3.connect(f"file:{self.path / 'forecasts.sqlite'}?mode=ro", uri=True)) as conn:
             return pd.read_sql_query(sql, conn, params=params)
 
 
