@@ -201,15 +201,15 @@ class RigorConfig(Strict):
     refute_simulations: int = Field(5, ge=1, description="simulations per dowhy refuter")
 
 
-class StudyConfig(Strict):
-    name: str = Field("study", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+class StudySettings(Strict):
+    """Everything a study and a model YAML share."""
+
     seed: int = 0
     plugins: list[str] = Field(default_factory=list, description="modules imported first (user registries)")
     data: DataConfig = Field(default_factory=default_data)
     windows: WindowsConfig = Field(default_factory=WindowsConfig)
     perturbations: str | list[PerturbationSpec] = "paper"
     outcome: str = "rmax"
-    systems: list[SystemSpec] = Field(min_length=1)
     causal: CausalConfig = Field(default_factory=CausalConfig)
     rating: RatingConfig = Field(default_factory=RatingConfig)
     forecast: ForecastConfig = Field(default_factory=ForecastConfig)
@@ -224,6 +224,11 @@ class StudyConfig(Strict):
             raise ValueError(f"unknown outcome {name!r}; expected an error metric: {outcome_metric_names()}")
         return name
 
+
+class StudyConfig(StudySettings):
+    name: str = Field("study", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    systems: list[SystemSpec] = Field(min_length=1)
+
     @field_validator("systems")
     @classmethod
     def _unique_names(cls, systems: list[SystemSpec]) -> list[SystemSpec]:
@@ -234,21 +239,12 @@ class StudyConfig(Strict):
         return systems
 
 
-class ModelConfig(Strict):
+class ModelConfig(StudySettings):
     """A single model, assessed against the reference systems on the default data."""
 
     model: SystemSpec
     name: str | None = None
-    seed: int = 0
-    plugins: list[str] = Field(default_factory=list)
-    data: DataConfig = Field(default_factory=default_data)
-    windows: WindowsConfig = Field(default_factory=WindowsConfig)
-    perturbations: str | list[PerturbationSpec] = "paper"
     outcome: str = Field("rmax_scaled", description="the quickstart's outcome (see README), not METHOD's rmax")
-    causal: CausalConfig = Field(default_factory=CausalConfig)
-    rating: RatingConfig = Field(default_factory=RatingConfig)
-    forecast: ForecastConfig = Field(default_factory=ForecastConfig)
-    rigor: RigorConfig = Field(default_factory=RigorConfig)
 
     def to_study(self) -> dict[str, Any]:
         references = [{"name": n, "type": n} for n in REFERENCE_SYSTEMS if n != self.model.name]
