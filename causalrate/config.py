@@ -21,6 +21,14 @@ QUICKSTART_SERIES = ["AAPL", "MSFT", "MRK", "PFE", "JPM", "BAC"]
 REFERENCE_SYSTEMS = ["naive", "arima", "random", "biased"]
 
 
+def _known(registry, names: list[str]) -> list[str]:
+    """Every name must be registered: 'unknown <kind> X; expected one of [...]'."""
+    for name in names:
+        if name not in registry:
+            raise ValueError(f"unknown {registry.kind} {name!r}; expected one of {registry.names()}")
+    return names
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -95,9 +103,7 @@ class PerturbationSpec(Strict):
     def _known_operator(cls, name: str) -> str:
         from causalrate.perturb.operators import OPERATORS
 
-        if name not in OPERATORS:
-            raise ValueError(f"unknown perturbation operator {name!r}; expected one of {OPERATORS.names()}")
-        return name
+        return _known(OPERATORS, [name])[0]
 
 
 class SystemSpec(BaseModel):
@@ -149,20 +155,14 @@ class CausalConfig(Strict):
     def _known_characteristics(cls, names: list[str]) -> list[str]:
         from causalrate.data.characteristics import CHARACTERISTICS
 
-        for name in names:
-            if name not in CHARACTERISTICS:
-                raise ValueError(f"unknown window characteristic {name!r}; expected one of {CHARACTERISTICS.names()}")
-        return names
+        return _known(CHARACTERISTICS, names)
 
     @field_validator("schemes")
     @classmethod
     def _known_schemes(cls, names: list[str]) -> list[str]:
         from causalrate.causal.schemes import SCHEMES
 
-        for name in names:
-            if name not in SCHEMES:
-                raise ValueError(f"unknown assignment scheme {name!r}; expected one of {SCHEMES.names()}")
-        return names
+        return _known(SCHEMES, names)
 
 
 class RatingConfig(Strict):
@@ -174,10 +174,7 @@ class RatingConfig(Strict):
     def _known_scores(cls, names: list[str] | None) -> list[str] | None:
         from causalrate.score.scores import SCORES
 
-        for name in names or []:
-            if name not in SCORES:
-                raise ValueError(f"unknown score {name!r}; expected one of {SCORES.names()}")
-        return names
+        return None if names is None else _known(SCORES, names)
 
 
 class ForecastConfig(Strict):

@@ -31,6 +31,7 @@ from causalrate.causal.uncertainty import (
 )
 from causalrate.config import StudyConfig
 from causalrate.rate.binning import bin_ratings
+from causalrate.rate.ratings import robustness_rows
 from causalrate.score.scores import SCORES
 from causalrate.seeding import rng
 
@@ -167,7 +168,7 @@ def _stability_from(rigor: Rigor, rated: pd.DataFrame, score: str, p: str, per_s
 
 def _overall_stability(rated: pd.DataFrame, replicates: dict, levels: int, control: str) -> dict[str, float]:
     """Re-derive the overall rating in every bootstrap replicate (scores without replicates keep their rating)."""
-    robust = rated[(rated["perturbation"] != control) & rated["score"].map(lambda s: SCORES.get(s).robustness)]
+    robust = robustness_rows(rated, control=control)
     systems = sorted(robust["system"].unique())
     if not systems:
         return {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from causalrate.rate.binning import bin_ratings
@@ -21,16 +20,15 @@ def rate_scores(raw: pd.DataFrame, *, levels: int) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[["perturbation", "score", "system", "raw", "rating"]]
 
 
+def robustness_rows(rated: pd.DataFrame, *, control: str) -> pd.DataFrame:
+    """The rating rows the overall robustness rating is built from: robustness scores, perturbations only."""
+    return rated[(rated["perturbation"] != control) & rated["score"].map(lambda s: SCORES.get(s).robustness)]
+
+
 def overall_ratings(rated: pd.DataFrame, *, levels: int, control: str) -> dict[str, int]:
     """Mean of each system's robustness ratings over the perturbations, re-binned the same way."""
-    robust = rated[(rated["perturbation"] != control) & rated["score"].map(lambda s: SCORES.get(s).robustness)]
-    means = robust.groupby("system", sort=True)["rating"].mean()
+    means = robustness_rows(rated, control=control).groupby("system", sort=True)["rating"].mean()
     if means.empty:
         return {}
     ratings = bin_ratings(means.to_numpy(), levels=levels)
     return {system: int(r) for system, r in zip(means.index, ratings, strict=True)}
-
-
-def mean_robustness(rated: pd.DataFrame, *, control: str) -> dict[str, float]:
-    robust = rated[(rated["perturbation"] != control) & rated["score"].map(lambda s: SCORES.get(s).robustness)]
-    return {k: float(np.round(v, 6)) for k, v in robust.groupby("system", sort=True)["rating"].mean().items()}

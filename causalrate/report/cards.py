@@ -32,6 +32,7 @@ from causalrate.config import REFERENCE_SYSTEMS, PerturbationSpec
 from causalrate.errors import UserError
 from causalrate.perturb import load_suite
 from causalrate.perturb.suite import perturbation_seeds
+from causalrate.rate.ratings import robustness_rows
 from causalrate.report import figures
 from causalrate.report.outputs import RATINGS_SCHEMA
 from causalrate.score.scores import SCORES
@@ -407,7 +408,7 @@ def comparison_context(run: Run, slugs: dict[str, str]) -> dict[str, Any]:
                     ],
                 }
             )
-    robust = frame[(frame["perturbation"] != run.control) & frame["score"].map(lambda s: SCORES.get(s).robustness)]
+    robust = robustness_rows(frame, control=run.control)
     mean_robust = robust.groupby("system")["rating"].mean()
     groups = []
     for key, title in (("modality", "Modality"), ("family", "Family"), ("architecture", "Architecture")):
