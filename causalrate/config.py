@@ -114,7 +114,7 @@ class SystemSpec(BaseModel):
     name: str = Field(min_length=1)
     type: str
     family: str | None = None
-    modality: Literal["numeric", "plot"] = "numeric"
+    modality: Literal["numeric", "plot"] | None = None  # set by the type; stated here only as a check
     architecture: str | None = None
     parameters: int | None = None
 
@@ -124,10 +124,15 @@ class SystemSpec(BaseModel):
 
         if self.type not in SYSTEMS:
             raise ValueError(f"unknown system type {self.type!r}; expected one of {SYSTEMS.names()}")
+        cls = SYSTEMS.get(self.type)
         try:
-            SYSTEMS.get(self.type).Settings.model_validate(self.settings)
+            cls.Settings.model_validate(self.settings)
         except ValidationError as exc:
             raise ValueError(f"settings of system {self.name!r} (type {self.type}): {_one_line(exc)}") from None
+        if self.modality not in (None, cls.modality):
+            raise ValueError(
+                f"system {self.name!r}: type {self.type} has modality {cls.modality!r}, not {self.modality!r}"
+            )
         return self
 
     @property

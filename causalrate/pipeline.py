@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +20,9 @@ from causalrate.data.characteristics import CHARACTERISTICS, compute_characteris
 from causalrate.data.loaders import load_dataset
 from causalrate.errors import UserError
 from causalrate.forecast import Batch
-from causalrate.forecast.cache import ForecastCache, default_cache_path, forecast_keys
+from causalrate.forecast.cache import Cached, ForecastCache, default_cache_path, forecast_keys
 from causalrate.forecast.impute import impute
+from causalrate.forecast.plot import render_windows
 from causalrate.forecast.runner import Job, Outcome, make_executor
 from causalrate.forecast.store import ForecastStore
 from causalrate.forecast.systems import System, build_system
@@ -193,18 +195,20 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     windows = list(zip(series_ids, wd.start.tolist(), strict=True))
     attributes = [ds.series[i].attributes for i in wd.series_index]
 
-    def record(system: str, perturbation: str, rows: np.ndarray, forecasts, errors, seconds) -> None:
+    def record(system: str, perturbation: str, rows: np.ndarray, outcome: Outcome, seconds: np.ndarray) -> None:
         truth, clean = wd.truth[rows], wd.inputs[rows]
         with np.errstate(all="ignore"):
-            metrics = {name: m(truth, forecasts, clean) for name, m in METRICS.items()}
+            metrics = {name: m(truth, outcome.forecasts, clean, outcome.samples) for name, m in METRICS.items()}
         store.put_forecasts(
             system=system,
             windows=rows,
             perturbations=[perturbation] * rows.size,
-            forecasts=forecasts,
-            errors=errors,
+            forecasts=outcome.forecasts,
+            errors=outcome.errors,
             seconds=seconds,
             metrics=metrics,
+            samples=outcome.samples,
+            info=outcome.info,
         )
 
     jobs = []
@@ -218,7 +222,16 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                 continue
             seen = perturbed[todo] if system.accepts_nan else impute(perturbed[todo], cfg.forecast.imputation)
             seeds = row_seeds(cfg.seed, spec.name, keys=[(*windows[i], p.id) for i in todo])
-            context = [(attributes[i], dates[i].astype(str).tolist()) for i in todo] if system.wants_context else None
+            images = render_windows(seen, dates[todo]) if system.modality == "plot" else None
+            context = None
+            if system.wants_context or images:
+                context = [
+                    {
+                        "context": [attributes[i], dates[i].astype(str).tolist()] if system.wants_context else None,
+                        "image": hashlib.sha256(images[j]).hexdigest() if images else None,
+                    }
+                    for j, i in enumerate(todo)
+                ]
             keys = forecast_keys(
                 system.identity(), seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
             )
@@ -226,14 +239,14 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
             hit = np.array([k in hits for k in keys], dtype=bool)
             if hit.any():
                 cached = [hits[k] for k in keys if k in hits]
-                record(
-                    spec.name,
-                    p.id,
-                    todo[hit],
-                    np.array([f for f, _ in cached]),
-                    [None] * len(cached),
-                    np.array([sec for _, sec in cached]),
+                outcome = Outcome(
+                    forecasts=np.array([c.forecast for c in cached]),
+                    errors=[None] * len(cached),
+                    seconds=0.0,
+                    samples=[c.samples for c in cached],
+                    info=[c.info for c in cached],
                 )
+                record(spec.name, p.id, todo[hit], outcome, np.array([c.seconds for c in cached]))
             miss = np.flatnonzero(~hit)
             for chunk in np.array_split(miss, max(1, -(-miss.size // cfg.forecast.batch_size))) if miss.size else []:
                 rows = todo[chunk]
@@ -244,6 +257,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                     attributes=tuple(attributes[i] for i in rows),
                     input_dates=dates[rows],
                     truth_dates=wd.truth_dates[rows],
+                    images=None if images is None else tuple(images[c] for c in chunk),
                 )
                 jobs.append(
                     Job(
@@ -263,10 +277,10 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
 
     def on_done(job: Job, outcome: Outcome) -> None:
         per_row = np.full(job.size, outcome.seconds / max(job.size, 1))
-        record(job.system, job.perturbation, job.windows, outcome.forecasts, outcome.errors, per_row)
+        record(job.system, job.perturbation, job.windows, outcome, per_row)
         if cache:
             cache.put(
-                (k, outcome.forecasts[i].tolist(), per_row[i])
+                (k, Cached(outcome.forecasts[i].tolist(), per_row[i], outcome.samples[i], outcome.info[i]))
                 for i, k in enumerate(job.keys)
                 if outcome.errors[i] is None
             )

@@ -82,13 +82,13 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
         raise UserError("export needs pyarrow: pip install 'causalrate[parquet]'") from None
     store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
     try:
-        rows = store.forecasts()
+        rows = store.forecasts(samples=True)
         windows = pd.read_sql_query("SELECT window, first_forecast_date, input, truth FROM windows", store.conn)
         series = pd.read_sql_query("SELECT id AS series, attributes FROM series", store.conn)
     finally:
         store.close()
     frame = rows.merge(windows, on="window").merge(series, on="series")
-    for col in ("forecast", "input", "truth"):
+    for col in ("forecast", "input", "truth", "info"):
         frame[col] = frame[col].map(lambda v: None if v is None else json.loads(v))
     attrs = pd.DataFrame([json.loads(a) for a in frame.pop("attributes")], index=frame.index)
     frame = pd.concat([frame, attrs.add_prefix("attr_")], axis=1)

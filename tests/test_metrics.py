@@ -45,3 +45,29 @@ def test_smape_and_mase_match_utilsforecast():
 def test_registry_directions():
     assert METRICS.get("sign_accuracy").lower_is_better is False
     assert all(METRICS.get(m).lower_is_better for m in ["rmax", "mae", "smape", "mase", "rmax_scaled"])
+
+
+def test_crps_sorted_estimator_equals_pairwise_and_the_integral():
+    from causalrate.score.metrics import crps_samples
+
+    assert crps_samples(np.array([2.0]), np.array([[1.0], [3.0]])) == pytest.approx([0.5])  # by hand: ∫(F − H)² = 0.5
+    rng = np.random.default_rng(3)
+    truth, samples = rng.normal(size=6), rng.normal(size=(40, 6))
+    pairwise = np.abs(samples - truth).mean(axis=0) - np.abs(samples[:, None] - samples[None]).sum(axis=(0, 1)) / (
+        2 * 40**2
+    )
+    assert np.abs(crps_samples(truth, samples) - pairwise).max() < 1e-9
+    grid = np.linspace(-8, 8, 400_001)  # CRPS = ∫ (F_ensemble(x) − 1{x ≥ y})² dx
+    for step in range(2):
+        cdf = np.searchsorted(np.sort(samples[:, step]), grid, side="right") / 40
+        integral = np.sum((cdf - (grid >= truth[step])) ** 2) * (grid[1] - grid[0])
+        assert crps_samples(truth, samples)[step] == pytest.approx(integral, abs=1e-3)
+
+
+def test_crps_metric_is_mae_for_point_forecasts():
+    crps = METRICS.get("crps")
+    truth, forecast = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.5, 2.0], [2.0, 5.0]])
+    paths = np.array([[3.0, 3.0], [5.0, 5.0]])  # row 1: two paths, row 0: a point forecast
+    out = crps(truth, forecast, truth, [None, paths])
+    assert out[0] == pytest.approx(mae(truth, forecast, truth)[0])
+    assert out[1] == pytest.approx(0.5)  # each step: mean |x − y| = 1, minus Σ|xi − xj| / 2m² = 4 / 8

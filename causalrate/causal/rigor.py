@@ -35,7 +35,13 @@ from causalrate.rate.ratings import robustness_rows
 from causalrate.score.scores import SCORES
 from causalrate.seeding import rng
 
-METRIC_SCORES = {"smape": "smape", "mase": "mase", "sign_accuracy": "sign_accuracy", "failure_rate": "failed"}
+METRIC_SCORES = {
+    "smape": "smape",
+    "mase": "mase",
+    "crps": "crps",
+    "sign_accuracy": "sign_accuracy",
+    "failure_rate": "failed",
+}
 DRAW_SCORES = {
     "ape_industry": ("industry", "abs_adj"),
     "ape_company": ("company", "abs_adj"),

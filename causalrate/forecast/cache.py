@@ -13,11 +13,13 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from causalrate.errors import UserError
+from causalrate.forecast.store import samples_from_bytes, samples_to_bytes
 
 
 def default_cache_path() -> Path:
@@ -50,8 +52,16 @@ def forecast_keys(
     return keys
 
 
+@dataclass(frozen=True)
+class Cached:
+    forecast: list[float]
+    seconds: float
+    samples: np.ndarray | None  # [s, d]
+    info: dict | None
+
+
 class ForecastCache:
-    """cache key → forecast (JSON list of floats), in one SQLite file (WAL: several runs may share it)."""
+    """cache key → forecast, its sample paths and facts, in one SQLite file (WAL: several runs may share it)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -60,7 +70,8 @@ class ForecastCache:
             self.conn = sqlite3.connect(path, timeout=60)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute(
-                "CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, forecast TEXT NOT NULL, seconds REAL NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, forecast TEXT NOT NULL, "
+                "seconds REAL NOT NULL, samples BLOB, info TEXT)"
             )
         except sqlite3.DatabaseError as exc:
             raise UserError(
@@ -68,21 +79,37 @@ class ForecastCache:
                 "delete it or point forecast.cache elsewhere"
             ) from None
 
-    def get(self, keys: list[str]) -> dict[str, tuple[list[float], float]]:
+    def get(self, keys: list[str]) -> dict[str, Cached]:
         found = {}
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for key, forecast, seconds in self.conn.execute(
-                f"SELECT key, forecast, seconds FROM cache WHERE key IN ({marks})", chunk
+            for key, forecast, seconds, samples, info in self.conn.execute(
+                f"SELECT key, forecast, seconds, samples, info FROM entries WHERE key IN ({marks})", chunk
             ):
-                found[key] = (json.loads(forecast), seconds)
+                point = json.loads(forecast)
+                found[key] = Cached(
+                    forecast=point,
+                    seconds=seconds,
+                    samples=None if samples is None else samples_from_bytes(samples, len(point)),
+                    info=None if info is None else json.loads(info),
+                )
         return found
 
-    def put(self, rows: Iterable[tuple[str, list[float], float]]) -> None:
+    def put(self, rows: Iterable[tuple[str, Cached]]) -> None:
         with self.conn:
             self.conn.executemany(
-                "INSERT OR IGNORE INTO cache VALUES (?, ?, ?)", [(k, json.dumps(f), s) for k, f, s in rows]
+                "INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?)",
+                [
+                    (
+                        key,
+                        json.dumps(c.forecast),
+                        c.seconds,
+                        None if c.samples is None else samples_to_bytes(c.samples),
+                        None if c.info is None else json.dumps(c.info, sort_keys=True),
+                    )
+                    for key, c in rows
+                ],
             )
 
     def close(self) -> None:

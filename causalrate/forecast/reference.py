@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
-from causalrate.forecast.systems import SYSTEMS, Batch, System
+from causalrate.forecast.systems import SYSTEMS, Batch, Prediction, System
 
 
 def last_observed(inputs: np.ndarray) -> np.ndarray:
@@ -53,16 +53,29 @@ class Arima(System):
         return out
 
 
+class RandomSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    samples: int = Field(32, ge=1, le=1000, description="sample paths kept for CRPS")
+
+
 @SYSTEMS.register("random")
 class Random(System):
-    """Uniform draws between the input window's min and max, seeded per forecast."""
+    """Uniform draws between the input window's min and max, seeded per forecast.
 
+    The point forecast is the first sample path itself (a random path, as in the paper),
+    not the samples' median, which would be a flat, far less random line.
+    """
+
+    Settings = RandomSettings
     stochastic = True
+    version = "2"
 
-    def forecast(self, batch: Batch) -> np.ndarray:
+    def forecast(self, batch: Batch) -> Prediction:
         lo, hi = np.nanmin(batch.inputs, axis=1), np.nanmax(batch.inputs, axis=1)
-        draws = np.stack([np.random.default_rng(int(s)).random(batch.horizon) for s in batch.seeds])
-        return lo[:, None] + draws * (hi - lo)[:, None]
+        shape = (self.settings.samples, batch.horizon)
+        draws = np.stack([np.random.default_rng(int(s)).random(shape) for s in batch.seeds])
+        paths = lo[:, None, None] + draws * (hi - lo)[:, None, None]
+        return Prediction(point=paths[:, 0], samples=paths)
 
 
 class BiasedSettings(BaseModel):

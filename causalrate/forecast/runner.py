@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from causalrate.errors import UserError
-from causalrate.forecast.systems import Batch, System, build_system
+from causalrate.forecast.systems import Batch, Prediction, System, build_system
 
 GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
 
@@ -56,10 +56,13 @@ class Outcome:
     forecasts: np.ndarray  # [b, d], NaN on failed rows
     errors: list[str | None]
     seconds: float
+    samples: list[np.ndarray | None] = field(default_factory=list)  # per row [s, d], or None: point forecasts only
+    info: list[dict | None] = field(default_factory=list)  # per row, e.g. tokens and latency of an API call
 
     @classmethod
     def failed(cls, job: Job, error: str, seconds: float) -> Outcome:
-        return cls(np.full((job.size, job.batch.horizon), np.nan), [error] * job.size, seconds)
+        n = job.size
+        return cls(np.full((n, job.batch.horizon), np.nan), [error] * n, seconds, [None] * n, [None] * n)
 
 
 @contextmanager
@@ -88,14 +91,10 @@ def _system(job: Job) -> System:
     return _SYSTEMS[key]
 
 
-def _call(system: System, batch: Batch, timeout: float) -> np.ndarray:
+def _call(system: System, batch: Batch, timeout: float) -> Prediction:
     with time_limit(timeout):
         out = system.forecast(batch)
-    out = np.asarray(out, dtype=np.float64)
-    expected = (batch.inputs.shape[0], batch.horizon)
-    if out.shape != expected:
-        raise ValueError(f"wrong shape: expected {expected}, got {out.shape}")
-    return out
+    return Prediction.of(out, rows=batch.inputs.shape[0], horizon=batch.horizon)
 
 
 def run_job(job: Job) -> Outcome:
@@ -105,21 +104,32 @@ def run_job(job: Job) -> Outcome:
     b, d = batch.inputs.shape[0], batch.horizon
     forecasts = np.full((b, d), np.nan)
     errors: list[str | None] = [None] * b
+    samples: list[np.ndarray | None] = [None] * b
+    info: list[dict | None] = [None] * b
+
+    def keep(rows: range, prediction: Prediction) -> None:
+        for j, i in enumerate(rows):
+            forecasts[i] = prediction.point[j]
+            samples[i] = None if prediction.samples is None else prediction.samples[j]
+            info[i] = None if prediction.info is None else prediction.info[j]
+
     try:
-        forecasts[:] = _call(system, batch, job.timeout)
+        keep(range(b), _call(system, batch, job.timeout))
     except ForecastTimeout as exc:
         errors = [str(exc)] * b
     except Exception:  # isolate the failing rows
         for i in range(b):
-            row = Batch(**{k: (v[i : i + 1] if k != "horizon" else v) for k, v in batch.__dict__.items()})
             try:
-                forecasts[i] = _call(system, row, job.timeout)[0]
+                keep(range(i, i + 1), _call(system, batch.row(i), job.timeout))
             except Exception as exc:  # a failure row keeps the error text
-                errors[i] = f"{type(exc).__name__}: {exc}"[:2000]
-    bad = ~np.isfinite(forecasts).all(axis=1)
-    for i in np.flatnonzero(bad):
-        errors[i] = errors[i] or "forecast holds NaN or inf"
-    return Outcome(forecasts=forecasts, errors=errors, seconds=time.perf_counter() - started)
+                errors[i] = f"{type(exc).__name__}: {exc}"[:4000]
+    for i in range(b):
+        finite = np.isfinite(forecasts[i]).all() and (samples[i] is None or np.isfinite(samples[i]).all())
+        if not finite:
+            errors[i] = errors[i] or "forecast holds NaN or inf"
+        if errors[i] is not None:
+            forecasts[i], samples[i] = np.nan, None
+    return Outcome(forecasts, errors, time.perf_counter() - started, samples, info)
 
 
 OnDone = Callable[[Job, Outcome], None]

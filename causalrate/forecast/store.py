@@ -16,7 +16,7 @@ import pandas as pd
 
 from causalrate.errors import UserError
 
-SCHEMA_VERSION = "causalrate/forecasts-v1"
+SCHEMA_VERSION = "causalrate/forecasts-v2"  # v2: sample paths and per-row info
 
 
 class ForecastStore:
@@ -69,7 +69,7 @@ class ForecastStore:
                     first_forecast_date TEXT NOT NULL, input TEXT NOT NULL, truth TEXT NOT NULL);
                 CREATE TABLE forecasts (
                     system TEXT NOT NULL, window INTEGER NOT NULL, perturbation TEXT NOT NULL,
-                    forecast TEXT, error TEXT, seconds REAL NOT NULL{metric_cols},
+                    forecast TEXT, error TEXT, seconds REAL NOT NULL, samples BLOB, info TEXT{metric_cols},
                     PRIMARY KEY (system, window, perturbation));
                 """
             )
@@ -104,25 +104,42 @@ class ForecastStore:
         errors: Sequence[str | None],
         seconds: np.ndarray,
         metrics: dict[str, np.ndarray],
+        samples: Sequence[np.ndarray | None],
+        info: Sequence[dict | None],
     ) -> None:
-        """Write one batch in one transaction: all of it or none of it. `seconds`: per row."""
+        """Write one batch in one transaction: all of it or none of it. `seconds`: per row.
+
+        Sample paths are stored as float64 bytes ([s, d], C order; `d` from the forecast).
+        """
         rows = []
         for i, window in enumerate(windows):
             failed = errors[i] is not None
             values = [None if failed or not np.isfinite(metrics[m][i]) else float(metrics[m][i]) for m in self.metrics]
             forecast = None if failed else json.dumps(forecasts[i].tolist())
-            rows.append((system, int(window), perturbations[i], forecast, errors[i], float(seconds[i]), *values))
-        marks = ", ".join("?" * (6 + len(self.metrics)))
+            paths = None if failed or samples[i] is None else samples_to_bytes(samples[i])
+            facts = None if info[i] is None else json.dumps(info[i], sort_keys=True)
+            row = (system, int(window), perturbations[i], forecast, errors[i], float(seconds[i]), paths, facts)
+            rows.append((*row, *values))
+        marks = ", ".join("?" * (8 + len(self.metrics)))
         with self.conn:
             self.conn.executemany(f"INSERT INTO forecasts VALUES ({marks})", rows)
 
-    def forecasts(self) -> pd.DataFrame:
-        """All forecast rows joined with their window's series and start, sorted for determinism."""
+    def forecasts(self, *, samples: bool = False) -> pd.DataFrame:
+        """All forecast rows joined with their window's series and start, sorted for determinism.
+
+        Sample paths (large) are read only when asked for, as [s][d] lists.
+        """
+        names = [r[1] for r in self.conn.execute("PRAGMA table_info(forecasts)") if samples or r[1] != "samples"]
         query = (
-            "SELECT f.*, w.series, w.start FROM forecasts f JOIN windows w USING (window) "
-            "ORDER BY f.system, f.perturbation, f.window"
+            f"SELECT {', '.join(f'f.[{n}]' for n in names)}, w.series, w.start "
+            "FROM forecasts f JOIN windows w USING (window) ORDER BY f.system, f.perturbation, f.window"
         )
         frame = pd.read_sql_query(query, self.conn)
+        if samples:
+            frame["samples"] = [
+                None if blob is None else samples_from_bytes(blob, len(json.loads(fc))).tolist()
+                for blob, fc in zip(frame["samples"], frame["forecast"], strict=True)
+            ]
         return frame.rename(columns={f"m_{m}": m for m in self.metrics})
 
     def close(self) -> None:
@@ -133,6 +150,14 @@ class ForecastStore:
         with contextlib.suppress(sqlite3.OperationalError):  # another process still reads it: SQLite tidies later
             self.conn.execute("PRAGMA journal_mode=DELETE")
         self.conn.close()
+
+
+def samples_to_bytes(samples: np.ndarray) -> bytes:
+    return np.ascontiguousarray(samples, dtype="<f8").tobytes()
+
+
+def samples_from_bytes(blob: bytes, horizon: int) -> np.ndarray:
+    return np.frombuffer(blob, dtype="<f8").reshape(-1, horizon)
 
 
 def _col(name: str) -> str:

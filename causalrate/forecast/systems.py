@@ -1,8 +1,11 @@
 """The system protocol (METHOD §1) and its registry.
 
 A system is a black box: it receives a Batch of input windows and returns a
-float array [batch, horizon]. Rows that are NaN/inf, a wrong shape, an
-exception or a timeout become failure rows; the run goes on.
+float array [batch, horizon] (point forecasts), [batch, samples, horizon]
+(sample paths; the point forecast is their median) or a Prediction (point,
+optional samples, optional per-row facts such as token counts). Rows that are
+NaN/inf, a wrong shape, an exception or a timeout become failure rows; the run
+goes on.
 """
 
 from __future__ import annotations
@@ -28,6 +31,50 @@ class Batch:
     attributes: tuple[dict[str, str], ...]  # per row
     input_dates: np.ndarray  # datetime64[D] [b, n]
     truth_dates: np.ndarray  # datetime64[D] [b, d], the dates to forecast
+    images: tuple[bytes, ...] | None = None  # PNG of each (perturbed) input window, for plot-modality systems
+
+    def row(self, i: int) -> Batch:
+        """The one-row batch of row i (used to isolate failing rows)."""
+        pick = slice(i, i + 1)
+        return Batch(
+            inputs=self.inputs[pick],
+            horizon=self.horizon,
+            seeds=self.seeds[pick],
+            attributes=self.attributes[pick],
+            input_dates=self.input_dates[pick],
+            truth_dates=self.truth_dates[pick],
+            images=None if self.images is None else self.images[pick],
+        )
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A system's answer for a batch: point forecasts, optional sample paths, optional per-row facts."""
+
+    point: np.ndarray  # float [b, d]
+    samples: np.ndarray | None = None  # float [b, s, d]; quantile grids are stored here too
+    info: tuple[dict[str, Any], ...] | None = None  # per row, JSON-able: tokens, latency, attempts
+
+    @classmethod
+    def of(cls, out: object, *, rows: int, horizon: int) -> Prediction:
+        """Normalise what forecast() returned; a wrong shape raises ValueError (→ failure rows)."""
+        if not isinstance(out, Prediction):
+            array = np.asarray(out, dtype=np.float64)
+            if array.ndim == 3:
+                out = Prediction(point=np.median(array, axis=1), samples=array)
+            else:
+                out = Prediction(point=array)
+        point = np.asarray(out.point, dtype=np.float64)
+        if point.shape != (rows, horizon):
+            raise ValueError(
+                f"wrong shape: expected {(rows, horizon)} (or [batch, samples, horizon]), got {point.shape}"
+            )
+        samples = None if out.samples is None else np.asarray(out.samples, dtype=np.float64)
+        if samples is not None and (samples.ndim != 3 or samples.shape[::2] != (rows, horizon)):
+            raise ValueError(f"wrong sample shape: expected ({rows}, samples, {horizon}), got {samples.shape}")
+        if out.info is not None and len(out.info) != rows:
+            raise ValueError(f"info has {len(out.info)} rows, expected {rows}")
+        return Prediction(point=point, samples=samples, info=out.info)
 
 
 class NoSettings(BaseModel):
@@ -38,7 +85,8 @@ class System:
     """Base class of every system. Subclasses set Settings and implement forecast()."""
 
     Settings: ClassVar[type[BaseModel]] = NoSettings
-    family: ClassVar[str] = "statistical"
+    family: ClassVar[str] = "statistical"  # or "time-series FM", "general-purpose LLM"
+    modality: ClassVar[str] = "numeric"  # "plot": the system sees Batch.images
     architecture: ClassVar[str | None] = None
     accepts_nan: bool = True  # False: the run imputes missing values first and records it
     wants_context: ClassVar[bool] = False  # reads Batch.attributes / dates: they enter the cache key
@@ -70,7 +118,7 @@ class System:
     def check(self, dataset: Dataset) -> None:
         """Raise UserError if the system cannot work on this dataset (called once, before forecasting)."""
 
-    def forecast(self, batch: Batch) -> np.ndarray:
+    def forecast(self, batch: Batch) -> np.ndarray | Prediction:
         raise NotImplementedError
 
 

@@ -48,6 +48,7 @@ RADAR_SCORES = [
     "pie_company",
     "smape",
     "mase",
+    "crps",
     "sign_accuracy",
     "failure_rate",
 ]

@@ -81,7 +81,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "name": spec.name,
                 "type": spec.type,
                 "family": spec.family or study.systems[spec.name].family,
-                "modality": spec.modality,
+                "modality": study.systems[spec.name].modality,
                 "architecture": spec.architecture or study.systems[spec.name].architecture,
                 "parameters": spec.parameters,
                 "imputation": None if study.systems[spec.name].accepts_nan else cfg.forecast.imputation,

@@ -1,18 +1,19 @@
 """Per-forecast metrics (METHOD §3), vectorised over a batch; found by name in METRICS.
 
-Each takes truth [b, d], forecast [b, d] and the clean input [b, n] and returns [b].
+Each takes truth [b, d], forecast [b, d] and the clean input [b, n] and returns [b];
+a metric registered with ``uses_samples`` also gets the rows' sample paths ([s, d] or None each).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from causalrate.registry import Registry
 
-MetricFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+MetricFn = Callable[..., np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -21,19 +22,34 @@ class Metric:
     fn: MetricFn
     description: str
     lower_is_better: bool = True
+    uses_samples: bool = False
 
-    def __call__(self, truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> np.ndarray:
+    def __call__(
+        self,
+        truth: np.ndarray,
+        forecast: np.ndarray,
+        clean_input: np.ndarray,
+        samples: Sequence[np.ndarray | None] | None = None,
+    ) -> np.ndarray:
+        if self.uses_samples:
+            return self.fn(truth, forecast, clean_input, samples or [None] * len(truth))
         return self.fn(truth, forecast, clean_input)
 
 
 METRICS: Registry[Metric] = Registry("metric")
 
 
-def metric(name: str, description: str, *, lower_is_better: bool = True) -> Callable[[MetricFn], MetricFn]:
+def metric(
+    name: str, description: str, *, lower_is_better: bool = True, uses_samples: bool = False
+) -> Callable[[MetricFn], MetricFn]:
     """Register a vectorised metric function under `name`."""
 
     def decorator(fn: MetricFn) -> MetricFn:
-        METRICS.register(name)(Metric(name=name, fn=fn, description=description, lower_is_better=lower_is_better))
+        METRICS.register(name)(
+            Metric(
+                name=name, fn=fn, description=description, lower_is_better=lower_is_better, uses_samples=uses_samples
+            )
+        )
         return fn
 
     return decorator
@@ -76,3 +92,32 @@ def mase(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> np
 def sign_accuracy(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> np.ndarray:
     last = clean_input[:, -1:]
     return np.mean(np.sign(forecast - last) == np.sign(truth - last), axis=1)
+
+
+def crps_samples(truth: np.ndarray, samples: np.ndarray) -> np.ndarray:
+    """CRPS of an ensemble per horizon step, sorted-sample estimator (O(m log m) instead of O(m²)).
+
+    CRPS = mean_i |x_i − y| − (1 / 2m²) Σ_ij |x_i − x_j|, and with the samples sorted
+    Σ_ij |x_i − x_j| = 2 Σ_i (2i − m − 1) x_(i) (i = 1..m). truth [d], samples [m, d] → [d].
+    """
+    m = samples.shape[0]
+    ordered = np.sort(samples, axis=0)
+    weights = 2 * np.arange(1, m + 1) - m - 1
+    spread = 2 * (weights[:, None] * ordered).sum(axis=0)
+    return np.abs(samples - truth).mean(axis=0) - spread / (2 * m * m)
+
+
+@metric(
+    "crps",
+    "continuous ranked probability score, mean over the horizon (point forecasts: equals MAE)",
+    uses_samples=True,
+)
+def crps(
+    truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray, samples: Sequence[np.ndarray | None]
+) -> np.ndarray:
+    """A point forecast is a one-sample ensemble, so its CRPS is its MAE: every system gets a CRPS."""
+    out = np.abs(truth - forecast).mean(axis=1)
+    for i, paths in enumerate(samples):
+        if paths is not None:
+            out[i] = crps_samples(truth[i], paths).mean()
+    return out

@@ -188,6 +188,13 @@ class Mase(MetricScore):
     description = "error relative to the typical day-to-day change of the input (below 1 beats it)"
 
 
+@SCORES.register("crps")
+class Crps(MetricScore):
+    metric = "crps"
+    label = "CRPS"
+    description = "error of the forecast distribution, in the data's units (point forecasts: their MAE)"
+
+
 @SCORES.register("sign_accuracy")
 class SignAccuracy(MetricScore):
     metric = "sign_accuracy"
