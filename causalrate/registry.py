@@ -40,6 +40,10 @@ class Registry(Generic[T]):
         except KeyError:
             raise KeyError(f"unknown {self.kind} {name!r}; known: {', '.join(self._entries)}") from None
 
+    def name_of(self, entry: T) -> str:
+        """The name an entry was registered under."""
+        return next(name for name, e in self._entries.items() if e is entry)
+
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 

@@ -112,6 +112,7 @@ def run_job(job: Job) -> Outcome:
             forecasts[i] = prediction.point[j]
             samples[i] = None if prediction.samples is None else prediction.samples[j]
             info[i] = None if prediction.info is None else prediction.info[j]
+            errors[i] = None if prediction.errors is None else prediction.errors[j]
 
     try:
         keep(range(b), _call(system, batch, job.timeout))

@@ -54,6 +54,7 @@ class Prediction:
     point: np.ndarray  # float [b, d]
     samples: np.ndarray | None = None  # float [b, s, d]; quantile grids are stored here too
     info: tuple[dict[str, Any], ...] | None = None  # per row, JSON-able: tokens, latency, attempts
+    errors: tuple[str | None, ...] | None = None  # per row: why it failed (its point row is then ignored)
 
     @classmethod
     def of(cls, out: object, *, rows: int, horizon: int) -> Prediction:
@@ -72,9 +73,10 @@ class Prediction:
         samples = None if out.samples is None else np.asarray(out.samples, dtype=np.float64)
         if samples is not None and (samples.ndim != 3 or samples.shape[::2] != (rows, horizon)):
             raise ValueError(f"wrong sample shape: expected ({rows}, samples, {horizon}), got {samples.shape}")
-        if out.info is not None and len(out.info) != rows:
-            raise ValueError(f"info has {len(out.info)} rows, expected {rows}")
-        return Prediction(point=point, samples=samples, info=out.info)
+        for name in ("info", "errors"):
+            if getattr(out, name) is not None and len(getattr(out, name)) != rows:
+                raise ValueError(f"{name} has {len(getattr(out, name))} rows, expected {rows}")
+        return Prediction(point=point, samples=samples, info=out.info, errors=out.errors)
 
 
 class NoSettings(BaseModel):

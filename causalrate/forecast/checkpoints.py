@@ -1,0 +1,159 @@
+"""What model-backed systems share: where a checkpoint lives, what it is, which device and dtype run it.
+
+Model-backed systems are cheap to construct (the main process builds every system to
+validate the study); weights are loaded lazily, once per worker process, on first forecast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from causalrate.data.dataset import Dataset
+from causalrate.errors import UserError
+from causalrate.forecast.systems import SYSTEMS, System
+
+BIG_FILE = 64 * 2**20  # files above this size are fingerprinted by size, head and tail only
+
+
+class CheckpointSettings(BaseModel):
+    """Settings every model-backed system has."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    model: str = Field(description="a local checkpoint folder (relative to the YAML file) or a Hugging Face id")
+    device: str = Field("auto", pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$", description="auto: CUDA when present")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto: bfloat16 on CUDA, float32 elsewhere"
+    )
+    batch_size: int = Field(32, ge=1, description="rows per forward pass (the run's batch is split further)")
+
+
+def require(module: str, extra: str, *, system: str, how: str | None = None) -> None:
+    """UserError (exit 2) naming the extra to install when an optional library is missing."""
+    if find_spec(module) is None:
+        raise UserError(
+            f"system type {system} needs the Python package {module!r}: "
+            + (how or f"pip install 'causalrate[{extra}]'")
+        )
+
+
+def locate(model: str, *, base_dir: Path, system: str, download: bool) -> Path:
+    """The checkpoint's local folder: a folder relative to the YAML file, or a Hugging Face id in the hub cache.
+
+    The main process may download (download=True, once, before forecasting); workers never do.
+    """
+    local = (base_dir / model).expanduser()
+    if local.is_dir():
+        return local.resolve()
+    if local.exists() or model.startswith((".", "/", "~")) or model.count("/") > 1:
+        raise UserError(f"system type {system}: model: {local} is not a checkpoint folder")
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id=model, local_files_only=not download or _offline()))
+    except Exception as exc:
+        hint = "" if download and not _offline() else " (offline: put the checkpoint in a local folder)"
+        raise UserError(
+            f"system type {system}: model: {model!r} is neither a local folder nor a downloadable "
+            f"Hugging Face checkpoint{hint}: {type(exc).__name__}"
+        ) from None
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false")
+
+
+@cache
+def fingerprint(folder: Path) -> str:
+    """A content hash of a checkpoint folder: cached forecasts are reused only for the same weights.
+
+    Small files are hashed whole; big weight files by their size, first and last MiB, which
+    tells any two real checkpoints apart without reading gigabytes.
+    """
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".cache" not in p.parts):
+        size = path.stat().st_size
+        digest.update(f"{path.relative_to(folder).as_posix()}|{size}|".encode())
+        with path.open("rb") as handle:
+            if size <= BIG_FILE:
+                digest.update(handle.read())
+            else:
+                digest.update(handle.read(2**20))
+                handle.seek(-(2**20), os.SEEK_END)
+                digest.update(handle.read())
+    return digest.hexdigest()
+
+
+def torch_device(setting: str) -> str:
+    import torch
+
+    if setting != "auto":
+        return setting
+    if torch.cuda.is_available():
+        return "cuda"
+    return "mps" if torch.backends.mps.is_available() else "cpu"
+
+
+def torch_dtype(setting: str, device: str):
+    import torch
+
+    if setting == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, setting)
+
+
+def on_accelerator(settings: CheckpointSettings) -> bool:
+    """Whether the system runs on a GPU: its batches then go to one worker, which keeps the model on the device."""
+    if settings.device != "auto":
+        return settings.device != "cpu"
+    if find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+class CheckpointSystem(System):
+    """Base of systems backed by a checkpoint folder: validation, identity, lazy loading, device."""
+
+    Settings = CheckpointSettings
+    package: ClassVar[tuple[str, str]]  # (module to import, causalrate extra that installs it)
+
+    def __init__(self, settings: CheckpointSettings, *, base_dir: Path) -> None:
+        super().__init__(settings, base_dir=base_dir)
+        self._models: dict[int | None, Any] = {}
+
+    @property
+    def type_name(self) -> str:
+        return SYSTEMS.name_of(type(self))
+
+    def check(self, dataset: Dataset) -> None:
+        require(*self.package, system=self.type_name)
+        locate(self.settings.model, base_dir=self.base_dir, system=self.type_name, download=True)
+
+    def folder(self) -> Path:
+        return locate(self.settings.model, base_dir=self.base_dir, system=self.type_name, download=False)
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "checkpoint": fingerprint(self.folder())}
+
+    @property
+    def pinned(self) -> bool:
+        return on_accelerator(self.settings)
+
+    def loaded(self, horizon: int | None = None) -> Any:
+        """The model (for this horizon, if its shape depends on it), loaded on first use in this process."""
+        if horizon not in self._models:
+            device = torch_device(self.settings.device)
+            dtype = torch_dtype(self.settings.dtype, device)
+            self._models[horizon] = self.load(self.folder(), device=device, dtype=dtype, horizon=horizon)
+        return self._models[horizon]
+
+    def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
+        raise NotImplementedError

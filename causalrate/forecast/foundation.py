@@ -1,0 +1,186 @@
+"""Time-series foundation models: Chronos (chronos-forecasting) and MOMENT (momentfm)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from causalrate.errors import UserError
+from causalrate.forecast.checkpoints import CheckpointSettings, CheckpointSystem
+from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
+
+MOMENT_INSTALL = "pip install 'causalrate[moment]' && pip install --no-deps momentfm==0.1.4"
+
+
+class ChronosSettings(CheckpointSettings):
+    num_samples: int = Field(20, ge=1, description="sample paths per forecast (sampling Chronos models)")
+    quantile_levels: list[float] = Field(
+        [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+        description="quantiles kept (Chronos-Bolt and other quantile models)",
+    )
+    row_seeds: bool = Field(
+        True,
+        description="sampling models draw each row under its own seed (batch-independent, reproducible "
+        "under resume and caching); false: one seeded draw per batch, faster on a GPU",
+    )
+
+
+@SYSTEMS.register("chronos")
+class Chronos(CheckpointSystem):
+    """Chronos and Chronos-Bolt through chronos-forecasting's BaseChronosPipeline.
+
+    Sampling models (Chronos) keep their sample paths, quantile models (Chronos-Bolt) their
+    quantile grid; the point forecast is the median. Missing values go in as NaN, which the
+    pipeline masks out.
+    """
+
+    Settings = ChronosSettings
+    package = ("chronos", "chronos")
+    family = "time-series FM"
+    architecture = "encoder-decoder"
+    stochastic = True
+    libraries = ("chronos-forecasting", "torch", "transformers")
+
+    def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
+        from chronos import BaseChronosPipeline
+
+        return BaseChronosPipeline.from_pretrained(str(folder), device_map=device, dtype=dtype)
+
+    def forecast(self, batch: Batch) -> Prediction:
+        import torch
+        from chronos.base import ForecastType
+
+        pipeline, s = self.loaded(), self.settings
+        context = torch.tensor(batch.inputs, dtype=torch.float32)
+        if pipeline.forecast_type == ForecastType.SAMPLES:
+            options = {
+                "prediction_length": batch.horizon,
+                "num_samples": s.num_samples,
+                "limit_prediction_length": False,
+            }
+            if s.row_seeds:
+                parts = []
+                for i, seed in enumerate(batch.seeds):
+                    torch.manual_seed(int(seed) % 2**63)
+                    parts.append(pipeline.predict(context[i : i + 1], **options))
+                paths = torch.cat(parts)
+            else:
+                torch.manual_seed(int(batch.seeds[0]) % 2**63)
+                paths = torch.cat([pipeline.predict(c, **options) for c in context.split(s.batch_size)])
+            paths = paths.float().numpy().astype(np.float64)
+            return Prediction(point=np.median(paths, axis=1), samples=paths)
+        levels = sorted(set(s.quantile_levels) | {0.5})
+        grids = [
+            pipeline.predict_quantiles(c, prediction_length=batch.horizon, quantile_levels=levels)[0]
+            for c in context.split(s.batch_size)
+        ]
+        grid = torch.cat(grids).float().numpy().astype(np.float64)  # [b, d, q]
+        return Prediction(point=grid[..., levels.index(0.5)], samples=grid.transpose(0, 2, 1))
+
+
+class MomentSettings(CheckpointSettings):
+    head: str | None = Field(
+        None, description="forecasting head weights (.safetensors or torch .pt state dict), relative to the YAML file"
+    )
+    untrained_head: bool = Field(
+        False, description="allow the randomly initialised head (smoke tests only: its forecasts are meaningless)"
+    )
+    seq_len: int = Field(512, ge=8, description="the checkpoint's input length; inputs are left-padded and masked")
+
+
+@SYSTEMS.register("moment")
+class Moment(CheckpointSystem):
+    """MOMENT in forecasting mode: frozen embedder and encoder, a fine-tuned forecasting head.
+
+    momentfm only pre-trains the reconstruction head, so a forecasting head must come from
+    fine-tuning (the paper: head_dropout 0.1, weight_decay 0, frozen encoder and embedder).
+    Inputs are left-padded to seq_len; padding and missing values are masked out (input_mask 0).
+    """
+
+    Settings = MomentSettings
+    package = ("momentfm", "moment")
+    family = "time-series FM"
+    architecture = "encoder-only"
+    libraries = ("momentfm", "torch", "transformers")
+
+    def check(self, dataset) -> None:
+        from causalrate.forecast.checkpoints import require
+
+        require("momentfm", "moment", system="moment", how=MOMENT_INSTALL)
+        super().check(dataset)
+        if self.settings.head is None and not self.settings.untrained_head:
+            raise UserError(
+                "system type moment: head: MOMENT's forecasting head is not pre-trained; give the fine-tuned "
+                "head's weights file (or untrained_head: true for a smoke test)"
+            )
+        if self.settings.head is not None and not (self.base_dir / self.settings.head).is_file():
+            raise UserError(f"system type moment: head: no file {self.base_dir / self.settings.head}")
+
+    def identity(self) -> dict[str, Any]:
+        from causalrate.forecast.checkpoints import fingerprint
+
+        identity = super().identity()
+        if self.settings.head is not None:
+            head = (self.base_dir / self.settings.head).resolve()
+            identity["head"] = fingerprint(head.parent) if head.is_dir() else _file_hash(head)
+        return identity
+
+    def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
+        from momentfm import MOMENTPipeline
+
+        model = MOMENTPipeline.from_pretrained(
+            str(folder),
+            model_kwargs={  # the paper's fine-tuning set-up; at inference only the head's shape matters
+                "task_name": "forecasting",
+                "forecast_horizon": horizon,
+                "head_dropout": 0.1,
+                "weight_decay": 0,
+                "freeze_encoder": True,
+                "freeze_embedder": True,
+                "freeze_head": False,
+            },
+        )
+        model.init()
+        if self.settings.head is not None:
+            model.head.load_state_dict(_load_state(self.base_dir / self.settings.head))
+        return model.to(device=device, dtype=dtype).eval()
+
+    def forecast(self, batch: Batch) -> np.ndarray:
+        import torch
+
+        model, n = self.loaded(batch.horizon), self.settings.seq_len
+        values = batch.inputs[:, -n:]
+        x = np.zeros((values.shape[0], 1, n))
+        mask = np.zeros((values.shape[0], n))
+        observed = ~np.isnan(values)
+        x[:, 0, -values.shape[1] :] = np.where(observed, values, 0.0)
+        mask[:, -values.shape[1] :] = observed
+        parameter = next(model.parameters())
+        out = []
+        with torch.no_grad():
+            for rows in np.array_split(np.arange(len(x)), max(1, -(-len(x) // self.settings.batch_size))):
+                result = model(
+                    x_enc=torch.tensor(x[rows], dtype=parameter.dtype, device=parameter.device),
+                    input_mask=torch.tensor(mask[rows], dtype=parameter.dtype, device=parameter.device),
+                )
+                out.append(result.forecast[:, 0].float().cpu().numpy())
+        return np.concatenate(out).astype(np.float64)
+
+
+def _load_state(path: Path) -> dict:
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _file_hash(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()

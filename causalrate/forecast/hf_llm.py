@@ -1,0 +1,130 @@
+"""Local language models through transformers: `phi3` (text) and `phi3-vision` (chart input).
+
+Any chat checkpoint with a chat template works (the names say what the paper rated). The
+first ask decodes greedily; a retry after an unparsable answer samples (retry_temperature,
+seeded per row and attempt), since greedy decoding would only repeat the same answer.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from causalrate.forecast.checkpoints import CheckpointSettings, CheckpointSystem
+from causalrate.forecast.llm import Answer, ChatSettings, ChatSystem, Request
+from causalrate.forecast.systems import SYSTEMS
+
+
+class HFChatSettings(CheckpointSettings, ChatSettings):
+    attn_implementation: Literal["eager", "sdpa", "flash_attention_2"] | None = Field(
+        None, description="eager: what Phi-3 needs on GPUs without flash attention"
+    )
+    trust_remote_code: bool = Field(False, description="run the checkpoint's own modelling code (Phi-3.5-vision)")
+    retry_temperature: float = Field(0.7, gt=0)
+
+
+class HFChat(CheckpointSystem, ChatSystem):
+    """Shared loading and generation of the transformers chat systems."""
+
+    Settings = HFChatSettings
+    package = ("transformers", "hf")
+    libraries = ("transformers", "torch", "tokenizers")
+
+    def _options(self, dtype: Any) -> dict[str, Any]:
+        s = self.settings
+        options = {"dtype": dtype, "trust_remote_code": s.trust_remote_code}
+        if s.attn_implementation:
+            options["attn_implementation"] = s.attn_implementation
+        return options
+
+    def _generate(self, model: Any, inputs: dict, *, request: Request, attempt: int, eos: Any) -> tuple[Any, dict]:
+        import torch
+
+        s = self.settings
+        sampling = {"do_sample": False}
+        if attempt:
+            torch.manual_seed((request.seed + attempt) % 2**63)
+            sampling = {"do_sample": True, "temperature": s.retry_temperature, "top_p": 1.0}
+        inputs = {  # images arrive as float32: the model may run in bfloat16
+            k: v.to(model.device, dtype=model.dtype) if v.is_floating_point() else v.to(model.device)
+            for k, v in inputs.items()
+        }
+        with torch.no_grad():
+            out = model.generate(**inputs, max_new_tokens=s.max_new_tokens, pad_token_id=eos, **sampling)
+        new = out[0, inputs["input_ids"].shape[1] :]
+        return new, {"prompt_tokens": int(inputs["input_ids"].shape[1]), "output_tokens": int(new.shape[0])}
+
+
+@SYSTEMS.register("phi3")
+class Phi3(HFChat):
+    """A causal chat LM reading the numeric prompt (AutoModelForCausalLM + the tokenizer's chat template)."""
+
+    def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=self.settings.trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(str(folder), **self._options(dtype))
+        return tokenizer, model.to(device).eval()
+
+    def ask(self, requests: list[Request], *, attempt: int) -> list[Answer]:
+        tokenizer, model = self.loaded()
+        answers = []
+        for request in requests:
+            messages = [{"role": "user", "content": request.prompt}]
+            inputs = tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )
+            new, facts = self._generate(
+                model, dict(inputs), request=request, attempt=attempt, eos=tokenizer.eos_token_id
+            )
+            answers.append(Answer(tokenizer.decode(new, skip_special_tokens=True), facts))
+        return answers
+
+
+class VisionSettings(HFChatSettings):
+    image_placeholder: str | None = Field(
+        None,
+        description="text that marks the image in a string-only chat template (Phi-3.5-vision: '<|image_1|>\\n'); "
+        "null: the processor's structured chat template places it",
+    )
+
+
+@SYSTEMS.register("phi3-vision")
+class Phi3Vision(HFChat):
+    """A vision-language chat model reading the chart (AutoProcessor + an image-text-to-text model)."""
+
+    Settings = VisionSettings
+    modality = "plot"
+
+    def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor
+
+        processor = AutoProcessor.from_pretrained(str(folder), trust_remote_code=self.settings.trust_remote_code)
+        try:
+            model = AutoModelForImageTextToText.from_pretrained(str(folder), **self._options(dtype))
+        except ValueError:  # remote-code checkpoints (Phi-3.5-vision) register as causal LMs
+            model = AutoModelForCausalLM.from_pretrained(str(folder), **self._options(dtype))
+        return processor, model.to(device).eval()
+
+    def ask(self, requests: list[Request], *, attempt: int) -> list[Answer]:
+        from PIL import Image
+
+        processor, model = self.loaded()
+        placeholder = self.settings.image_placeholder
+        answers = []
+        for request in requests:
+            if placeholder is None:
+                content = [{"type": "image"}, {"type": "text", "text": request.prompt}]
+                text = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
+            else:
+                messages = [{"role": "user", "content": placeholder + request.prompt}]
+                text = processor.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            image = Image.open(io.BytesIO(request.image)).convert("RGB")
+            inputs = processor(text=text, images=[image], return_tensors="pt")
+            eos = processor.tokenizer.eos_token_id
+            new, facts = self._generate(model, dict(inputs), request=request, attempt=attempt, eos=eos)
+            answers.append(Answer(processor.tokenizer.decode(new, skip_special_tokens=True), facts))
+        return answers

@@ -1,0 +1,215 @@
+"""Systems behind a network: Gemini (google-genai) and any HTTP endpoint.
+
+Both retry rate limits (429), server errors (5xx), timeouts and dropped connections with
+exponential backoff, give up after `max_attempts`, and never let a secret reach an error text,
+a log, the cache or a card: secrets come from environment variables named in the config,
+and every error text is scrubbed of their values before it leaves this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from causalrate.data.dataset import Dataset
+from causalrate.errors import UserError
+from causalrate.forecast.checkpoints import require
+from causalrate.forecast.llm import Answer, ChatSettings, ChatSystem, Request
+from causalrate.forecast.systems import SYSTEMS, Batch, System
+
+T = TypeVar("T")
+
+
+class Transient(Exception):
+    """A failure worth trying again: rate limit, server error, timeout, dropped connection."""
+
+
+class RetrySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    timeout: float = Field(60.0, gt=0, description="seconds per request")
+    max_attempts: int = Field(5, ge=1, description="tries per request on rate limits, server errors and timeouts")
+    backoff: float = Field(2.0, ge=0, description="seconds before the first retry; doubles each time")
+    max_backoff: float = Field(60.0, ge=0)
+
+
+def with_retries(call: Callable[[], T], settings: RetrySettings, *, secrets: list[str]) -> tuple[T, int]:
+    """(result, attempts); the last Transient, scrubbed of secrets, if every attempt failed."""
+    for attempt in range(1, settings.max_attempts + 1):
+        try:
+            return call(), attempt
+        except Transient as exc:
+            if attempt == settings.max_attempts:
+                raise Transient(f"{scrub(str(exc), secrets)} (after {attempt} attempts)") from None
+            time.sleep(min(settings.backoff * 2 ** (attempt - 1), settings.max_backoff))
+    raise AssertionError("unreachable")
+
+
+def scrub(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def secret_from_env(name: str, *, system: str, field: str) -> str:
+    value = os.environ.get(name, "")
+    if not value:
+        raise UserError(f"system type {system}: {field}: environment variable {name} is not set")
+    return value
+
+
+class GeminiSettings(ChatSettings, RetrySettings):
+    model: str = Field("gemini-1.5-pro", description="the Gemini model name")
+    api_key_env: str = Field("GEMINI_API_KEY", description="environment variable that holds the API key")
+    base_url: str | None = Field(None, description="another endpoint (a proxy or gateway); null: Google's")
+
+
+@SYSTEMS.register("gemini")
+class Gemini(ChatSystem):
+    """Gemini through google-genai: temperature 0, the key from the environment, usage per forecast."""
+
+    Settings = GeminiSettings
+    libraries = ("google-genai",)
+
+    def check(self, dataset: Dataset) -> None:
+        require("google.genai", "gemini", system=SYSTEMS.name_of(type(self)))
+        secret_from_env(self.settings.api_key_env, system=SYSTEMS.name_of(type(self)), field="api_key_env")
+
+    def _client(self) -> tuple[Any, str]:
+        from google import genai
+        from google.genai import types
+
+        key = secret_from_env(self.settings.api_key_env, system=SYSTEMS.name_of(type(self)), field="api_key_env")
+        options = types.HttpOptions(
+            base_url=self.settings.base_url,
+            timeout=int(self.settings.timeout * 1000),
+            retry_options=types.HttpRetryOptions(attempts=1),  # ours, below: counted and scrubbed
+        )
+        return genai.Client(api_key=key, http_options=options), key
+
+    def ask(self, requests: list[Request], *, attempt: int) -> list[Answer]:
+        from google.genai import errors, types
+
+        client, key = self._client()
+        config = types.GenerateContentConfig(temperature=0.0, max_output_tokens=self.settings.max_new_tokens)
+
+        def one(request: Request) -> Any:
+            contents: list[Any] = [request.prompt]
+            if request.image is not None:
+                contents.insert(0, types.Part.from_bytes(data=request.image, mime_type="image/png"))
+            try:
+                return client.models.generate_content(model=self.settings.model, contents=contents, config=config)
+            except errors.APIError as exc:
+                if exc.code == 429 or exc.code >= 500:
+                    raise Transient(f"HTTP {exc.code}: {exc.message or exc.status}") from None
+                raise
+            except Exception as exc:
+                if "Timeout" in type(exc).__name__ or "Connect" in type(exc).__name__:
+                    raise Transient(f"{type(exc).__name__}: {exc}") from None
+                raise
+
+        answers = []
+        for request in requests:
+            started = time.perf_counter()
+            try:
+                response, tries = with_retries(lambda r=request: one(r), self.settings, secrets=[key])
+            except Exception as exc:
+                message = scrub(f"{type(exc).__name__}: {exc}", [key])
+                answers.append(Answer("", {"latency_s": time.perf_counter() - started}, error=message))
+                continue
+            usage = response.usage_metadata
+            facts = {
+                "latency_s": time.perf_counter() - started,
+                "requests": tries,
+                "prompt_tokens": int(getattr(usage, "prompt_token_count", 0) or 0),
+                "output_tokens": int(getattr(usage, "candidates_token_count", 0) or 0),
+            }
+            answers.append(Answer(response.text or "", facts))
+        return answers
+
+
+@SYSTEMS.register("gemini-vision")
+class GeminiVision(Gemini):
+    """Gemini reading the chart of the input window instead of its numbers."""
+
+    modality = "plot"
+
+
+class HttpSettings(RetrySettings):
+    url: str = Field(pattern=r"^https?://", description="POST {inputs, horizon} → {forecast}")
+    headers_env: dict[str, str] = Field(
+        default_factory=dict, description="header name → environment variable holding its value (e.g. Authorization)"
+    )
+    model_version: str = Field("", description="what the endpoint serves; change it to invalidate cached forecasts")
+    timeout: float = Field(30.0, gt=0)
+    max_attempts: int = Field(3, ge=1)
+    backoff: float = Field(1.0, ge=0)
+
+
+@SYSTEMS.register("http")
+class Http(System):
+    """A served model assessed as a black box: ``POST {"inputs": [[...]], "horizon": d}`` → ``{"forecast": [[...]]}``.
+
+    Missing input values are sent as JSON null. The answer must hold exactly one finite row of
+    `horizon` numbers per input row; anything else is a failure with the reason.
+    """
+
+    Settings = HttpSettings
+    family = "served model"
+
+    def check(self, dataset: Dataset) -> None:
+        for header, env in self.settings.headers_env.items():
+            secret_from_env(env, system="http", field=f"headers_env.{header}")
+
+    def forecast(self, batch: Batch) -> np.ndarray:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        secrets = []
+        for header, env in self.settings.headers_env.items():
+            headers[header] = secret_from_env(env, system="http", field=f"headers_env.{header}")
+            secrets.append(headers[header])
+        inputs = [[None if np.isnan(v) else float(v) for v in row] for row in batch.inputs]
+        body = json.dumps({"inputs": inputs, "horizon": batch.horizon}).encode()
+        request = urllib.request.Request(self.settings.url, data=body, headers=headers, method="POST")
+
+        def post() -> bytes:
+            try:
+                with urllib.request.urlopen(request, timeout=self.settings.timeout) as response:
+                    return response.read()
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:300].decode(errors="replace")
+                if exc.code == 429 or exc.code >= 500:
+                    raise Transient(f"HTTP {exc.code} from {self.settings.url}: {detail}") from None
+                raise ValueError(f"HTTP {exc.code} from {self.settings.url}: {detail}") from None
+            except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
+                raise Transient(f"{type(exc).__name__} from {self.settings.url}: {exc}") from None
+
+        try:
+            raw, _ = with_retries(post, self.settings, secrets=secrets)
+        except Exception as exc:
+            raise type(exc)(scrub(str(exc), secrets)) from None
+        return _forecast_rows(raw, rows=len(inputs), horizon=batch.horizon)
+
+
+def _forecast_rows(raw: bytes, *, rows: int, horizon: int) -> np.ndarray:
+    """The endpoint's answer checked: JSON, a `forecast` key, [rows][horizon] finite numbers."""
+    try:
+        answer = json.loads(raw)
+    except ValueError:
+        raise ValueError(f"response is not JSON: {raw[:200]!r}") from None
+    if not isinstance(answer, dict) or "forecast" not in answer:
+        raise ValueError(f"response has no 'forecast' key: {raw[:200]!r}")
+    try:
+        values = np.asarray(answer["forecast"], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("response 'forecast' is not a table of numbers") from None
+    if values.shape != (rows, horizon):
+        raise ValueError(f"response 'forecast' has shape {values.shape}, expected ({rows}, {horizon})")
+    return values
