@@ -22,11 +22,11 @@ pytest.importorskip("chronos")
 pytest.importorskip("momentfm")
 pytest.importorskip("google.genai")
 
-from causalrate.cli import main  # noqa: E402
-from causalrate.forecast.llm import numeric_prompt, plot_prompt  # noqa: E402
-from causalrate.forecast.plot import render_window  # noqa: E402
-from tests import tiny_models  # noqa: E402
-from tests.fake_servers import FakeServer, gemini_answer, http_answer  # noqa: E402
+from causalrate.cli import main
+from causalrate.forecast.llm import numeric_prompt, plot_prompt
+from causalrate.forecast.plot import render_window
+from tests import tiny_models
+from tests.fake_servers import FakeServer, gemini_answer, http_answer
 
 INPUT, HORIZON = 12, 3
 KEY = "AIzaTEST-do-not-leak-4242"
@@ -71,7 +71,8 @@ systems:
   - {{name: phi3-untrained, type: phi3, model: ckpt/phi3-untrained, max_new_tokens: 20, parse_retries: 1}}
   - {{name: phi3-vision, type: phi3-vision, model: ckpt/vlm, max_new_tokens: 60, parse_retries: 0}}
   - {{name: gemini, type: gemini, base_url: "{url}", api_key_env: TEST_GEMINI_KEY, timeout: 1, backoff: 0}}
-  - {{name: gemini-vision, type: gemini-vision, base_url: "{url}", api_key_env: TEST_GEMINI_KEY, timeout: 1, backoff: 0}}
+  - {{name: gemini-vision, type: gemini-vision, base_url: "{url}", api_key_env: TEST_GEMINI_KEY,
+     timeout: 1, backoff: 0}}
   - {{name: served, type: http, url: "{served}/forecast", headers_env: {{Authorization: TEST_HTTP_TOKEN}}, backoff: 0}}
 """
 
@@ -186,7 +187,7 @@ def test_plot_image_enters_the_cache_key(run, monkeypatch, tmp_path):
     study = folder / "vision.yaml"
     text = (folder / "study.yaml").read_text().split("systems:")[0]
     study.write_text(
-        text + f"systems:\n  - {{name: phi3-vision, type: phi3-vision, model: ckpt/vlm, max_new_tokens: 60}}\n"
+        text + "systems:\n  - {name: phi3-vision, type: phi3-vision, model: ckpt/vlm, max_new_tokens: 60}\n"
     )
     assert main(["assess", str(study), "--out", str(tmp_path / "a"), "--no-cards", "--workers", "1"]) == 0
     monkeypatch.setattr(plot, "SIZE_INCHES", (6.0, 3.0))
