@@ -28,6 +28,7 @@ def _assess(args: argparse.Namespace) -> int:
             resume=bool(args.resume),
             executor=args.executor,
             address=args.address,
+            skip_unavailable=args.skip_unavailable,
         )
     except KeyboardInterrupt:
         print(
@@ -82,6 +83,35 @@ def _card(args: argparse.Namespace) -> int:
     return 0
 
 
+def _study_export(args: argparse.Namespace) -> int:
+    from causalrate.userstudy.export import export_kit
+
+    systems = [x.strip() for x in args.systems.split(",") if x.strip()] if args.systems else None
+    out = export_kit(
+        Path(args.run_dir),
+        out=Path(args.out),
+        systems=systems,
+        questions=args.questions,
+        per_question=args.per_question,
+        participants=args.participants,
+        seed=args.seed,
+    )
+    print(f"wrote the study kit to {out}/ (start with {out}/README.md; replace consent.md before use)")
+    return 0
+
+
+def _study_analyze(args: argparse.Namespace) -> int:
+    from causalrate.userstudy.analyze import analyze
+
+    out = Path(args.out) if args.out else Path(args.kit_dir) / "report"
+    summary = analyze(Path(args.kit_dir), Path(args.responses), out=out)
+    problems = summary["problems"]
+    print(f"{summary['participants']} participants; wrote {out}/report.md, report.html, summary.json, responses.csv")
+    if problems:
+        print(f"{problems} problem(s) in the response files: see {out}/problems.csv", file=sys.stderr)
+    return 0
+
+
 def _perturbations(args: argparse.Namespace) -> int:
     from causalrate.perturb.operators import OPERATORS
 
@@ -113,6 +143,11 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run: keep its forecasts, make the rest")
     a.add_argument("--executor", choices=["local", "ray"], default="local", help="where forecasts run")
     a.add_argument("--address", help="Ray cluster address (default: a local Ray)")
+    a.add_argument(
+        "--skip-unavailable",
+        action="store_true",
+        help="rate the systems that can run here; list the others (missing checkpoint, library or key) as not assessed",
+    )
     a.set_defaults(func=_assess)
     r = sub.add_parser("rate", help="recompute the causal analysis and ratings of a run, without forecasting")
     r.add_argument("run_dir")
@@ -131,6 +166,22 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--system", help="only this system's card")
     c.add_argument("--format", default="html,png,md", help="comma-separated: html, png, md (default: all)")
     c.set_defaults(func=_card)
+    st = sub.add_parser("study", help="user studies: export a kit of stimuli and questionnaires, analyse answers")
+    study = st.add_subparsers(dest="study_command", required=True)
+    se = study.add_parser("export", help="write a user-study kit from a finished run")
+    se.add_argument("run_dir")
+    se.add_argument("--out", required=True, help="kit directory")
+    se.add_argument("--systems", help="comma-separated systems to compare (default: all of the run's)")
+    se.add_argument("--questions", type=int, default=8, help="number of questions, even (default 8)")
+    se.add_argument("--per-question", type=int, default=3, help="systems shown per question (default 3)")
+    se.add_argument("--participants", type=int, default=30, help="participant ids to assign (default 30)")
+    se.add_argument("--seed", type=int, default=0, help="draws questions, letters, windows and assignments")
+    se.set_defaults(func=_study_export)
+    sa = study.add_parser("analyze", help="analyse returned answers against a kit")
+    sa.add_argument("kit_dir")
+    sa.add_argument("responses", help="folder of returned .csv / .json answer files")
+    sa.add_argument("--out", help="report directory (default KIT_DIR/report)")
+    sa.set_defaults(func=_study_analyze)
     sub.add_parser("perturbations", help="list registered perturbation operators").set_defaults(func=_perturbations)
     sub.add_parser("systems", help="list registered system types").set_defaults(func=_systems)
     return p

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -48,28 +48,64 @@ class Study:
     suite: list[Perturbation]
     systems: dict[str, System]
     table: pd.DataFrame  # per window: series, attributes, characteristics
+    not_assessed: dict[str, str] = field(default_factory=dict)  # system → why it could not run (--skip-unavailable)
 
     @property
     def control(self) -> str:
         return self.suite[0].id
 
 
-def prepare(config: StudyConfig, *, base_dir: Path) -> Study:
-    """Load data, windows, the perturbation suite and the systems; every user mistake surfaces here."""
+def prepare(
+    config: StudyConfig,
+    *,
+    base_dir: Path,
+    check_systems: bool = True,
+    skip_unavailable: bool = False,
+    not_assessed: dict[str, str] | None = None,
+) -> Study:
+    """Load data, windows, the perturbation suite and the systems; every user mistake surfaces here.
+
+    Systems that cannot run here (a missing checkpoint, library or API key) are all listed in one
+    error — or, with skip_unavailable, left out of the study and listed in its outputs, never silently.
+    Re-rating stored forecasts does not need the systems to run (check_systems=False).
+    """
     w = config.windows
     dataset = load_dataset(config.data, base_dir=base_dir, min_length=w.input_length + w.horizon)
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
     suite = load_suite(config.perturbations, base_dir=base_dir, input_length=w.input_length)
-    systems = {}
+    systems, unavailable = {}, dict(not_assessed or {})
     for spec in config.systems:
         system = build_system(spec.model_dump(), base_dir=base_dir)
-        system.check(dataset)
+        try:
+            if check_systems:
+                system.check(dataset)
+        except UserError as exc:
+            unavailable[spec.name] = str(exc)
+            continue
         systems[spec.name] = system
+    if unavailable and check_systems:
+        listing = "\n".join(f"  - {name}: {why}" for name, why in unavailable.items())
+        if not skip_unavailable:
+            raise UserError(
+                f"{len(unavailable)} system(s) cannot run here:\n{listing}\n"
+                "Provide them, or pass --skip-unavailable to rate the others (the skipped ones are then "
+                "listed in ratings.json and report.md)."
+            )
+        if not systems:
+            raise UserError(f"no system can run here:\n{listing}")
+        config = config.model_copy(update={"systems": [s for s in config.systems if s.name in systems]})
     table = window_table(dataset, windows, config)
     for name in config.causal.schemes:
         SCHEMES.get(name)().check(table)
     return Study(
-        config=config, base_dir=base_dir, dataset=dataset, windows=windows, suite=suite, systems=systems, table=table
+        config=config,
+        base_dir=base_dir,
+        dataset=dataset,
+        windows=windows,
+        suite=suite,
+        systems=systems,
+        table=table,
+        not_assessed=unavailable,
     )
 
 
@@ -97,12 +133,14 @@ def assess(
     resume: bool = False,
     executor: str = "local",
     address: str | None = None,
+    skip_unavailable: bool = False,
 ) -> Path:
     """Run a whole study and write ratings.json, scores.csv, report.md and forecasts.sqlite to `out`.
 
     With resume, forecasts already in `out`'s store are kept and only the missing ones are made.
     """
-    study = prepare(config, base_dir=base_dir)
+    study = prepare(config, base_dir=base_dir, skip_unavailable=skip_unavailable)
+    config = study.config  # without the systems that cannot run here, if skipped
     store_path = out / "forecasts.sqlite"
     if resume:
         store = ForecastStore.open(store_path, metrics=METRICS.names())
@@ -127,6 +165,7 @@ def assess(
         store.put_meta("config", config.model_dump(mode="json"))
         store.put_meta("base_dir", str(base_dir))
         store.put_meta("data_hash", study.dataset.content_hash())
+        store.put_meta("not_assessed", study.not_assessed)
         store.put_meta("status", "forecasting")
         _store_windows(store, study)
     cache = _open_cache(config, base_dir)
@@ -269,6 +308,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                         timeout=cfg.forecast.timeout,
                         batch=batch,
                         keys=[keys[c] for c in chunk],
+                        pinned=system.pinned,
                     )
                 )
 

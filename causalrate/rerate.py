@@ -13,9 +13,46 @@ from pydantic import ValidationError
 from causalrate.config import StudyConfig, format_validation_error, import_plugins
 from causalrate.errors import UserError
 from causalrate.forecast.store import ForecastStore
-from causalrate.pipeline import analyse, prepare
+from causalrate.pipeline import Study, analyse, prepare
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
+
+
+def read_run(run_dir: Path) -> tuple[dict, Path, str, dict[str, str], pd.DataFrame]:
+    """A finished run's stored config (raw), base folder, data hash, not-assessed systems and forecast rows."""
+    store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
+    try:
+        if store.get_meta("status") != "forecasted":
+            raise UserError(
+                f"{run_dir}: the run's forecasting is unfinished; resume it with causalrate assess "
+                f"CONFIG --resume {run_dir}"
+            )
+        forecasts = store.forecasts()
+        return (
+            store.get_meta("config"),
+            Path(store.get_meta("base_dir")),
+            store.get_meta("data_hash"),
+            store.get_meta("not_assessed") or {},
+            forecasts,
+        )
+    finally:
+        store.close()
+
+
+def study_of(run_dir: Path, raw: dict, *, base_dir: Path, data_hash: str, not_assessed: dict[str, str]) -> Study:
+    """The run's study rebuilt from its stored config (systems not checked: nothing is forecast)."""
+    import_plugins(raw.get("plugins", []), run_dir)
+    try:
+        config = StudyConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise UserError(format_validation_error(run_dir, exc)) from None
+    study = prepare(config, base_dir=base_dir, check_systems=False, not_assessed=not_assessed)
+    if study.dataset.content_hash() != data_hash:
+        raise UserError(
+            f"{run_dir}: the data ({study.dataset.source}) changed since the run; re-rating would mix "
+            "old forecasts with new truth"
+        )
+    return study
 
 
 def rerate(
@@ -27,19 +64,7 @@ def rerate(
     out: Path | None = None,
 ) -> Path:
     """Causal analysis and ratings again from the stored forecasts, with other levels, systems or scores."""
-    store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
-    try:
-        raw = store.get_meta("config")
-        base_dir = Path(store.get_meta("base_dir"))
-        data_hash = store.get_meta("data_hash")
-        if store.get_meta("status") != "forecasted":
-            raise UserError(
-                f"{run_dir}: the run's forecasting is unfinished; resume it with causalrate assess "
-                f"CONFIG --resume {run_dir}"
-            )
-        forecasts = store.forecasts()
-    finally:
-        store.close()
+    raw, base_dir, data_hash, not_assessed, forecasts = read_run(run_dir)
     if levels is not None:
         raw["rating"]["levels"] = levels
     if scores is not None:
@@ -50,17 +75,7 @@ def rerate(
         if unknown:
             raise UserError(f"--systems: {unknown} not in this run; its systems: {known}")
         raw["systems"] = [s for s in raw["systems"] if s["name"] in systems]
-    import_plugins(raw.get("plugins", []), run_dir)
-    try:
-        config = StudyConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise UserError(format_validation_error(run_dir, exc)) from None
-    study = prepare(config, base_dir=base_dir)
-    if study.dataset.content_hash() != data_hash:
-        raise UserError(
-            f"{run_dir}: the data ({study.dataset.source}) changed since the run; re-rating would mix "
-            "old forecasts with new truth"
-        )
+    study = study_of(run_dir, raw, base_dir=base_dir, data_hash=data_hash, not_assessed=not_assessed)
     forecasts = forecasts[forecasts["system"].isin(study.systems)]
     target = out or run_dir
     target.mkdir(parents=True, exist_ok=True)

@@ -90,3 +90,12 @@ def synthetic_study(tmp_path: Path):
 def private_forecast_cache(tmp_path, monkeypatch):
     """Each test gets its own forecast cache, so no test passes on another's forecasts."""
     monkeypatch.setenv("CAUSALRATE_CACHE_DIR", str(tmp_path / "forecast-cache"))
+
+
+@pytest.fixture(scope="session")
+def quickstart(tmp_path_factory) -> Path:
+    """The README's quickstart run (with cards), made once per test session."""
+    out = tmp_path_factory.mktemp("qs") / "run"
+    study = Path(__file__).parent.parent / "studies" / "quickstart.yaml"
+    assert main(["assess", str(study), "--out", str(out), "--workers", "2"]) == 0
+    return out

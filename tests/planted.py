@@ -70,3 +70,10 @@ def stubborn(inputs, horizon):
     signal.signal(signal.SIGALRM, signal.SIG_IGN)
     time.sleep(120)
     return last_value(inputs, horizon)
+
+
+def worker_pid(inputs, horizon):
+    """Forecasts the id of the process that made it: tells which worker ran a batch."""
+    import os
+
+    return np.full((inputs.shape[0], horizon), float(os.getpid()))

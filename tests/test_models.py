@@ -200,3 +200,16 @@ def test_plot_image_enters_the_cache_key(run, monkeypatch, tmp_path):
         seconds_b = [r[0] for r in b.execute("SELECT seconds FROM forecasts")]
     assert len(seconds_a) == len(seconds_b) > 0
     assert seconds_a != seconds_b  # b forecast afresh (timings differ), a came from the first run's cache
+
+
+def test_moment_runs_on_the_cores_versions_not_its_pins():
+    """momentfm is installed without its pins: the core's requirements all hold, momentfm's do not."""
+    from importlib.metadata import requires, version
+
+    from packaging.requirements import Requirement
+
+    core = [Requirement(r) for r in requires("causalrate") if "extra ==" not in r]
+    for req in core:
+        assert req.specifier.contains(version(req.name), prereleases=True), (req, version(req.name))
+    pins = {Requirement(r).name: Requirement(r) for r in requires("momentfm")}
+    assert not pins["numpy"].specifier.contains(version("numpy"))  # numpy 2, not momentfm's 1.25

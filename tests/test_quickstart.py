@@ -5,19 +5,10 @@ import math
 import shutil
 from pathlib import Path
 
-import pytest
-
 from causalrate.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "ratings" / "quickstart"
-
-
-@pytest.fixture(scope="module")
-def quickstart(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("qs") / "run"
-    assert main(["assess", str(ROOT / "studies" / "quickstart.yaml"), "--out", str(out), "--workers", "2"]) == 0
-    return out
 
 
 def load(run: Path) -> dict:
@@ -46,6 +37,7 @@ def test_outputs_and_schema(quickstart):
         "pie_company",
         "smape",
         "mase",
+        "crps",
         "sign_accuracy",
         "failure_rate",
     }
@@ -54,6 +46,7 @@ def test_outputs_and_schema(quickstart):
     assert {r["score"] for r in doc["ratings"] if r["perturbation"] == "P0"} == {
         "smape",
         "mase",
+        "crps",
         "sign_accuracy",
         "failure_rate",
     }

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -188,3 +189,25 @@ def test_ray_executor_matches_local(synthetic_study, cli, tmp_path):
     assert code == 0, err
     assert made(tmp_path / "ray")["cached"] == 0
     assert (tmp_path / "local" / "ratings.json").read_bytes() == (tmp_path / "ray" / "ratings.json").read_bytes()
+
+
+def test_gpu_batches_stay_in_one_worker(tmp_path):
+    """Pinned (GPU) jobs all run in worker 0 while the other workers take the rest."""
+    from causalrate.forecast.runner import Job, LocalExecutor
+    from causalrate.forecast.systems import Batch
+
+    (tmp_path / "planted.py").write_text((Path(__file__).parent / "planted.py").read_text())
+    spec = {"name": "pid", "type": "python", "function": "planted.py:worker_pid"}
+    batch = Batch(
+        inputs=np.ones((2, 5)),
+        horizon=1,
+        seeds=np.zeros(2, dtype=np.uint64),
+        attributes=({}, {}),
+        input_dates=np.zeros((2, 5), dtype="datetime64[D]"),
+        truth_dates=np.zeros((2, 1), dtype="datetime64[D]"),
+    )
+    jobs = [Job("pid", "P0", np.arange(2), spec, tmp_path, 30.0, batch, pinned=i % 2 == 0) for i in range(12)]
+    pids: dict[bool, set[float]] = {True: set(), False: set()}
+    LocalExecutor(3).run(jobs, lambda job, outcome: pids[job.pinned].add(outcome.forecasts[0, 0]))
+    assert len(pids[True]) == 1
+    assert pids[False] - pids[True]  # the unpinned jobs also ran elsewhere

@@ -60,8 +60,8 @@ def locate(model: str, *, base_dir: Path, system: str, download: bool) -> Path:
     except Exception as exc:
         hint = "" if download and not _offline() else " (offline: put the checkpoint in a local folder)"
         raise UserError(
-            f"system type {system}: model: {model!r} is neither a local folder nor a downloadable "
-            f"Hugging Face checkpoint{hint}: {type(exc).__name__}"
+            f"system type {system}: model: no checkpoint folder {local}, and {model!r} is not a "
+            f"downloadable Hugging Face id{hint} ({type(exc).__name__})"
         ) from None
 
 

@@ -45,6 +45,7 @@ class Job:
     timeout: float
     batch: Batch  # inputs already imputed for systems that do not accept NaN
     keys: list[str] = field(default_factory=list)  # cache keys of the rows
+    pinned: bool = False  # runs on a GPU: always in the same worker, which keeps the model on the device
 
     @property
     def size(self) -> int:
@@ -177,8 +178,10 @@ class LocalExecutor:
             try:
                 while pending or running:
                     for slot in range(len(slots)):
-                        if slot not in running and pending:
-                            index = pending.pop()
+                        # GPU batches all go to worker 0: one model copy per device, no contention
+                        index = next((i for i in reversed(pending) if slot == 0 or not jobs[i].pinned), None)
+                        if slot not in running and index is not None:
+                            pending.remove(index)
                             attempts[index] += 1
                             slots[slot][1].put((index, jobs[index]))
                             running[slot] = (index, time.monotonic())
@@ -243,6 +246,7 @@ class RayExecutor:
     def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
         ray = self.ray
         remote = ray.remote(max_retries=self.retries, num_cpus=1)(_ray_job)
+        on_gpu = remote.options(num_gpus=1)  # Ray places GPU batches on a worker that holds a device
         pending = list(range(len(jobs)))[::-1]
         attempts = [0] * len(jobs)
         running: dict[Any, tuple[int, float]] = {}
@@ -252,7 +256,8 @@ class RayExecutor:
                 while pending and len(running) < limit:
                     index = pending.pop()
                     attempts[index] += 1
-                    running[remote.remote(jobs[index])] = (index, time.monotonic())
+                    task = on_gpu if jobs[index].pinned else remote
+                    running[task.remote(jobs[index])] = (index, time.monotonic())
                 ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
                 for ref in ready:
                     index, _ = running.pop(ref)

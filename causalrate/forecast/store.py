@@ -17,6 +17,7 @@ import pandas as pd
 from causalrate.errors import UserError
 
 SCHEMA_VERSION = "causalrate/forecasts-v2"  # v2: sample paths and per-row info
+READ_ONLY_SCHEMAS = ("causalrate/forecasts-v1",)  # older runs can still be re-rated and exported
 
 
 class ForecastStore:
@@ -43,7 +44,8 @@ class ForecastStore:
             (schema,) = store.conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         except (sqlite3.DatabaseError, TypeError) as exc:
             raise UserError(f"{path}: not a causalrate forecast store ({exc})") from None
-        if schema != SCHEMA_VERSION:
+        readable = (SCHEMA_VERSION, *READ_ONLY_SCHEMAS) if readonly else (SCHEMA_VERSION,)
+        if schema not in readable:
             raise UserError(f"{path}: store schema {schema!r}; this causalrate reads {SCHEMA_VERSION!r}")
         return store
 

@@ -76,6 +76,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
             f"relative to the {len(study.systems)} systems compared."
         ),
         "outcome": cfg.outcome,
+        "not_assessed": [{"name": name, "reason": why} for name, why in sorted(study.not_assessed.items())],
         "systems": [
             {
                 "name": spec.name,
@@ -204,6 +205,9 @@ def render_report(doc: dict[str, Any], result: Result) -> str:
         *[f"| {s} | {doc['overall'].get(s, '—')} of {levels} |" for s in systems],
         "",
     ]
+    if doc["not_assessed"]:
+        lines += ["## Not assessed", "", "These systems were in the study but could not run here:", ""]
+        lines += [f"- **{s['name']}**: {s['reason']}" for s in doc["not_assessed"]] + [""]
     frame = pd.DataFrame(doc["ratings"])
     for perturbation, part in frame.groupby("perturbation", sort=False):
         desc = next(

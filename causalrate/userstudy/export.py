@@ -1,0 +1,267 @@
+"""`causalrate study export`: a self-contained user-study kit from a finished run.
+
+Each question shows k systems (anonymised as System A, B, …, letters shuffled per question)
+forecasting one window under one perturbation, and asks participants to rank them by
+robustness, pick the least biased, and rate difficulty and confidence (Likert 1–5). Half of a
+participant's questions show only the figures, the other half also causalrate's ratings turned
+into rankings; which half, the block order and the question order are drawn per participant
+id from the seed and written down. The answer key comes from the ratings: robustness from the
+`ape` rating of the question's perturbation, bias from its `wrs_industry` rating.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import itertools
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from causalrate.errors import UserError
+from causalrate.perturb.suite import perturbation_seeds
+from causalrate.rerate import read_run, study_of
+from causalrate.seeding import rng
+from causalrate.userstudy.stimuli import question_figure
+
+KIT_SCHEMA = "causalrate/study-kit-v1"
+ROBUST_SCORE, BIAS_SCORE = "ape", "wrs_industry"
+CONDITIONS = ("plain", "ratings")  # without ratings, with ratings as rankings
+ITEMS = {
+    "ranking": "Order the systems from most robust to least robust to this perturbation.",
+    "least_biased": "Which system is least biased (its errors depend least on the industry)?",
+    "difficulty": "How difficult was it to judge? (1 = very easy, 5 = very difficult)",
+    "confidence": "How confident are you in your answers? (1 = not at all, 5 = fully)",
+}
+CANNOT_TELL = "cannot tell"
+LIKERT = (1, 5)
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    perturbation: str
+    description: str
+    labels: dict[str, str]  # "A" → system name (answer key only)
+    window: int
+
+
+def export_kit(
+    run_dir: Path,
+    *,
+    out: Path,
+    systems: list[str] | None = None,
+    questions: int = 8,
+    per_question: int = 3,
+    participants: int = 30,
+    seed: int = 0,
+) -> Path:
+    """Write the kit to `out`; every choice is drawn from `seed`, so the same call writes the same kit."""
+    doc = json.loads((run_dir / "ratings.json").read_text(encoding="utf-8"))
+    raw, base_dir, data_hash, not_assessed, forecasts = read_run(run_dir)
+    study = study_of(run_dir, raw, base_dir=base_dir, data_hash=data_hash, not_assessed=not_assessed)
+    ratings = pd.DataFrame(doc["ratings"]).set_index(["perturbation", "score", "system"])
+    names = systems or [s["name"] for s in doc["systems"]]
+    unknown = sorted(set(names) - {s["name"] for s in doc["systems"]})
+    if unknown:
+        raise UserError(f"--systems: {unknown} are not in {run_dir}")
+    k = min(per_question, len(names))
+    if k < 2:
+        raise UserError("a user study compares at least 2 systems")
+    perturbations = [p for p in study.suite[1:] if (p.id, ROBUST_SCORE, names[0]) in ratings.index]
+    pool = [(p, combo) for p in perturbations for combo in itertools.combinations(names, k)]
+    if questions > len(pool) or questions < 2 or questions % 2:
+        raise UserError(f"--questions: an even number from 2 to {len(pool) - len(pool) % 2} for this run and systems")
+    draw = rng(seed, "study-export")
+    chosen = [pool[i] for i in sorted(draw.choice(len(pool), size=questions, replace=False))]
+    ok = forecasts[forecasts["error"].isna()]
+    kit = []
+    for number, (p, combo) in enumerate(chosen, start=1):
+        letters = [chr(ord("A") + i) for i in range(k)]
+        order = draw.permutation(k)
+        labels = {letters[i]: combo[order[i]] for i in range(k)}
+        both = ok[ok["system"].isin(combo) & ok["perturbation"].isin([study.control, p.id])]
+        counts = both.groupby("window").size()
+        usable = counts[counts == 2 * k].index.to_numpy()
+        if usable.size == 0:
+            raise UserError(f"no window where {list(combo)} all forecast under {p.id} and {study.control}")
+        window = int(draw.choice(usable))
+        kit.append(Question(f"Q{number:02d}", p.id, p.description, labels, window))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "stimuli").mkdir(exist_ok=True)
+    key = {q.id: answer_key(q, ratings) for q in kit}
+    figures = write_stimuli(out, kit, study=study, forecasts=ok, outcome=doc["outcome"], key=key)
+    assignments = assign(kit, participants=participants, seed=seed)
+    write_kit_files(
+        out, kit=kit, key=key, assignments=assignments, figures=figures, run_dir=run_dir, seed=seed, doc=doc
+    )
+    return out
+
+
+def answer_key(question: Question, ratings: pd.DataFrame) -> dict:
+    """causalrate's rankings of the question's systems (1 = most robust / least biased; ties share a rank)."""
+
+    def ranks(score: str) -> dict[str, int]:
+        levels = {
+            label: int(ratings.loc[(question.perturbation, score, name), "rating"])
+            for label, name in question.labels.items()
+        }
+        distinct = sorted(set(levels.values()))
+        return {label: distinct.index(level) + 1 for label, level in sorted(levels.items())}
+
+    robust, bias = ranks(ROBUST_SCORE), ranks(BIAS_SCORE)
+    return {
+        "systems": question.labels,
+        "robustness_rank": robust,
+        "most_robust": sorted(label for label, r in robust.items() if r == 1),
+        "bias_rank": bias,
+        "least_biased": sorted(label for label, r in bias.items() if r == 1),
+    }
+
+
+def write_stimuli(out: Path, kit: list[Question], *, study, forecasts: pd.DataFrame, outcome: str, key: dict) -> dict:
+    """Two PNGs per question (plain, with rankings); returns question → condition → relative path."""
+    wd = study.windows
+    series_ids = [study.dataset.series[i].id for i in wd.series_index]
+    windows = list(zip(series_ids, wd.start.tolist(), strict=True))
+    industries = study.table["industry"] if "industry" in study.table else pd.Series("all", index=study.table.index)
+    by_id = {p.id: p for p in study.suite}
+    paths = {}
+    for q in kit:
+        p, w = by_id[q.perturbation], q.window
+        perturbed = p.apply(
+            wd.inputs[w : w + 1], wd.start[w : w + 1], seeds=perturbation_seeds(study.config.seed, p.id, [windows[w]])
+        )[0]
+        rows = forecasts[forecasts["window"] == w].set_index(["system", "perturbation"])["forecast"]
+        panels = {
+            label: (json.loads(rows[(name, study.control)]), json.loads(rows[(name, p.id)]))
+            for label, name in sorted(q.labels.items())
+        }
+        under = forecasts[forecasts["perturbation"] == p.id]
+        group_errors = {
+            label: under[under["system"] == name]
+            .groupby(industries.loc[under[under["system"] == name]["window"]].to_numpy())[outcome]
+            .mean()
+            .to_dict()
+            for label, name in sorted(q.labels.items())
+        }
+        paths[q.id] = {}
+        for condition in CONDITIONS:
+            rankings = key[q.id] if condition == "ratings" else None
+            png = question_figure(
+                clean=wd.inputs[w],
+                perturbed=perturbed,
+                truth=wd.truth[w],
+                panels=panels,
+                group_errors=group_errors,
+                title=f"{q.id}: {q.description}",
+                outcome=outcome,
+                rankings=rankings,
+            )
+            name = f"stimuli/{q.id}-{condition}.png"
+            (out / name).write_bytes(png)
+            paths[q.id][condition] = name
+    return paths
+
+
+def assign(kit: list[Question], *, participants: int, seed: int) -> dict[str, list[dict]]:
+    """Per participant id: its questions in order, each with its condition; half of them per condition.
+
+    The split of questions between conditions, the block order and the order within blocks are
+    drawn from (seed, participant id); block order alternates between consecutive ids so both
+    orders are equally common.
+    """
+    ids = [q.id for q in kit]
+    plan = {}
+    for n in range(1, participants + 1):
+        pid = f"P{n:03d}"
+        draw = rng(seed, "study-assign", pid)
+        shuffled = [ids[i] for i in draw.permutation(len(ids))]
+        half = len(ids) // 2
+        blocks = {"plain": shuffled[:half], "ratings": shuffled[half:]}
+        first, second = ("plain", "ratings") if n % 2 else ("ratings", "plain")
+        plan[pid] = [{"question": q, "condition": c} for c in (first, second) for q in blocks[c]]
+    return plan
+
+
+def write_kit_files(out: Path, *, kit, key, assignments, figures, run_dir: Path, seed: int, doc: dict) -> None:
+    from causalrate.userstudy.form import render_form
+
+    labels = {q.id: sorted(q.labels) for q in kit}
+    questionnaire = {
+        "schema": KIT_SCHEMA,
+        "kit": doc["study"],
+        "seed": seed,
+        "conditions": {"plain": "figures only", "ratings": "figures and causalrate's rankings"},
+        "items": {
+            "ranking": {"text": ITEMS["ranking"], "answer": "labels most robust first, joined by '>' (e.g. B>A>C)"},
+            "least_biased": {"text": ITEMS["least_biased"], "options": "a label, or 'cannot tell'"},
+            "difficulty": {"text": ITEMS["difficulty"], "scale": list(LIKERT)},
+            "confidence": {"text": ITEMS["confidence"], "scale": list(LIKERT)},
+        },
+        "questions": [
+            {
+                "id": q.id,
+                "perturbation": q.perturbation,
+                "description": q.description,
+                "labels": labels[q.id],
+                "figures": figures[q.id],
+            }
+            for q in kit
+        ],
+    }
+    (out / "questionnaire.json").write_text(json.dumps(questionnaire, indent=2) + "\n", encoding="utf-8")
+    with (out / "questionnaire.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["question", "perturbation", "item", "text", "answer_format", "figure_plain", "figure_ratings"])
+        for q in kit:
+            for item, spec in questionnaire["items"].items():
+                fmt = spec.get("answer") or spec.get("options") or f"integer {LIKERT[0]}-{LIKERT[1]}"
+                fmt = fmt.replace("a label", "one of " + "/".join(labels[q.id]))
+                writer.writerow(
+                    [q.id, q.perturbation, item, spec["text"], fmt, figures[q.id]["plain"], figures[q.id]["ratings"]]
+                )
+    (out / "answer_key.json").write_text(
+        json.dumps({"schema": KIT_SCHEMA, "questions": key}, indent=2) + "\n", encoding="utf-8"
+    )
+    (out / "assignments.json").write_text(
+        json.dumps({"seed": seed, "participants": assignments}, indent=2) + "\n", encoding="utf-8"
+    )
+    with (out / "assignments.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["participant", "position", "question", "condition"])
+        for pid, plan in assignments.items():
+            for position, step in enumerate(plan, start=1):
+                writer.writerow([pid, position, step["question"], step["condition"]])
+    images = {
+        q.id: {
+            c: "data:image/png;base64," + base64.b64encode((out / figures[q.id][c]).read_bytes()).decode()
+            for c in CONDITIONS
+        }
+        for q in kit
+    }
+    (out / "form.html").write_text(render_form(questionnaire, assignments, images), encoding="utf-8")
+    (out / "kit.json").write_text(
+        json.dumps(
+            {
+                "schema": KIT_SCHEMA,
+                "run": str(run_dir),
+                "study": doc["study"],
+                "seed": seed,
+                "questions": [asdict(q) for q in kit],
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    from causalrate.userstudy.form import write_runner_readme
+
+    write_runner_readme(out, questions=len(kit), participants=len(assignments))
+
+
+def likert_ok(value: object) -> bool:
+    return isinstance(value, int | np.integer) and LIKERT[0] <= int(value) <= LIKERT[1]

@@ -1,0 +1,85 @@
+"""The figure of one user-study question: each system's forecasts on the clean and the perturbed input,
+the truth, and each system's mean error per industry under the perturbation; optionally causalrate's
+rankings (the "with ratings" condition)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from causalrate.report import figures
+from causalrate.report.figures import GREY, PALETTE, plt
+
+
+def question_figure(
+    *,
+    clean: np.ndarray,
+    perturbed: np.ndarray,
+    truth: np.ndarray,
+    panels: dict[str, tuple[list[float], list[float]]],  # label → (forecast on clean, forecast on perturbed)
+    group_errors: dict[str, dict[str, float]],  # label → industry → mean error under the perturbation
+    title: str,
+    outcome: str,
+    rankings: dict | None,
+) -> bytes:
+    k = len(panels)
+    fig = plt.figure(figsize=(4.2 * k, 6.6 if rankings is None else 7.6))
+    grid = fig.add_gridspec(3 if rankings else 2, k, height_ratios=[1.3, 1, 0.45][: 3 if rankings else 2])
+    n, d = clean.size, truth.size
+    x_in, x_out = np.arange(n), np.arange(n, n + d)
+    changed = np.flatnonzero(~np.isclose(clean, perturbed, equal_nan=False) | np.isnan(perturbed))
+    for i, (label, (on_clean, on_perturbed)) in enumerate(panels.items()):
+        ax = fig.add_subplot(grid[0, i])
+        ax.plot(x_in, clean, color=GREY, lw=1.2, label="input (clean)")
+        ax.plot(x_out, truth, color="black", lw=1.6, label="what happened")
+        ax.plot(x_out, on_clean, color=PALETTE[0], ls="--", lw=1.6, label="forecast, clean input")
+        ax.plot(x_out, on_perturbed, color=PALETTE[3], lw=1.8, label="forecast, perturbed input")
+        low = np.nanmin(np.concatenate([clean, truth]))
+        for n_mark, j in enumerate(changed):
+            shown = perturbed[j] if np.isfinite(perturbed[j]) and perturbed[j] >= low * 0.5 else low
+            marker = "x" if np.isnan(perturbed[j]) else "v"
+            label = None if n_mark else "perturbed input value (× missing, ▼ off the scale)"
+            ax.plot(j, shown, marker=marker, ls="none", color=PALETTE[1], ms=9, mew=2, label=label)
+        ax.set_title(f"System {label}", fontsize=12, fontweight="bold")
+        ax.set_xlabel("day")
+        if i == 0:
+            ax.legend(fontsize=7.5, loc="upper left", frameon=False)
+    ax = fig.add_subplot(grid[1, :])
+    groups = sorted({g for errors in group_errors.values() for g in errors})
+    width = 0.8 / k
+    for i, (label, errors) in enumerate(group_errors.items()):
+        ax.bar(
+            np.arange(len(groups)) + i * width,
+            [errors.get(g, np.nan) for g in groups],
+            width,
+            label=f"System {label}",
+            color=PALETTE[i % len(PALETTE)],
+        )
+    ax.set_xticks(np.arange(len(groups)) + width * (k - 1) / 2, groups)
+    ax.set_ylabel(f"mean {outcome}")
+    ax.set_title("Mean error per industry under this perturbation (lower is better)", fontsize=10)
+    ax.legend(fontsize=8, frameon=False)
+    if rankings:
+        ax = fig.add_subplot(grid[2, :])
+        ax.axis("off")
+        ax.text(0.0, 0.75, "causalrate's ratings as rankings", fontsize=11, fontweight="bold", transform=ax.transAxes)
+        ax.text(
+            0.0,
+            0.35,
+            "Most robust first:  " + _ranking(rankings["robustness_rank"]),
+            fontsize=11,
+            transform=ax.transAxes,
+        )
+        ax.text(
+            0.0, 0.0, "Least biased first:  " + _ranking(rankings["bias_rank"]), fontsize=11, transform=ax.transAxes
+        )
+    fig.suptitle(title, fontsize=12)
+    fig.tight_layout()
+    return figures.png(fig)
+
+
+def _ranking(ranks: dict[str, int]) -> str:
+    """'1. System B   2. System A = System C' (tied systems share a place)."""
+    places = {}
+    for label, rank in sorted(ranks.items()):
+        places.setdefault(rank, []).append(f"System {label}")
+    return "   ".join(f"{rank}. {' = '.join(names)}" for rank, names in sorted(places.items()))
