@@ -37,8 +37,8 @@ def identify_schemes(settings: DrawSettings, attributes: list[str]) -> dict[str,
 
 def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.ndarray, list[str], np.ndarray | None]:
     """One-hot for categorical columns (first level dropped), z-scores for numeric ones; column names;
-    and, when every column is categorical, the stratum code of each row."""
-    parts, names = [], []
+    and, when every column is categorical, the stratum code of each row (-1 where a value is missing)."""
+    parts, names, codes, sizes = [], [], [], []
     for col in columns:
         values = table[col]
         if values.dtype.kind in "fiu":
@@ -46,13 +46,19 @@ def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.nda
             parts.append(((values - values.mean()) / (sd if sd > 0 else 1.0)).to_numpy()[:, None])
             names.append(col)
         else:
-            dummies = pd.get_dummies(values, drop_first=True, dtype=float)
-            parts.append(dummies.to_numpy())
-            names += [f"{col}={v}" for v in dummies.columns]
-    categorical = [c for c in columns if table[c].dtype.kind not in "fiu"]
-    strata = (
-        table.groupby(categorical, sort=True).ngroup().to_numpy() if categorical == list(columns) and columns else None
-    )
+            code, levels = pd.factorize(values, sort=True)  # sorted levels, -1 for missing: as pd.get_dummies
+            parts.append((code[:, None] == np.arange(1, len(levels))).astype(float))
+            names += [f"{col}={v}" for v in levels[1:]]
+            codes.append(code)
+            sizes.append(len(levels))
+    strata = None
+    if columns and len(codes) == len(columns):  # all categorical: strata numbered in sorted order of their values
+        combined = np.zeros(len(table), dtype=np.int64)
+        for code, size in zip(codes, sizes, strict=True):
+            combined = combined * size + code
+        missing = np.any(np.stack(codes) < 0, axis=0)
+        strata = np.full(len(table), -1)
+        strata[~missing] = np.unique(combined[~missing], return_inverse=True)[1]
     return (np.hstack(parts) if parts else np.zeros((len(table), 0))), names, strata
 
 

@@ -6,6 +6,7 @@ exactly the estimator that produced APE_adj on their modified data.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import warnings
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ def _estimator_class():
             features, _, strata = design_matrix(data, adjust)
             treated = data[estimand.treatment_variable[0]].astype(bool).to_numpy()
             outcome = data[estimand.outcome_variable[0]].to_numpy(dtype=float)
-            scores = propensity(features, treated, strata=strata)
+            scores = _propensity_cached(features, treated, strata)
             value = match_ate(
                 features,
                 treated,
@@ -68,6 +69,21 @@ def _estimator_class():
             return estimate
 
     return TieSafeMatching
+
+
+_PROPENSITIES: dict[bytes, np.ndarray] = {}
+
+
+def _propensity_cached(features: np.ndarray, treated: np.ndarray, strata: np.ndarray | None) -> np.ndarray:
+    """Refuters re-use one seed for every system: their permuted treatments, added random causes and
+    subsets — hence the propensities — repeat across systems; only the outcomes differ."""
+    digest = hashlib.sha1(features.tobytes() + treated.tobytes() + (b"" if strata is None else strata.tobytes()))
+    key = digest.digest() + str(features.shape).encode()
+    if key not in _PROPENSITIES:
+        if len(_PROPENSITIES) > 20_000:
+            _PROPENSITIES.clear()
+        _PROPENSITIES[key] = propensity(features, treated, strata=strata)
+    return _PROPENSITIES[key]
 
 
 @dataclass(frozen=True)
