@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+from datetime import date
 from pathlib import Path
 
 from causalrate.errors import UserError
@@ -80,6 +81,52 @@ def _card(args: argparse.Namespace) -> int:
     written = render_cards(Path(args.run_dir), systems=systems, formats=formats, png_required="png" in formats)
     for path in written:
         print(path)
+    return 0
+
+
+def _fit_head(args: argparse.Namespace) -> int:
+    from causalrate.config import load_config
+    from causalrate.data import make_windows
+    from causalrate.data.loaders import load_dataset
+    from causalrate.forecast.checkpoints import locate, require
+    from causalrate.forecast.foundation import MOMENT_INSTALL, Moment, fit_moment_head
+    from causalrate.forecast.systems import build_system
+
+    config, base_dir = load_config(args.config)
+    spec = next((s for s in config.systems if s.name == args.system), None)
+    if spec is None or spec.type != "moment":
+        moments = [s.name for s in config.systems if s.type == "moment"]
+        raise UserError(
+            f"--system: {args.system!r} is not a moment system of {args.config}; its moment systems: {moments}"
+        )
+    start, end = args.start, args.end
+    assessed = config.data.start
+    if not args.allow_overlap and (assessed is None or end >= assessed):
+        raise UserError(
+            f"--end {end}: the training period must end before the assessed data starts (data.start: {assessed}), "
+            "or the head would learn the windows it is rated on; --allow-overlap to do it anyway"
+        )
+    require("momentfm", "moment", system="moment", how=MOMENT_INSTALL)
+    system: Moment = build_system(spec.model_dump(), base_dir=base_dir)
+    locate(system.settings.model, base_dir=base_dir, system="moment", download=True)
+    w = config.windows
+    data = config.data.model_copy(update={"start": start, "end": end})
+    dataset = load_dataset(data, base_dir=base_dir, min_length=w.input_length + w.horizon)
+    windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
+    out = Path(args.out) if args.out else base_dir / (system.settings.head or f"{spec.name}-head.safetensors")
+    losses = fit_moment_head(
+        system,
+        inputs=windows.inputs,
+        truth=windows.truth,
+        out=out,
+        epochs=args.epochs,
+        learning_rate=args.lr,
+        seed=config.seed,
+    )
+    print(
+        f"trained on {len(windows)} windows ({start} to {end}); MSE {losses['first_epoch_loss']:.4g} → "
+        f"{losses['last_epoch_loss']:.4g}; wrote {out}"
+    )
     return 0
 
 
@@ -166,6 +213,17 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--system", help="only this system's card")
     c.add_argument("--format", default="html,png,md", help="comma-separated: html, png, md (default: all)")
     c.set_defaults(func=_card)
+    fh = sub.add_parser("fit-head", help="train a moment system's forecasting head on a training period")
+    fh.add_argument("config", help="the study YAML that names the moment system")
+    fh.add_argument("--system", required=True, help="the moment system's name")
+    day = date.fromisoformat
+    fh.add_argument("--start", required=True, type=day, help="training period start (YYYY-MM-DD), same data source")
+    fh.add_argument("--end", required=True, type=day, help="training period end; must precede the study's data.start")
+    fh.add_argument("--out", help="weights file (default: the system's head: setting)")
+    fh.add_argument("--epochs", type=int, default=3)
+    fh.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate (weight decay 0, head dropout 0.1)")
+    fh.add_argument("--allow-overlap", action="store_true", help="allow a training period that overlaps the study's")
+    fh.set_defaults(func=_fit_head)
     st = sub.add_parser("study", help="user studies: export a kit of stimuli and questionnaires, analyse answers")
     study = st.add_subparsers(dest="study_command", required=True)
     se = study.add_parser("export", help="write a user-study kit from a finished run")

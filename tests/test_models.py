@@ -213,3 +213,54 @@ def test_moment_runs_on_the_cores_versions_not_its_pins():
         assert req.specifier.contains(version(req.name), prereleases=True), (req, version(req.name))
     pins = {Requirement(r).name: Requirement(r) for r in requires("momentfm")}
     assert not pins["numpy"].specifier.contains(version("numpy"))  # numpy 2, not momentfm's 1.25
+
+
+def test_fit_head_trains_moment_on_a_training_period_then_assess_uses_it(tmp_path, cli):
+    from tests.conftest import synthetic_long_csv
+
+    synthetic_long_csv(tmp_path / "prices.csv", length=200)
+    tiny_models.build_moment(tmp_path / "moment", horizon=10)
+    head = "heads/moment.safetensors"
+    (tmp_path / "study.yaml").write_text(
+        f"""
+name: head
+data: {{source: csv, path: prices.csv, layout: long, attribute_columns: [industry, company], start: 2021-06-01}}
+windows: {{input_length: 40, horizon: 10, stride: 10}}
+perturbations: [{{id: P0, operator: none}}, {{id: P1, operator: drop_to_zero}}]
+outcome: rmax_scaled
+causal: {{draws: 2, schemes: [uniform]}}
+rigor: {{replicates: 10, refute: false}}
+systems:
+  - {{name: naive, type: naive}}
+  - {{name: moment, type: moment, model: moment, head: {head}, seq_len: 64}}
+"""
+    )
+    code, _, err = cli("assess", tmp_path / "study.yaml", "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "head: no file" in err  # MOMENT's forecasting head is never silently random
+    code, _, err = cli(
+        "fit-head", tmp_path / "study.yaml", "--system", "moment", "--start", "2021-01-01", "--end", "2021-07-01"
+    )
+    assert code == 2 and "must end before the assessed data starts" in err
+    code, out, err = cli(
+        "fit-head",
+        tmp_path / "study.yaml",
+        "--system",
+        "moment",
+        "--start",
+        "2021-01-01",
+        "--end",
+        "2021-05-31",
+        "--epochs",
+        "30",
+        "--lr",
+        "0.01",
+    )
+    assert code == 0, err
+    first, last = (float(x) for x in out.split("MSE ")[1].split(";")[0].split(" → "))
+    assert last < 0.5 * first
+    assert (tmp_path / head).is_file()
+    code, _, err = cli("assess", tmp_path / "study.yaml", "--out", tmp_path / "run", "--no-cards", "--workers", "1")
+    assert code == 0, err
+    with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as conn:
+        errors = [e for (e,) in conn.execute("SELECT error FROM forecasts WHERE system = 'moment'")]
+    assert errors and all(e is None for e in errors)

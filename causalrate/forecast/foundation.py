@@ -144,20 +144,15 @@ class Moment(CheckpointSystem):
             },
         )
         model.init()
-        if self.settings.head is not None:
+        if self.settings.head is not None and (self.base_dir / self.settings.head).is_file():
             model.head.load_state_dict(_load_state(self.base_dir / self.settings.head))
         return model.to(device=device, dtype=dtype).eval()
 
     def forecast(self, batch: Batch) -> np.ndarray:
         import torch
 
-        model, n = self.loaded(batch.horizon), self.settings.seq_len
-        values = batch.inputs[:, -n:]
-        x = np.zeros((values.shape[0], 1, n))
-        mask = np.zeros((values.shape[0], n))
-        observed = ~np.isnan(values)
-        x[:, 0, -values.shape[1] :] = np.where(observed, values, 0.0)
-        mask[:, -values.shape[1] :] = observed
+        model = self.loaded(batch.horizon)
+        x, mask = _moment_inputs(batch.inputs, self.settings.seq_len)
         parameter = next(model.parameters())
         out = []
         with torch.no_grad():
@@ -184,3 +179,62 @@ def _file_hash(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def fit_moment_head(
+    system: Moment,
+    *,
+    inputs: np.ndarray,
+    truth: np.ndarray,
+    out: Path,
+    epochs: int = 3,
+    learning_rate: float = 1e-4,
+    batch_size: int = 32,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Train MOMENT's forecasting head on (input window, truth) pairs the paper's way and save it.
+
+    Encoder and patch embedder stay frozen, the head trains with dropout 0.1 and weight decay 0
+    (Adam, MSE). `out` (.safetensors) is what the `moment` system's `head:` setting loads.
+    Returns the mean training loss of the first and the last epoch.
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(seed)
+    model = system.loaded(truth.shape[1])
+    n = system.settings.seq_len
+    x, mask = _moment_inputs(inputs, n)
+    parameter = next(model.parameters())
+    x = torch.tensor(x, dtype=parameter.dtype, device=parameter.device)
+    mask = torch.tensor(mask, dtype=parameter.dtype, device=parameter.device)
+    y = torch.tensor(truth, dtype=parameter.dtype, device=parameter.device)
+    optimiser = torch.optim.Adam(model.head.parameters(), lr=learning_rate, weight_decay=0.0)
+    order = np.random.default_rng(seed)
+    losses = []
+    for _ in range(epochs):
+        model.train()
+        epoch = []
+        for rows in np.array_split(order.permutation(len(x)), max(1, -(-len(x) // batch_size))):
+            forecast = model(x_enc=x[rows], input_mask=mask[rows]).forecast[:, 0]
+            loss = torch.nn.functional.mse_loss(forecast, y[rows])
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            epoch.append(float(loss))
+        losses.append(float(np.mean(epoch)))
+    model.eval()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.head.state_dict().items()}, str(out))
+    return {"first_epoch_loss": losses[0], "last_epoch_loss": losses[-1]}
+
+
+def _moment_inputs(values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Left-pad (and cut) input windows to MOMENT's length n; mask 0 on padding and missing values."""
+    values = values[:, -n:]
+    x = np.zeros((values.shape[0], 1, n))
+    mask = np.zeros((values.shape[0], n))
+    observed = ~np.isnan(values)
+    x[:, 0, -values.shape[1] :] = np.where(observed, values, 0.0)
+    mask[:, -values.shape[1] :] = observed
+    return x, mask
