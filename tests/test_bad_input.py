@@ -159,3 +159,30 @@ def test_existing_run_is_not_overwritten(tmp_path, cli):
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
     assert code == 2 and "--overwrite" in err
     assert cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--overwrite", "--no-cards")[0] == 0
+
+
+def test_systems_that_cannot_run_are_listed_never_skipped_silently(synthetic_study, cli, tmp_path, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY", raising=False)
+    study = synthetic_study(
+        """\
+        - {name: naive, type: naive}
+        - {name: window_min, type: python, function: "planted.py:window_min"}
+        - {name: chronos, type: chronos, model: models/not-here}
+        - {name: gemini, type: gemini, api_key_env: NO_SUCH_KEY}
+        """
+    )
+    code, _, err = cli("assess", study, "--out", tmp_path / "run", "--no-cards")
+    assert code == 2
+    assert "2 system(s) cannot run here" in err and "- chronos:" in err and "- gemini:" in err
+    assert "NO_SUCH_KEY is not set" in err and "--skip-unavailable" in err
+    assert not (tmp_path / "run").exists()
+    code, _, err = cli("assess", study, "--out", tmp_path / "run", "--skip-unavailable")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
+    assert [s["name"] for s in doc["not_assessed"]] == ["chronos", "gemini"]
+    assert {s["name"] for s in doc["systems"]} == {"naive", "window_min"}
+    assert "## Not assessed" in (tmp_path / "run" / "report.md").read_text()
+    assert "NO_SUCH_KEY" in (tmp_path / "run" / "cards" / "comparison.html").read_text()
+    code, _, err = cli("rate", tmp_path / "run", "--levels", "2", "--no-cards")
+    assert code == 0, err
+    assert json.loads((tmp_path / "run" / "ratings.json").read_text())["not_assessed"] == doc["not_assessed"]
