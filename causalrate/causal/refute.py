@@ -34,8 +34,6 @@ def _estimator_class():
             return self
 
         def estimate_effect(self, data: pd.DataFrame, treatment_value=1, control_value=0, target_units=None, **_):
-            from causalrate.causal.effects import design_matrix
-
             self._target_units, self._treatment_value, self._control_value = (
                 target_units,
                 treatment_value,
@@ -43,10 +41,9 @@ def _estimator_class():
             )
             estimand = self._target_estimand
             adjust = tuple(sorted(estimand.get_backdoor_variables()))
-            features, _, strata = design_matrix(data, adjust)
             treated = data[estimand.treatment_variable[0]].astype(bool).to_numpy()
             outcome = data[estimand.outcome_variable[0]].to_numpy(dtype=float)
-            scores = _propensity_cached(features, treated, strata)
+            features, scores = _design_and_propensity(data, adjust, treated)
             value = match_ate(
                 features,
                 treated,
@@ -71,19 +68,25 @@ def _estimator_class():
     return TieSafeMatching
 
 
-_PROPENSITIES: dict[bytes, np.ndarray] = {}
+_CACHE: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
 
-def _propensity_cached(features: np.ndarray, treated: np.ndarray, strata: np.ndarray | None) -> np.ndarray:
-    """Refuters re-use one seed for every system: their permuted treatments, added random causes and
-    subsets — hence the propensities — repeat across systems; only the outcomes differ."""
-    digest = hashlib.sha1(features.tobytes() + treated.tobytes() + (b"" if strata is None else strata.tobytes()))
-    key = digest.digest() + str(features.shape).encode()
-    if key not in _PROPENSITIES:
-        if len(_PROPENSITIES) > 20_000:
-            _PROPENSITIES.clear()
-        _PROPENSITIES[key] = propensity(features, treated, strata=strata)
-    return _PROPENSITIES[key]
+def _design_and_propensity(data: pd.DataFrame, adjust: tuple[str, ...], treated: np.ndarray) -> tuple:
+    """Design matrix and propensities, memoised on the confounders' and treatment's content.
+
+    Refuters use one seed for every system: their permuted treatments, added random causes and
+    subsets repeat across systems (only the outcomes differ), so each is fitted once, not per system.
+    """
+    from causalrate.causal.effects import design_matrix
+
+    content = pd.util.hash_pandas_object(data[list(adjust)], index=False).to_numpy().tobytes()
+    key = hashlib.sha1(content + treated.tobytes() + "|".join(adjust).encode()).digest()
+    if key not in _CACHE:
+        if len(_CACHE) > 20_000:
+            _CACHE.clear()
+        features, _, strata = design_matrix(data, adjust)
+        _CACHE[key] = (features, propensity(features, treated, strata=strata))
+    return _CACHE[key]
 
 
 @dataclass(frozen=True)
