@@ -254,6 +254,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     for p in study.suite:
         perturbed = p.apply(wd.inputs, wd.start, seeds=perturbation_seeds(cfg.seed, p.id, windows))
         dates = p.apply_dates(wd.input_dates, wd.start)
+        charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
         for spec in cfg.systems:
             system = study.systems[spec.name]
             todo = np.array([i for i in range(len(wd)) if (spec.name, i, p.id) not in done], dtype=int)
@@ -261,7 +262,12 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                 continue
             seen = perturbed[todo] if system.accepts_nan else impute(perturbed[todo], cfg.forecast.imputation)
             seeds = row_seeds(cfg.seed, spec.name, keys=[(*windows[i], p.id) for i in todo])
-            images = render_windows(seen, dates[todo]) if system.modality == "plot" else None
+            images = None
+            if system.modality == "plot":
+                chart_key = seen.tobytes() + todo.tobytes()
+                if chart_key not in charts:
+                    charts[chart_key] = render_windows(seen, dates[todo])
+                images = charts[chart_key]
             context = None
             if system.wants_context or images:
                 context = [

@@ -16,7 +16,7 @@ from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-PLOT_STYLE = "plot-v1"  # bump whenever the rendering below changes
+PLOT_STYLE = "plot-v2"  # bump whenever the rendering below changes
 SIZE_INCHES = (6.4, 3.6)
 DPI = 100
 
@@ -42,7 +42,15 @@ def render_window(values: np.ndarray, dates: np.ndarray) -> bytes:
         ax.plot(x, values, color="#0072B2", marker="o")
         missing = np.flatnonzero(np.isnan(values))
         if missing.size:
-            ax.plot(missing, np.full(missing.size, 0.0), "x", color="#D55E00", transform=ax.get_xaxis_transform())
+            ax.plot(
+                missing,
+                np.full(missing.size, 0.04),
+                "x",
+                ms=7,
+                mew=2,
+                color="#D55E00",
+                transform=ax.get_xaxis_transform(),
+            )
         finite = values[np.isfinite(values)]
         if finite.size and finite.min() <= 0 <= finite.max():
             ax.axhline(0.0, color="#555555", linewidth=0.8)
@@ -52,7 +60,7 @@ def render_window(values: np.ndarray, dates: np.ndarray) -> bytes:
         ax.set_xlabel(f"date (last observed: {dates[-1]})")
         ax.set_ylabel("value")
         ax.set_title("Daily values, oldest left, newest right")
-        fig.tight_layout()
+        fig.subplots_adjust(left=0.11, right=0.93, top=0.91, bottom=0.17)  # fixed: tight_layout costs a draw
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue()
