@@ -77,3 +77,10 @@ def worker_pid(inputs, horizon):
     import os
 
     return np.full((inputs.shape[0], horizon), float(os.getpid()))
+
+
+def sample_paths(inputs, horizon):
+    """Eight sample paths per row around the last value: [batch, samples, horizon]."""
+    last = np.nan_to_num(inputs[:, -1:], nan=np.nanmean(inputs))
+    spread = np.linspace(-0.02, 0.02, 8)[None, :, None] * last[:, :, None]
+    return np.repeat(last[:, :, None], horizon, axis=2) + spread

@@ -3,6 +3,10 @@
 import json
 import sqlite3
 
+import numpy as np
+import pandas as pd
+import pytest
+
 SYSTEMS = """\
 - {name: robust, type: python, function: "planted.py:window_median"}
 - {name: fragile, type: python, function: "planted.py:window_min"}
@@ -81,3 +85,30 @@ def test_timeout_becomes_failure_rows(synthetic_study, cli, tmp_path):
     db = sqlite3.connect(tmp_path / "run" / "forecasts.sqlite")
     errors = {e for (e,) in db.execute("SELECT error FROM forecasts WHERE system = 'sleepy'")}
     assert errors == {"timed out after 0.5 s"}
+
+
+def test_python_system_sample_paths_give_crps(synthetic_study, cli, tmp_path):
+    """A python system returning [batch, samples, horizon]: median point forecast, paths stored, CRPS scored."""
+    from causalrate.score.metrics import crps_samples
+
+    study = synthetic_study(
+        """\
+        - {name: paths, type: python, function: "planted.py:sample_paths", accepts_nan: true}
+        - {name: naive, type: naive}
+        """
+    )
+    code, _, err = cli("assess", study, "--out", tmp_path / "run", "--no-cards")
+    assert code == 0, err
+    with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as conn:
+        rows = conn.execute(
+            "SELECT f.forecast, f.samples, f.m_crps, w.truth FROM forecasts f JOIN windows w USING (window) "
+            "WHERE system = 'paths' AND perturbation = 'P0' LIMIT 5"
+        ).fetchall()
+        naive = conn.execute("SELECT samples, m_crps, m_mae FROM forecasts WHERE system = 'naive' LIMIT 5").fetchall()
+    for forecast, blob, crps, truth in rows:
+        paths = np.frombuffer(blob, dtype="<f8").reshape(8, -1)
+        assert np.allclose(json.loads(forecast), np.median(paths, axis=0))
+        assert crps == pytest.approx(crps_samples(np.array(json.loads(truth)), paths).mean(), rel=1e-12)
+    assert all(blob is None and crps == pytest.approx(mae) for blob, crps, mae in naive)
+    scores = pd.read_csv(tmp_path / "run" / "scores.csv")
+    assert set(scores[scores.score == "crps"]["system"]) == {"paths", "naive"}
