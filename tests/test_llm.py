@@ -97,7 +97,7 @@ def key(monkeypatch):
 def test_gemini_gives_up_after_max_attempts_and_hides_the_key():
     pytest.importorskip("google.genai")
     with FakeServer(gemini_answer, script=["429"] * 3 + ["400"]) as server:
-        out = gemini(server.url, max_attempts=3).forecast(batch(np.ones((2, 8))))
+        out = gemini(server.url, max_attempts=3, concurrency=1).forecast(batch(np.ones((2, 8))))
     assert isinstance(out, Prediction)
     errors = sorted(out.errors)
     assert "HTTP 429" in errors[1] and "after 3 attempts" in errors[1]

@@ -54,8 +54,8 @@ class HFChat(CheckpointSystem, ChatSystem):
         }
         with torch.no_grad():
             out = model.generate(**inputs, max_new_tokens=s.max_new_tokens, pad_token_id=eos, **sampling)
-        new = out[0, inputs["input_ids"].shape[1] :]
-        return new, {"prompt_tokens": int(inputs["input_ids"].shape[1]), "output_tokens": int(new.shape[0])}
+        new = out[:, inputs["input_ids"].shape[1] :]  # [rows, new tokens]
+        return new, {"prompt_tokens": int(inputs["input_ids"].shape[1]), "output_tokens": int(new.shape[1])}
 
 
 @SYSTEMS.register("phi3")
@@ -66,21 +66,33 @@ class Phi3(HFChat):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=self.settings.trust_remote_code)
+        tokenizer.padding_side = "left"  # batched generation continues every row from its own last token
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
         model = AutoModelForCausalLM.from_pretrained(str(folder), **self._options(dtype))
         return tokenizer, model.to(device).eval()
 
     def ask(self, requests: list[Request], *, attempt: int) -> list[Answer]:
+        """Greedy first asks go in left-padded batches of batch_size; sampled retries one by one, seeded per row."""
         tokenizer, model = self.loaded()
+        size = self.settings.batch_size if attempt == 0 else 1
         answers = []
-        for request in requests:
-            messages = [{"role": "user", "content": request.prompt}]
-            inputs = tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-            )
-            new, facts = self._generate(
-                model, dict(inputs), request=request, attempt=attempt, eos=tokenizer.eos_token_id
-            )
-            answers.append(Answer(tokenizer.decode(new, skip_special_tokens=True), facts))
+        for start in range(0, len(requests), size):
+            chunk = requests[start : start + size]
+            texts = [
+                tokenizer.apply_chat_template(
+                    [{"role": "user", "content": r.prompt}], add_generation_prompt=True, tokenize=False
+                )
+                for r in chunk
+            ]
+            inputs = dict(tokenizer(texts, padding=True, return_tensors="pt", add_special_tokens=False))
+            new, _ = self._generate(model, inputs, request=chunk[0], attempt=attempt, eos=tokenizer.eos_token_id)
+            for row, tokens in enumerate(new):
+                facts = {
+                    "prompt_tokens": int(inputs["attention_mask"][row].sum()),
+                    "output_tokens": int((tokens != tokenizer.pad_token_id).sum()),
+                }
+                answers.append(Answer(tokenizer.decode(tokens, skip_special_tokens=True), facts))
         return answers
 
 
@@ -126,5 +138,5 @@ class Phi3Vision(HFChat):
             inputs = processor(text=text, images=[image], return_tensors="pt")
             eos = processor.tokenizer.eos_token_id
             new, facts = self._generate(model, dict(inputs), request=request, attempt=attempt, eos=eos)
-            answers.append(Answer(processor.tokenizer.decode(new, skip_special_tokens=True), facts))
+            answers.append(Answer(processor.tokenizer.decode(new[0], skip_special_tokens=True), facts))
         return answers

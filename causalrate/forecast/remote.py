@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
@@ -70,6 +71,7 @@ class GeminiSettings(ChatSettings, RetrySettings):
     model: str = Field("gemini-1.5-pro", description="the Gemini model name")
     api_key_env: str = Field("GEMINI_API_KEY", description="environment variable that holds the API key")
     base_url: str | None = Field(None, description="another endpoint (a proxy or gateway); null: Google's")
+    concurrency: int = Field(4, ge=1, description="requests in flight at once per worker process")
 
 
 @SYSTEMS.register("gemini")
@@ -116,15 +118,13 @@ class Gemini(ChatSystem):
                     raise Transient(f"{type(exc).__name__}: {exc}") from None
                 raise
 
-        answers = []
-        for request in requests:
+        def answer(request: Request) -> Answer:
             started = time.perf_counter()
             try:
-                response, tries = with_retries(lambda r=request: one(r), self.settings, secrets=[key])
+                response, tries = with_retries(lambda: one(request), self.settings, secrets=[key])
             except Exception as exc:
                 message = scrub(f"{type(exc).__name__}: {exc}", [key])
-                answers.append(Answer("", {"latency_s": time.perf_counter() - started}, error=message))
-                continue
+                return Answer("", {"latency_s": time.perf_counter() - started}, error=message)
             usage = response.usage_metadata
             facts = {
                 "latency_s": time.perf_counter() - started,
@@ -132,8 +132,10 @@ class Gemini(ChatSystem):
                 "prompt_tokens": int(getattr(usage, "prompt_token_count", 0) or 0),
                 "output_tokens": int(getattr(usage, "candidates_token_count", 0) or 0),
             }
-            answers.append(Answer(response.text or "", facts))
-        return answers
+            return Answer(response.text or "", facts)
+
+        with ThreadPoolExecutor(max_workers=self.settings.concurrency) as pool:
+            return list(pool.map(answer, requests))
 
 
 @SYSTEMS.register("gemini-vision")
