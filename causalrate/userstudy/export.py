@@ -18,7 +18,6 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from causalrate.errors import UserError
@@ -141,11 +140,9 @@ def write_stimuli(out: Path, kit: list[Question], *, study, forecasts: pd.DataFr
             for label, name in sorted(q.labels.items())
         }
         under = forecasts[forecasts["perturbation"] == p.id]
+        under = under.assign(group=industries.to_numpy()[under["window"].to_numpy()])
         group_errors = {
-            label: under[under["system"] == name]
-            .groupby(industries.loc[under[under["system"] == name]["window"]].to_numpy())[outcome]
-            .mean()
-            .to_dict()
+            label: under[under["system"] == name].groupby("group")[outcome].mean().to_dict()
             for label, name in sorted(q.labels.items())
         }
         paths[q.id] = {}
@@ -261,7 +258,3 @@ def write_kit_files(out: Path, *, kit, key, assignments, figures, run_dir: Path,
     from causalrate.userstudy.form import write_runner_readme
 
     write_runner_readme(out, questions=len(kit), participants=len(assignments))
-
-
-def likert_ok(value: object) -> bool:
-    return isinstance(value, int | np.integer) and LIKERT[0] <= int(value) <= LIKERT[1]
