@@ -153,3 +153,12 @@ def test_every_system_type_declares_family_and_modality():
     assert modalities["phi3-vision"] == modalities["gemini-vision"] == "plot"
     assert modalities["chronos"] == modalities["phi3"] == modalities["gemini"] == "numeric"
     assert SYSTEMS.get("moment").family == "time-series FM" and SYSTEMS.get("gemini").family == "general-purpose LLM"
+
+
+def test_remote_cache_identity_ignores_how_it_is_called():
+    a = gemini("http://x", concurrency=1, timeout=5).identity()
+    b = gemini("http://x", concurrency=8, timeout=50, max_attempts=2).identity()
+    assert a == b
+    assert a != gemini("http://x", max_new_tokens=100).identity()
+    assert http("http://x", max_attempts=1).identity() == http("http://x", max_attempts=9).identity()
+    assert http("http://x").identity() != http("http://x", model_version="v2").identity()

@@ -33,6 +33,15 @@ class Transient(Exception):
     """A failure worth trying again: rate limit, server error, timeout, dropped connection."""
 
 
+OPERATIONAL = ("timeout", "max_attempts", "backoff", "max_backoff", "concurrency", "headers_env")
+
+
+def without_operational(identity: dict[str, Any]) -> dict[str, Any]:
+    """A remote system's cache identity without the settings that change how it is called, not what it answers."""
+    settings = {k: v for k, v in identity["settings"].items() if k not in OPERATIONAL}
+    return {**identity, "settings": settings}
+
+
 class RetrySettings(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
     timeout: float = Field(60.0, gt=0, description="seconds per request")
@@ -80,6 +89,9 @@ class Gemini(ChatSystem):
 
     Settings = GeminiSettings
     libraries = ("google-genai",)
+
+    def identity(self) -> dict[str, Any]:
+        return without_operational(super().identity())
 
     def check(self, dataset: Dataset) -> None:
         require("google.genai", "gemini", system=SYSTEMS.name_of(type(self)))
@@ -166,6 +178,9 @@ class Http(System):
 
     Settings = HttpSettings
     family = "served model"
+
+    def identity(self) -> dict[str, Any]:
+        return without_operational(super().identity())
 
     def check(self, dataset: Dataset) -> None:
         for header, env in self.settings.headers_env.items():
