@@ -84,7 +84,7 @@ def batch(inputs: np.ndarray) -> Batch:
 
 
 def gemini(url: str, **extra) -> Gemini:
-    settings = Gemini.Settings(base_url=url, api_key_env="UNIT_KEY", timeout=1, backoff=0, **extra)
+    settings = Gemini.Settings(**{"base_url": url, "api_key_env": "UNIT_KEY", "timeout": 1, "backoff": 0, **extra})
     return Gemini(settings, base_dir=Path("."))
 
 
@@ -157,7 +157,7 @@ def test_every_system_type_declares_family_and_modality():
 
 def test_remote_cache_identity_ignores_how_it_is_called():
     a = gemini("http://x", concurrency=1, timeout=5).identity()
-    b = gemini("http://x", concurrency=8, timeout=50, max_attempts=2).identity()
+    b = gemini("http://x", concurrency=8, timeout=50, max_attempts=2, backoff=3).identity()
     assert a == b
     assert a != gemini("http://x", max_new_tokens=100).identity()
     assert http("http://x", max_attempts=1).identity() == http("http://x", max_attempts=9).identity()
