@@ -89,7 +89,7 @@ def _fit_head(args: argparse.Namespace) -> int:
     from causalrate.data import make_windows
     from causalrate.data.loaders import load_dataset
     from causalrate.forecast.checkpoints import locate, require
-    from causalrate.forecast.foundation import MOMENT_INSTALL, Moment, fit_moment_head
+    from causalrate.forecast.foundation import Moment, fit_moment_head
     from causalrate.forecast.systems import build_system
 
     config, base_dir = load_config(args.config)
@@ -106,7 +106,7 @@ def _fit_head(args: argparse.Namespace) -> int:
             f"--end {end}: the training period must end before the assessed data starts (data.start: {assessed}), "
             "or the head would learn the windows it is rated on; --allow-overlap to do it anyway"
         )
-    require("momentfm", "moment", system="moment", how=MOMENT_INSTALL)
+    require(*Moment.package, system="moment", how=Moment.install)
     system: Moment = build_system(spec.model_dump(), base_dir=base_dir)
     locate(system.settings.model, base_dir=base_dir, system="moment", download=True)
     w = config.windows

@@ -124,6 +124,7 @@ class CheckpointSystem(System):
 
     Settings = CheckpointSettings
     package: ClassVar[tuple[str, str]]  # (module to import, causalrate extra that installs it)
+    install: ClassVar[str | None] = None  # how to install it, when `pip install 'causalrate[extra]'` is not enough
 
     def __init__(self, settings: CheckpointSettings, *, base_dir: Path) -> None:
         super().__init__(settings, base_dir=base_dir)
@@ -134,7 +135,7 @@ class CheckpointSystem(System):
         return SYSTEMS.name_of(type(self))
 
     def check(self, dataset: Dataset) -> None:
-        require(*self.package, system=self.type_name)
+        require(*self.package, system=self.type_name, how=self.install)
         locate(self.settings.model, base_dir=self.base_dir, system=self.type_name, download=True)
 
     def folder(self) -> Path:

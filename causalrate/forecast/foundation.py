@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -105,11 +106,9 @@ class Moment(CheckpointSystem):
     family = "time-series FM"
     architecture = "encoder-only"
     libraries = ("momentfm", "torch", "transformers")
+    install = MOMENT_INSTALL
 
     def check(self, dataset) -> None:
-        from causalrate.forecast.checkpoints import require
-
-        require("momentfm", "moment", system="moment", how=MOMENT_INSTALL)
         super().check(dataset)
         if self.settings.head is None and not self.settings.untrained_head:
             raise UserError(
@@ -120,12 +119,9 @@ class Moment(CheckpointSystem):
             raise UserError(f"system type moment: head: no file {self.base_dir / self.settings.head}")
 
     def identity(self) -> dict[str, Any]:
-        from causalrate.forecast.checkpoints import fingerprint
-
         identity = super().identity()
         if self.settings.head is not None:
-            head = (self.base_dir / self.settings.head).resolve()
-            identity["head"] = fingerprint(head.parent) if head.is_dir() else _file_hash(head)
+            identity["head"] = hashlib.sha256((self.base_dir / self.settings.head).read_bytes()).hexdigest()
         return identity
 
     def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
@@ -173,12 +169,6 @@ def _load_state(path: Path) -> dict:
     import torch
 
     return torch.load(path, map_location="cpu", weights_only=True)
-
-
-def _file_hash(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def fit_moment_head(
