@@ -391,7 +391,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
     effects = (
         summarise_effects(draws)
         if len(draws)
-        else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "abs_ape_adj", "pie"])
+        else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "ape_adj", "pie"])
     )
     severity = {p.id: (p.family, p.severity) for p in study.suite if p.severity is not None}
     evidence = Evidence(forecasts=forecasts, wrs=wrs_table, effects=effects, control=control, severity=severity)

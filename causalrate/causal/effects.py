@@ -143,14 +143,13 @@ def estimate_effects(
 def summarise_effects(draws: pd.DataFrame) -> pd.DataFrame:
     """Means over the B draws plus their 2.5 / 97.5 percentiles (METHOD §5.1), one row per distribution."""
     keys = ["system", "perturbation", "scheme"]
-    grouped = draws.assign(abs_ape_adj=draws["ape_adj"].abs()).groupby(keys, sort=True)
+    grouped = draws.groupby(keys, sort=True)
     out = grouped.agg(
         ape_true=("ape_true", "first"),
         windows=("windows", "first"),
         draws=("draw", "size"),
         ape_obs=("ape_obs", "mean"),
         ape_adj=("ape_adj", "mean"),
-        abs_ape_adj=("abs_ape_adj", "mean"),
         pie=("pie", "mean"),
         unmatched=("unmatched", "mean"),
         smd_before=("smd_before", "mean"),

@@ -14,22 +14,32 @@ import numpy as np
 import pandas as pd
 
 from causalrate.registry import Registry
+from causalrate.score.bias import bias_gap
 
 
 @dataclass(frozen=True)
 class Evidence:
     forecasts: pd.DataFrame  # one row per forecast: system, perturbation, window, failed, outcome, metrics
     wrs: pd.DataFrame  # system, perturbation, attribute, wrs, pairs
-    effects: pd.DataFrame  # summarise_effects(): system, perturbation, scheme, ape_true, abs_ape_adj, pie, ...
+    effects: pd.DataFrame  # summarise_effects(): system, perturbation, scheme, ape_true, ape_adj, pie, ...
     control: str
     severity: dict[str, tuple[str, float]]  # perturbation id → (grid family, severity), for severity grids only
+    table: pd.DataFrame | None = None  # per window: series, attributes (Z), characteristics
 
 
 class Score:
-    """A raw score. Lower is better unless higher_is_better."""
+    """A raw score. Lower is better unless higher_is_better.
+
+    `family` decides which headline rating it feeds: "robustness" (the overall rating), "bias",
+    "accuracy" (clean input only) or "confounding" (rated, in no headline). `coverage` says which
+    forecasts it needs: "perturbed" (the perturbed one) or "paired" (perturbed and clean); a row
+    computed on fewer than rating.min_coverage of a system's windows is rated insufficient.
+    A compute() frame may carry a `note` column: a row with raw NaN and a note is *undefined*.
+    """
 
     higher_is_better: ClassVar[bool] = False
-    robustness: ClassVar[bool] = True  # counts towards the overall robustness rating
+    family: ClassVar[str] = "robustness"
+    coverage: ClassVar[str] = "paired"
     on_control: ClassVar[bool] = False  # also computed for the clean input (P0)
     label: ClassVar[str] = ""  # short human name for tables and cards
     description: ClassVar[str] = ""  # one plain-language line
@@ -43,6 +53,8 @@ SCORES: Registry[type[Score]] = Registry("score")
 
 
 class WrsScore(Score):
+    family = "bias"
+    coverage = "perturbed"
     attribute: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
@@ -74,6 +86,51 @@ class WrsVolatility(WrsScore):
     attribute = "volatility"
     label = "WRS volatility"
     description = "how much its errors differ between calm, middling and volatile windows (terciles; 0 = not at all)"
+
+
+def bias_groups(table: pd.DataFrame, attribute: str) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(group labels, comparison blocks) of a bias score: companies compare within their industry."""
+    if attribute not in table:
+        return None
+    within = table["industry"].to_numpy() if attribute == "company" and "industry" in table else None
+    return table[attribute].to_numpy(), within
+
+
+class BiasScore(Score):
+    """bias_<attr> (METHOD §4): the largest relative gap between one group's mean outcome and the rest."""
+
+    family = "bias"
+    coverage = "perturbed"
+    attribute: ClassVar[str]
+
+    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+        plan = None if evidence.table is None else bias_groups(evidence.table, self.attribute)
+        if plan is None:
+            self.unavailable = f"the data has no {self.attribute!r} attribute"
+            return None
+        groups, within = plan
+        wide = evidence.forecasts.pivot_table(
+            index="window", columns=["system", "perturbation"], values="outcome", dropna=False
+        ).reindex(range(len(evidence.table)))
+        rows = [
+            {"system": s, "perturbation": p, "raw": float(bias_gap(np.ones((1, groups.size)), col, groups, within)[0])}
+            for (s, p), col in ((key, wide[key].to_numpy(dtype=float)) for key in wide.columns)
+        ]
+        return pd.DataFrame(rows, columns=["system", "perturbation", "raw"]).sort_values(["system", "perturbation"])
+
+
+@SCORES.register("bias_industry")
+class BiasIndustry(BiasScore):
+    attribute = "industry"
+    label = "Bias industry"
+    description = "largest gap between one industry's mean error and the other industries', relative to the mean"
+
+
+@SCORES.register("bias_company")
+class BiasCompany(BiasScore):
+    attribute = "company"
+    label = "Bias company"
+    description = "largest gap between one company's mean error and its industry peers', relative to the mean"
 
 
 @SCORES.register("ape")
@@ -122,41 +179,62 @@ def dose_auc(severity: pd.Series, ape: pd.Series) -> float:
 
 
 class SchemeScore(Score):
-    scheme: ClassVar[str]
-    column: ClassVar[str]
+    """|mean APE_adj over the B draws| under one scheme: the effect estimate (METHOD §5.3)."""
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    family = "confounding"
+    scheme: ClassVar[str]
+
+    def rows(self, evidence: Evidence) -> pd.DataFrame | None:
         rows = evidence.effects[evidence.effects["scheme"] == self.scheme]
         if rows.empty:
             self.unavailable = f"the run has no {self.scheme!r} assignment scheme (causal.schemes)"
             return None
-        return rows[["system", "perturbation"]].assign(raw=rows[self.column].to_numpy())
+        return rows
+
+    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+        rows = self.rows(evidence)
+        return None if rows is None else rows[["system", "perturbation"]].assign(raw=rows["ape_adj"].abs().to_numpy())
 
 
 @SCORES.register("ape_industry")
 class ApeIndustry(SchemeScore):
-    scheme, column = "industry", "abs_ape_adj"
+    scheme = "industry"
     label = "APE, industry-confounded"
     description = "the same effect, estimated after matching when industry decides which windows are perturbed"
 
 
 @SCORES.register("ape_company")
 class ApeCompany(SchemeScore):
-    scheme, column = "company", "abs_ape_adj"
+    scheme = "company"
     label = "APE, company-confounded"
     description = "the same effect, estimated after matching when company decides which windows are perturbed"
 
 
+class PieScore(SchemeScore):
+    """Mean PIE% over the draws; undefined (NaN with a note) when APE_obs's interval covers 0."""
+
+    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+        rows = self.rows(evidence)
+        if rows is None:
+            return None
+        nothing = (rows["ape_obs_lo"] <= 0) & (rows["ape_obs_hi"] >= 0)
+        note = [
+            f"undefined: APE_obs interval [{lo:.3g}, {hi:.3g}] covers 0, no apparent effect to explain" if n else None
+            for lo, hi, n in zip(rows["ape_obs_lo"], rows["ape_obs_hi"], nothing, strict=True)
+        ]
+        return rows[["system", "perturbation"]].assign(raw=rows["pie"].where(~nothing).to_numpy(), note=note)
+
+
 @SCORES.register("pie_industry")
-class PieIndustry(SchemeScore):
-    scheme, column = "industry", "pie"
+class PieIndustry(PieScore):
+    scheme = "industry"
     label = "PIE% industry"
     description = "how much of the apparent effect is really due to industry (%; lower = less misleading)"
 
 
 @SCORES.register("pie_company")
-class PieCompany(SchemeScore):
-    scheme, column = "company", "pie"
+class PieCompany(PieScore):
+    scheme = "company"
     label = "PIE% company"
     description = "how much of the apparent effect is really due to company (%; lower = less misleading)"
 
@@ -164,7 +242,8 @@ class PieCompany(SchemeScore):
 class MetricScore(Score):
     """Mean of a per-forecast metric over the successful forecasts of (system, perturbation)."""
 
-    robustness = False
+    family = "accuracy"
+    coverage = "perturbed"
     on_control = True
     metric: ClassVar[str]
 
@@ -205,7 +284,7 @@ class SignAccuracy(MetricScore):
 
 @SCORES.register("failure_rate")
 class FailureRate(Score):
-    robustness = False
+    coverage = "perturbed"  # over 20 % failed (default) is insufficient: worst level, never rewarded
     on_control = True
     label = "Failure rate"
     description = "share of forecasts that failed (crashed, timed out, wrong length, NaN)"

@@ -1,0 +1,75 @@
+"""The published absolute scale (METHOD §6, `scale: absolute`): fixed thresholds per score.
+
+The thresholds and their rationale live in ratings/scales.yaml (shipped as causalrate.scales).
+Each raw score is first expressed against a basis that does not depend on the compared systems.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from causalrate.causal.wrs import DEFAULT_LEVELS
+from causalrate.forecast.reference import last_observed
+
+ABSOLUTE_LEVELS = 3
+BASES = ("naive_clean_error", "wrs_max", "percent", "none")
+
+
+@dataclass(frozen=True)
+class Scale:
+    basis: str
+    thresholds: tuple[float, float]
+    higher_is_better: bool
+    rationale: str
+
+
+def scales_path() -> Path:
+    """The checkout's ratings/scales.yaml or, installed, the copy shipped as causalrate.scales."""
+    checkout = Path(__file__).resolve().parents[2] / "ratings" / "scales.yaml"
+    if checkout.is_file():
+        return checkout
+    return Path(str(resources.files("causalrate.scales") / "scales.yaml"))
+
+
+@cache
+def load_scales() -> dict[str, Scale]:
+    doc = yaml.safe_load(scales_path().read_text(encoding="utf-8"))
+    out = {}
+    for name, entry in doc["scores"].items():
+        if entry["basis"] not in BASES:
+            raise ValueError(f"scales.yaml: {name}: unknown basis {entry['basis']!r}; expected one of {BASES}")
+        out[name] = Scale(
+            basis=entry["basis"],
+            thresholds=tuple(entry["thresholds"]),
+            higher_is_better=bool(entry.get("higher_is_better", False)),
+            rationale=entry["rationale"],
+        )
+    return out
+
+
+def naive_clean_error(inputs: np.ndarray, truth: np.ndarray, outcome) -> float:
+    """Mean outcome of the naive reference (last observed value repeated) on the clean windows: the APE basis."""
+    forecast = np.repeat(last_observed(inputs)[:, None], truth.shape[1], axis=1)
+    with np.errstate(all="ignore"):
+        return float(np.nanmean(outcome(truth, forecast, inputs)))
+
+
+def wrs_maximum(pairs: int) -> float:
+    """The largest WRS a grouping with this many pairs can reach."""
+    return pairs * sum(w for _, w in DEFAULT_LEVELS)
+
+
+def absolute_level(value: float, scale: Scale) -> int | None:
+    """1..3 on the published thresholds; None when the value is undefined."""
+    if not np.isfinite(value):
+        return None
+    first, second = scale.thresholds
+    if scale.higher_is_better:
+        return 1 if value >= first else 2 if value >= second else 3
+    return 1 if value <= first else 2 if value <= second else 3
