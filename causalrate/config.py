@@ -172,6 +172,15 @@ class CausalConfig(Strict):
 
 class RatingConfig(Strict):
     levels: int = Field(3, ge=2, description="L, number of rating levels")
+    rule: Literal["tiers", "paper"] = Field(
+        "tiers", description="tiers: ties by paired bootstrap + BH, tie groups into levels; paper: array_split"
+    )
+    scale: Literal["relative", "absolute", "both"] = Field(
+        "both", description="relative ratings, the published absolute scale (ratings/scales.yaml), or both"
+    )
+    min_coverage: float = Field(
+        0.8, gt=0, le=1, description="share of a system's windows a score needs; fewer is insufficient (worst)"
+    )
     scores: list[str] | None = Field(None, description="scores to rate; null = all registered")
 
     @field_validator("scores")

@@ -1,34 +1,154 @@
-"""Rate every (perturbation, score) across systems, and the overall robustness rating (METHOD §6)."""
+"""Rate every (perturbation, score) across systems (METHOD §6): rule, scale, insufficient and undefined rows.
+
+- insufficient: computed on fewer than rating.min_coverage of the system's windows (or not at all):
+  the worst level, relative and absolute, with the reason in `note` — failures are never rewarded;
+- undefined (raw NaN with a note, e.g. PIE% with nothing to explain): the middle level ⌈L/2⌉, shown
+  as "—", left out of the binning of the others and of every headline;
+- the rest: binned by `rule` (tiers or paper) and, beside it, the published absolute scale.
+"""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+import numpy as np
 import pandas as pd
 
+from causalrate.rate.absolute import ABSOLUTE_LEVELS, absolute_level, load_scales
 from causalrate.rate.binning import bin_ratings
+from causalrate.rate.tiers import tier_ratings
 from causalrate.score.scores import SCORES
 
-
-def rate_scores(raw: pd.DataFrame, *, levels: int) -> pd.DataFrame:
-    """raw: columns perturbation, score, system, raw → adds `rating` (1 = best within its group)."""
-    parts = []
-    for (_, score), group in raw.groupby(["perturbation", "score"], sort=True):
-        higher = SCORES.get(score).higher_is_better
-        rated = group.sort_values("system").assign(
-            rating=lambda g, h=higher: bin_ratings(g["raw"].to_numpy(), levels=levels, higher_is_better=h)
-        )
-        parts.append(rated)
-    return pd.concat(parts, ignore_index=True)[["perturbation", "score", "system", "raw", "rating"]]
-
-
-def robustness_rows(rated: pd.DataFrame, *, control: str) -> pd.DataFrame:
-    """The rating rows the overall robustness rating is built from: robustness scores, perturbations only."""
-    return rated[(rated["perturbation"] != control) & rated["score"].map(lambda s: SCORES.get(s).robustness)]
+COLUMNS = [
+    "perturbation",
+    "score",
+    "system",
+    "raw",
+    "rating",
+    "rule",
+    "absolute_rating",
+    "tied_with",
+    "insufficient",
+    "note",
+    "display",
+]
 
 
-def overall_ratings(rated: pd.DataFrame, *, levels: int, control: str) -> dict[str, int]:
-    """Mean of each system's robustness ratings over the perturbations, re-binned the same way."""
-    means = robustness_rows(rated, control=control).groupby("system", sort=True)["rating"].mean()
-    if means.empty:
-        return {}
-    ratings = bin_ratings(means.to_numpy(), levels=levels)
-    return {system: int(r) for system, r in zip(means.index, ratings, strict=True)}
+@dataclass(frozen=True)
+class RatingSettings:
+    levels: int
+    rule: str = "tiers"
+    scale: str = "both"
+    min_coverage: float = 0.8
+
+
+def middle_level(levels: int) -> int:
+    """The level an undefined score gets: neither best nor worst (for L = 2 there is none: 1)."""
+    return math.ceil(levels / 2)
+
+
+def coverage_table(forecasts: pd.DataFrame, *, control: str, n_windows: int) -> pd.DataFrame:
+    """Per system and perturbation: the share of windows forecast ("perturbed") and also clean ("paired")."""
+    ok = (~forecasts["failed"]).astype(float)
+    wide = forecasts.assign(ok=ok).pivot_table(index=["system", "window"], columns="perturbation", values="ok")
+    rows = []
+    for system in wide.index.get_level_values(0).unique():
+        part = wide.loc[system].fillna(0.0)
+        for p in part.columns:
+            perturbed = part[p].to_numpy()
+            paired = perturbed * part[control].to_numpy()
+            rows.append(
+                {
+                    "system": system,
+                    "perturbation": p,
+                    "perturbed": perturbed.sum() / n_windows,
+                    "paired": paired.sum() / n_windows,
+                }
+            )
+    return pd.DataFrame(rows, columns=["system", "perturbation", "perturbed", "paired"])
+
+
+def attach_coverage(raw: pd.DataFrame, coverage: pd.DataFrame, severity: dict[str, tuple[str, float]]) -> pd.Series:
+    """The coverage each raw row was computed on (a severity grid: its worst member)."""
+    by_key = coverage.set_index(["system", "perturbation"])
+    grid = {}
+    for p, (family, _) in severity.items():
+        grid.setdefault(family, []).append(p)
+    values = []
+    for r in raw.itertuples():
+        kind = SCORES.get(r.score).coverage
+        members = grid.get(r.perturbation, [r.perturbation])
+        found = [by_key.loc[(r.system, p), kind] for p in members if (r.system, p) in by_key.index]
+        values.append(min(found) if found else 0.0)
+    return pd.Series(values, index=raw.index, dtype=float)
+
+
+def rate_scores(
+    raw: pd.DataFrame,
+    *,
+    settings: RatingSettings,
+    replicates: dict[tuple[str, str], dict[str, np.ndarray]] | None = None,
+) -> pd.DataFrame:
+    """raw: perturbation, score, system, raw, coverage, quantity (the absolute-scale value) [, note]."""
+    raw = raw.assign(note=raw["note"] if "note" in raw else None)
+    parts = [
+        _rate_group(group.sort_values("system"), score, settings, (replicates or {}).get((score, p)))
+        for (p, score), group in raw.groupby(["perturbation", "score"], sort=True)
+    ]
+    return pd.concat(parts, ignore_index=True)[COLUMNS]
+
+
+def _rate_group(group: pd.DataFrame, score: str, settings: RatingSettings, reps: dict | None) -> pd.DataFrame:
+    levels, higher = settings.levels, SCORES.get(score).higher_is_better
+    values = group["raw"].to_numpy(dtype=float)
+    defined = np.isfinite(values)
+    undefined = ~defined & group["note"].notna().to_numpy()
+    short = group["coverage"].to_numpy() < settings.min_coverage
+    insufficient = short | (~defined & ~undefined)
+    eligible = defined & ~insufficient
+    systems = group["system"].to_numpy()
+    relative = np.full(len(group), levels)
+    relative[undefined & ~short] = middle_level(levels)
+    tied: list[list[str]] = [[] for _ in systems]
+    idx = np.flatnonzero(eligible)
+    if settings.rule == "paper":
+        relative[idx] = bin_ratings(values[idx], levels=levels, higher_is_better=higher)
+    elif idx.size:
+        matrix = None
+        if reps is not None and all(s in reps for s in systems[idx]):
+            matrix = np.column_stack([reps[s] for s in systems[idx]])
+        ratings, ties = tier_ratings(values[idx], matrix, levels=levels, higher_is_better=higher)
+        relative[idx] = ratings
+        for k, i in enumerate(idx):
+            tied[i] = sorted(systems[idx][j] for j in ties[k])
+    scale = load_scales().get(score)
+    absolute = [None] * len(group)
+    if scale is not None and settings.scale != "relative":
+        quantity = group["quantity"].to_numpy(dtype=float)
+        for i in range(len(group)):
+            if insufficient[i]:
+                absolute[i] = ABSOLUTE_LEVELS
+            elif undefined[i]:
+                absolute[i] = middle_level(ABSOLUTE_LEVELS)
+            else:
+                absolute[i] = absolute_level(quantity[i], scale)
+    use_absolute = settings.scale == "absolute" and scale is not None
+    coverage = group["coverage"].to_numpy()
+    notes = [
+        f"insufficient: computed on {100 * c:.0f} % of the windows (< {100 * settings.min_coverage:.0f} %); "
+        "rated worst"
+        if bad
+        else note
+        for c, bad, note in zip(coverage, insufficient, group["note"], strict=True)
+    ]
+    return group.assign(
+        rating=[a if use_absolute else int(r) for a, r in zip(absolute, relative, strict=True)],
+        rule="absolute" if use_absolute else settings.rule,
+        absolute_rating=absolute,
+        tied_with=tied,
+        insufficient=insufficient,
+        note=notes,
+        display=["—" if u and not bad else None for u, bad in zip(undefined, insufficient, strict=True)],
+    )
+
