@@ -11,8 +11,9 @@ import pandas as pd
 
 from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
 from causalrate.causal.graph import Identification
-from causalrate.causal.rigor import Rigor, assess_rigor
+from causalrate.causal.rigor import Rigor, add_stability, assess_rigor
 from causalrate.causal.schemes import SCHEMES
+from causalrate.causal.selfcheck import judge
 from causalrate.causal.wrs import wrs
 from causalrate.config import StudyConfig
 from causalrate.data import Dataset, Windows, make_windows
@@ -28,7 +29,9 @@ from causalrate.forecast.store import ForecastStore
 from causalrate.forecast.systems import System, build_system
 from causalrate.perturb import Perturbation, load_suite
 from causalrate.perturb.suite import perturbation_seeds
-from causalrate.rate.ratings import overall_ratings, rate_scores
+from causalrate.rate.absolute import absolute_quantities, naive_clean_error
+from causalrate.rate.headlines import headline_ratings
+from causalrate.rate.ratings import RatingSettings, attach_coverage, coverage_table, rate_scores
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
 from causalrate.score.scores import SCORES, Evidence
@@ -342,11 +345,13 @@ class Result:
 
     evidence: Evidence
     effect_draws: pd.DataFrame
-    ratings: pd.DataFrame  # perturbation, score, system, raw, rating
+    ratings: pd.DataFrame  # rate.ratings.COLUMNS
     overall: dict[str, int]
     identification: dict[str, Identification]
     unavailable: dict[str, str]  # score → why it was not rated
     rigor: Rigor | None = None
+    headlines: dict[str, dict[str, dict]] = field(default_factory=dict)  # system → family → headline
+    checks: list[dict] = field(default_factory=list)  # the judged self-check (causal.selfcheck)
 
 
 def withhold_inconclusive(rated: pd.DataFrame, rigor: Rigor) -> pd.DataFrame:
@@ -394,7 +399,9 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "ape_adj", "pie"])
     )
     severity = {p.id: (p.family, p.severity) for p in study.suite if p.severity is not None}
-    evidence = Evidence(forecasts=forecasts, wrs=wrs_table, effects=effects, control=control, severity=severity)
+    evidence = Evidence(
+        forecasts=forecasts, wrs=wrs_table, effects=effects, control=control, severity=severity, table=table
+    )
     raw, unavailable = [], {}
     for name in cfg.rating.scores or SCORES.names():
         score = SCORES.get(name)()
@@ -405,7 +412,6 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         if not score.on_control:
             values = values[values["perturbation"] != control]
         raw.append(values.assign(score=name))
-    rated = rate_scores(pd.concat(raw, ignore_index=True), levels=cfg.rating.levels)
     rigor = None
     if cfg.rigor.replicates > 0:
         rigor = assess_rigor(
@@ -414,19 +420,36 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
             series_index=study.windows.series_index,
             forecasts=forecasts,
             outcomes=outcomes,
-            rated=rated,
             draws=draws,
             effects=effects,
             control=control,
             wrs_plans=wrs_plans(table, cfg.causal.wrs_groups),
         )
+    settings = RatingSettings(
+        levels=cfg.rating.levels, rule=cfg.rating.rule, scale=cfg.rating.scale, min_coverage=cfg.rating.min_coverage
+    )
+    raw = pd.concat(raw, ignore_index=True)
+    coverage = coverage_table(forecasts, control=control, n_windows=len(table))
+    naive_error = naive_clean_error(study.windows.inputs, study.windows.truth, METRICS.get(cfg.outcome))
+    raw = raw.assign(
+        coverage=attach_coverage(raw, coverage, severity),
+        quantity=absolute_quantities(raw, wrs_table, naive_error),
+    )
+    rated = rate_scores(raw, settings=settings, replicates=rigor.replicates if rigor else None)
+    if rigor:
+        add_stability(rigor, rated, levels=cfg.rating.levels, control=control)
         rated = withhold_inconclusive(rated, rigor)
+    headlines = headline_ratings(
+        rated, settings=settings, control=control, stability=rigor.overall_stability if rigor else None
+    )
     return Result(
         evidence=evidence,
         effect_draws=draws,
         rigor=rigor,
         ratings=rated,
-        overall=overall_ratings(rated, levels=cfg.rating.levels, control=control),
+        overall={s: h["robustness"]["rating"] for s, h in headlines.items() if "robustness" in h},
+        headlines=headlines,
+        checks=judge(effects),
         identification=identification,
         unavailable=unavailable,
     )

@@ -31,7 +31,8 @@ from causalrate.causal.uncertainty import (
 )
 from causalrate.config import StudyConfig
 from causalrate.rate.binning import bin_ratings
-from causalrate.rate.ratings import robustness_rows
+from causalrate.rate.headlines import robustness_rows
+from causalrate.score.bias import bias_gap
 from causalrate.score.scores import SCORES
 from causalrate.seeding import rng
 
@@ -53,6 +54,10 @@ DRAW_SCORES = {
 @dataclass
 class Rigor:
     rows: dict[tuple[str, str, str], dict] = field(default_factory=dict)  # (perturbation, score, system) → extras
+    # (score, perturbation) → system → paired replicates of the raw score: bootstrap over windows, or
+    # the B observational draws for deconfounded APE and PIE% (what the tiers rule tests ties on)
+    replicates: dict[tuple[str, str], dict[str, np.ndarray]] = field(default_factory=dict)
+    bootstrap: set[tuple[str, str]] = field(default_factory=set)  # the replicates that are window resamples
     overall_stability: dict[str, float] = field(default_factory=dict)
     wrs_tests: list[dict] = field(default_factory=list)
     refutations: list[dict] = field(default_factory=list)
@@ -80,14 +85,13 @@ def assess_rigor(
     series_index: np.ndarray,
     forecasts: pd.DataFrame,
     outcomes: dict[str, pd.DataFrame],
-    rated: pd.DataFrame,
     draws: pd.DataFrame,
     effects: pd.DataFrame,
     control: str,
     wrs_plans: list[tuple[str, np.ndarray, np.ndarray | None]],
 ) -> Rigor:
+    """Intervals, power, replicates, BH counts and refutations; stability comes after rating (add_stability)."""
     cfg = config.rigor
-    levels = config.rating.levels
     rigor = Rigor()
     systems = sorted(outcomes)
     counts = bootstrap_counts(series_index, replicates=cfg.replicates, rng=rng(config.seed, "bootstrap"))
@@ -127,6 +131,9 @@ def assess_rigor(
                     for attribute, groups, within in wrs_plans:
                         reps_wrs = replicate_wrs(counts, values, groups, within)
                         replicates.setdefault((f"wrs_{attribute}", p), {})[system] = reps_wrs
+                        if f"bias_{attribute}" in SCORES:
+                            reps_bias = bias_gap(counts, values, groups, within)
+                            replicates.setdefault((f"bias_{attribute}", p), {})[system] = reps_bias
                         pvalues = wrs_pairs(values, groups, within)
                         adjusted = stats.false_discovery_control(pvalues, method="bh") if pvalues else np.array([])
                         rigor.wrs_tests.append(
@@ -143,22 +150,34 @@ def assess_rigor(
                     if system in frame.index.get_level_values(0) and p in frame.columns:
                         column = frame.loc[system][p].reindex(range(len(table))).to_numpy(dtype=float)
                         replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
-    for (score, p), per_system in replicates.items():
-        _stability_from(rigor, rated, score, p, per_system, levels)
+    bootstrap = set(replicates)
     for score, (scheme, column) in DRAW_SCORES.items():
         part = draws[draws["scheme"] == scheme].assign(abs_adj=lambda d: d["ape_adj"].abs())
         for p, group in part.groupby("perturbation"):
             per_system = {s: g.sort_values("draw")[column].to_numpy() for s, g in group.groupby("system")}
             if len({v.size for v in per_system.values()}) == 1:
-                _stability_from(rigor, rated, score, p, per_system, levels)
-    rigor.overall_stability = _overall_stability(rated, replicates, levels, control)
+                replicates[(score, p)] = per_system
+    for (score, p), per_system in replicates.items():
+        for s, column in per_system.items():
+            rigor.rows.setdefault((p, score, s), {}).setdefault("interval", list(interval(column)))
+    rigor.replicates = replicates
+    rigor.bootstrap = bootstrap
     if cfg.refute:
         rigor.refutations = _refutations(config, table, outcomes, draws, effects, control)
     return rigor
 
 
+def add_stability(rigor: Rigor, rated: pd.DataFrame, *, levels: int, control: str) -> None:
+    """Share of replicates in which each rating (and each overall rating) is kept, by rank-based binning."""
+    for (score, p), per_system in rigor.replicates.items():
+        _stability_from(rigor, rated, score, p, per_system, levels)
+    bootstrap = {k: v for k, v in rigor.replicates.items() if k in rigor.bootstrap}
+    rigor.overall_stability = _overall_stability(rated, bootstrap, levels, control)
+
+
 def _stability_from(rigor: Rigor, rated: pd.DataFrame, score: str, p: str, per_system: dict, levels: int) -> None:
     observed = rated[(rated["score"] == score) & (rated["perturbation"] == p)].set_index("system")
+    observed = observed[~observed["insufficient"] & observed["display"].ne("—")]
     systems = [s for s in observed.index if s in per_system]
     if not systems:
         return
@@ -166,10 +185,9 @@ def _stability_from(rigor: Rigor, rated: pd.DataFrame, score: str, p: str, per_s
     higher = SCORES.get(score).higher_is_better
     ratings = np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
     shares = stability(ratings, observed.loc[systems, "rating"].to_numpy())
-    for s, share, column in zip(systems, shares, matrix.T, strict=True):
+    for s, share in zip(systems, shares, strict=True):
         extra = rigor.rows.setdefault((p, score, s), {})
         extra["stability"] = float(share)
-        extra.setdefault("interval", list(interval(column)))
 
 
 def _overall_stability(rated: pd.DataFrame, replicates: dict, levels: int, control: str) -> dict[str, float]:

@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import yaml
 
 from causalrate.causal.wrs import DEFAULT_LEVELS
@@ -73,3 +74,29 @@ def absolute_level(value: float, scale: Scale) -> int | None:
     if scale.higher_is_better:
         return 1 if value >= first else 2 if value >= second else 3
     return 1 if value <= first else 2 if value <= second else 3
+
+
+def absolute_quantities(raw: pd.DataFrame, wrs: pd.DataFrame, naive_error: float) -> pd.Series:
+    """Each raw row expressed on its scale's basis (NaN where the score has no published scale).
+
+    raw: perturbation, score, system, raw; wrs: the WRS table (system, perturbation, attribute, pairs).
+    """
+    from causalrate.score.scores import SCORES
+
+    scales = load_scales()
+    pairs = wrs.set_index(["system", "perturbation", "attribute"])["pairs"]
+    values = []
+    for r in raw.itertuples():
+        scale = scales.get(r.score)
+        basis = scale.basis if scale else None
+        if basis == "naive_clean_error":
+            values.append(r.raw / naive_error if naive_error > 0 else np.nan)
+        elif basis == "wrs_max":
+            key = (r.system, r.perturbation, SCORES.get(r.score).attribute)
+            maximum = wrs_maximum(int(pairs.get(key, 0)))
+            values.append(r.raw / maximum if maximum > 0 else np.nan)
+        elif basis == "percent":
+            values.append(100 * r.raw)
+        else:
+            values.append(r.raw if scale else np.nan)
+    return pd.Series(values, index=raw.index, dtype=float)

@@ -40,7 +40,7 @@ def robustness_rows(rated: pd.DataFrame, *, control: str) -> pd.DataFrame:
 def headline_ratings(
     rated: pd.DataFrame, *, settings: RatingSettings, control: str, stability: dict[str, float] | None = None
 ) -> dict[str, dict[str, dict]]:
-    """{system: {family: H}} with H as in INTERFACES (rating, absolute_rating, meaning, stability, tied_with, scores)."""
+    """{system: {family: H}}, H = rating, absolute_rating, meaning, stability, tied_with, scores (INTERFACES)."""
     systems = sorted(rated["system"].unique())
     out: dict[str, dict[str, dict]] = {s: {} for s in systems}
     for family, what in HEADLINES.items():

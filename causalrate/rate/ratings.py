@@ -91,7 +91,7 @@ def rate_scores(
     replicates: dict[tuple[str, str], dict[str, np.ndarray]] | None = None,
 ) -> pd.DataFrame:
     """raw: perturbation, score, system, raw, coverage, quantity (the absolute-scale value) [, note]."""
-    raw = raw.assign(note=raw["note"] if "note" in raw else None)
+    raw = raw.assign(note=raw.get("note"))
     parts = [
         _rate_group(group.sort_values("system"), score, settings, (replicates or {}).get((score, p)))
         for (p, score), group in raw.groupby(["perturbation", "score"], sort=True)
@@ -136,8 +136,7 @@ def _rate_group(group: pd.DataFrame, score: str, settings: RatingSettings, reps:
     use_absolute = settings.scale == "absolute" and scale is not None
     coverage = group["coverage"].to_numpy()
     notes = [
-        f"insufficient: computed on {100 * c:.0f} % of the windows (< {100 * settings.min_coverage:.0f} %); "
-        "rated worst"
+        f"insufficient: computed on {100 * c:.0f} % of the windows (< {100 * settings.min_coverage:.0f} %); rated worst"
         if bad
         else note
         for c, bad, note in zip(coverage, insufficient, group["note"], strict=True)
@@ -151,4 +150,3 @@ def _rate_group(group: pd.DataFrame, score: str, settings: RatingSettings, reps:
         note=notes,
         display=["—" if u and not bad else None for u, bad in zip(undefined, insufficient, strict=True)],
     )
-

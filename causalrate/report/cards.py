@@ -32,7 +32,7 @@ from causalrate.config import REFERENCE_SYSTEMS, PerturbationSpec
 from causalrate.errors import UserError
 from causalrate.perturb import load_suite
 from causalrate.perturb.suite import perturbation_seeds
-from causalrate.rate.ratings import robustness_rows
+from causalrate.rate.headlines import robustness_rows
 from causalrate.report import figures
 from causalrate.report.outputs import RATINGS_SCHEMA
 from causalrate.score.scores import SCORES

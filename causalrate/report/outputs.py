@@ -20,7 +20,7 @@ from causalrate.score.scores import SCORES
 if TYPE_CHECKING:
     from causalrate.pipeline import Result, Study
 
-RATINGS_SCHEMA = "causalrate/ratings-v2"
+RATINGS_SCHEMA = "causalrate/ratings-v3"
 PACKAGES = ("causalrate", "numpy", "pandas", "scipy", "statsmodels", "scikit-learn", "dowhy", "pydantic")
 
 
@@ -73,7 +73,9 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
         "direction": "1 = best",
         "meaning": (
             f"Ratings run from 1 (best: most robust or most accurate) to {cfg.rating.levels} (worst), "
-            f"relative to the {len(study.systems)} systems compared."
+            f"relative to the {len(study.systems)} systems compared (`rating`, rule {cfg.rating.rule!r}); "
+            "`absolute_rating` runs from 1 to 3 on the published scale (ratings/scales.yaml), the same in any "
+            "study on the same data."
         ),
         "outcome": cfg.outcome,
         "not_assessed": [{"name": name, "reason": why} for name, why in sorted(study.not_assessed.items())],
@@ -111,9 +113,29 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "system": r.system,
                 "raw": clean_float(r.raw),
                 "rating": int(r.rating),
+                "rule": r.rule,
+                "absolute_rating": None if pd.isna(r.absolute_rating) else int(r.absolute_rating),
+                "tied_with": list(r.tied_with),
+                "insufficient": bool(r.insufficient),
+                "note": r.note if isinstance(r.note, str) else None,
+                **({"display": r.display} if isinstance(r.display, str) else {}),
                 **_extras(result, (r.perturbation, r.score, r.system)),
             }
             for r in result.ratings.itertuples()
+        ],
+        "rule": cfg.rating.rule,
+        "scale": cfg.rating.scale,
+        "min_coverage": cfg.rating.min_coverage,
+        "headlines": {
+            system: {family: {**h, "stability": clean_float(h["stability"])} for family, h in sorted(families.items())}
+            for system, families in sorted(result.headlines.items())
+        },
+        "checks": [
+            {
+                k: clean_float(v) if isinstance(v, float) else [clean_float(x) for x in v] if k == "interval" else v
+                for k, v in c.items()
+            }
+            for c in result.checks
         ],
         "overall_stability": {
             k: clean_float(v) for k, v in (result.rigor.overall_stability if result.rigor else {}).items()

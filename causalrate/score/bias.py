@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def bias_gap(weights: np.ndarray, values: np.ndarray, groups: np.ndarray, within: np.ndarray | None = None) -> np.ndarray:
+def bias_gap(
+    weights: np.ndarray, values: np.ndarray, groups: np.ndarray, within: np.ndarray | None = None
+) -> np.ndarray:
     """[B] relative bias gap under each weighting [B, W] of the windows' outcomes [W] (NaN = missing)."""
     valid = np.isfinite(values)
     w = weights * valid
