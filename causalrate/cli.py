@@ -44,7 +44,23 @@ def _assess(args: argparse.Namespace) -> int:
 
         render_cards(out)
         print(f"wrote rating cards and the comparison page to {out}/cards/")
+    _summarise_checks(out)
     return 0
+
+
+def _summarise_checks(out: Path) -> None:
+    """The judged self-check on stderr (the exit code does not change: the ratings were still made)."""
+    import json
+
+    checks = json.loads((out / "ratings.json").read_text(encoding="utf-8")).get("checks", [])
+    failed = [c for c in checks if not c["passed"]]
+    if not failed:
+        return
+    print(
+        f"causalrate: self-check failed for {len(failed)} of {len(checks)} confounded distributions:", file=sys.stderr
+    )
+    for c in failed:
+        print(f"  - {c['system']} / {c['perturbation']} / {c['scheme']}: {c['reason']}", file=sys.stderr)
 
 
 def _rate(args: argparse.Namespace) -> int:

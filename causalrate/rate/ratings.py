@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from causalrate.errors import UserError
 from causalrate.rate.absolute import ABSOLUTE_LEVELS, absolute_level, load_scales
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.tiers import tier_ratings
@@ -41,6 +42,15 @@ class RatingSettings:
     rule: str = "tiers"
     scale: str = "both"
     min_coverage: float = 0.8
+
+
+def check_levels(levels: int, n_systems: int, scale: str) -> None:
+    """Refuse relative ratings with more levels than systems: the worst levels could only mean 'failed'."""
+    if scale != "absolute" and levels > n_systems:
+        raise UserError(
+            f"rating.levels: {levels} levels for {n_systems} system(s); relative ratings need at most one level "
+            f"per system (set rating.levels ≤ {n_systems}, or rating.scale: absolute)"
+        )
 
 
 def middle_level(levels: int) -> int:

@@ -201,8 +201,17 @@ def write_outputs(*, study: Study, result: Result, out: Path) -> None:
 
 def _cell(row: dict[str, Any]) -> str:
     """'rating (raw)', with '≥ k' when inconclusive and ⚠ when the rating is unstable."""
-    text = f"{row.get('display') or row['rating']} ({_fmt(row['raw'])})"
+    text = f"{row.get('display') or row['rating']} ({_fmt(row['raw'])})" + (
+        " insufficient" if row.get("insufficient") else ""
+    )
     return text + (" ⚠" if row.get("stable") is False else "")
+
+
+def _fmt_headline(h: dict | None) -> str:
+    if not h:
+        return "—"
+    absolute = f" ({h['absolute_rating']})" if h.get("absolute_rating") is not None else ""
+    return f"{h['rating']}{absolute}"
 
 
 def _fmt(x: float | None) -> str:
@@ -227,6 +236,26 @@ def render_report(doc: dict[str, Any], result: Result) -> str:
         *[f"| {s} | {doc['overall'].get(s, '—')} of {levels} |" for s in systems],
         "",
     ]
+    if doc.get("headlines"):
+        lines += ["## Headline ratings", "", "| system | robustness | bias | accuracy |", "|---|---|---|---|"]
+        for s in systems:
+            h = doc["headlines"].get(s, {})
+            cells = [_fmt_headline(h.get(f)) for f in ("robustness", "bias", "accuracy")]
+            lines.append(f"| {s} | " + " | ".join(cells) + " |")
+        lines += ["", "Relative rating (absolute rating on the published 3-level scale); `overall` = robustness.", ""]
+    failed = [c for c in doc.get("checks", []) if not c["passed"]]
+    if doc.get("checks"):
+        lines += ["## Self-check (METHOD §5.4)", ""]
+        lines += [f"{len(doc['checks']) - len(failed)} of {len(doc['checks'])} confounded distributions pass.", ""]
+        lines += [
+            f"- FAILED {c['system']} / {c['perturbation']} / {c['scheme']}: {c['reason']} (APE_true "
+            f"{_fmt(c['ape_true'])}, APE_obs {_fmt(c['ape_obs'])}, APE_adj {_fmt(c['ape_adj'])})"
+            for c in failed
+        ] + [""]
+    notes = [r for r in doc["ratings"] if r.get("note")]
+    if notes:
+        lines += ["## Insufficient and undefined scores", ""]
+        lines += [f"- {r['system']} / {r['perturbation']} / {r['score']}: {r['note']}" for r in notes] + [""]
     if doc["not_assessed"]:
         lines += ["## Not assessed", "", "These systems were in the study but could not run here:", ""]
         lines += [f"- **{s['name']}**: {s['reason']}" for s in doc["not_assessed"]] + [""]
