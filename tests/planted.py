@@ -84,3 +84,30 @@ def sample_paths(inputs, horizon):
     last = np.nan_to_num(inputs[:, -1:], nan=np.nanmean(inputs))
     spread = np.linspace(-0.02, 0.02, 8)[None, :, None] * last[:, :, None]
     return np.repeat(last[:, :, None], horizon, axis=2) + spread
+
+
+def always_fails(inputs, horizon):
+    raise RuntimeError("this model always fails")
+
+
+def _zero_penalised(inputs, horizon, k):
+    """Forecasts 0 (always below the prices), lowered by 100·k per zero seen in the input: the error of a
+    window grows by exactly 100·k per zero, whatever else the perturbation changed, so APE ∝ k."""
+    zeros = (inputs == 0).sum(axis=1)
+    return np.repeat((-100.0 * k * zeros)[:, None], horizon, axis=1)
+
+
+def effect_none(inputs, horizon):
+    return _zero_penalised(inputs, horizon, 0.0)
+
+
+def effect_tiny(inputs, horizon):
+    return _zero_penalised(inputs, horizon, 1e-5)
+
+
+def effect_mid(inputs, horizon):
+    return _zero_penalised(inputs, horizon, 3e-4)
+
+
+def effect_huge(inputs, horizon):
+    return _zero_penalised(inputs, horizon, 1e-2)

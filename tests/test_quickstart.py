@@ -25,11 +25,13 @@ def test_outputs_and_schema(quickstart):
     cards = {p.name for p in (quickstart / "cards").glob("*.html")}
     assert cards == {"naive.html", "arima.html", "random.html", "biased.html", "comparison.html"}
     doc = load(quickstart)
-    assert doc["schema"] == "causalrate/ratings-v2" and doc["direction"] == "1 = best" and doc["levels"] == 3
+    assert doc["schema"] == "causalrate/ratings-v3" and doc["direction"] == "1 = best" and doc["levels"] == 3
     assert [s["name"] for s in doc["systems"]] == ["naive", "arima", "random", "biased"]
     scores = {
         "wrs_industry",
         "wrs_company",
+        "bias_industry",
+        "bias_company",
         "ape",
         "ape_industry",
         "ape_company",
@@ -65,6 +67,11 @@ def test_outputs_and_schema(quickstart):
 
 def test_acceptance_checks(quickstart):
     doc = load(quickstart)
+    # issue 15: biased is worst on bias, and no card headline calls it most robust
+    bias = {s: h["bias"]["rating"] for s, h in doc["headlines"].items()}
+    assert bias["biased"] == max(bias.values()) > min(bias.values())
+    assert set(doc["overall"]) == set(doc["headlines"]) and all(c["passed"] for c in doc["checks"])
+    assert "most robust" not in (quickstart / "cards" / "biased.html").read_text()
     for p in ("P1", "P2", "P3"):
         wrs = rows(doc, p, "wrs_industry")
         assert wrs["biased"]["raw"] == max(r["raw"] for r in wrs.values())

@@ -1,0 +1,201 @@
+"""Issue 15: ratings that say what they claim — planted systems and hand-made cases, one per rule."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from causalrate.causal import effects as effects_module
+from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
+from causalrate.causal.selfcheck import judge
+from causalrate.causal.wrs import wrs
+from causalrate.rate.absolute import absolute_level, load_scales
+from causalrate.rate.ratings import RatingSettings, rate_scores
+from causalrate.rate.tiers import tier_ratings
+from causalrate.score.bias import bias_gap
+from causalrate.score.scores import Evidence, PieIndustry
+
+PLANTED = """\
+- {name: none, type: python, function: "planted.py:effect_none"}
+- {name: tiny, type: python, function: "planted.py:effect_tiny"}
+- {name: mid, type: python, function: "planted.py:effect_mid"}
+- {name: huge, type: python, function: "planted.py:effect_huge"}
+- {name: broken, type: python, function: "planted.py:always_fails"}
+"""
+
+
+def rows(doc, perturbation, score):
+    return {r["system"]: r for r in doc["ratings"] if (r["perturbation"], r["score"]) == (perturbation, score)}
+
+
+@pytest.fixture(scope="module")
+def planted_run(tmp_path_factory):
+    from causalrate.cli import main
+    from tests.conftest import make_synthetic_study
+
+    folder = tmp_path_factory.mktemp("rules")
+    config = make_synthetic_study(folder, PLANTED, extra="rigor: {refute: false}\n", stride=4)
+    assert main(["assess", str(config), "--out", str(folder / "run"), "--no-cards"]) == 0
+    return json.loads((folder / "run" / "ratings.json").read_text())
+
+
+def test_always_failing_system_is_worst_everywhere(planted_run):
+    doc = planted_run
+    assert doc["overall"]["broken"] == doc["levels"]
+    assert all(doc["overall"][s] < doc["levels"] for s in ("none", "tiny", "mid", "huge"))
+    mine = [r for r in doc["ratings"] if r["system"] == "broken"]
+    assert mine and all(r["insufficient"] and r["rating"] == doc["levels"] for r in mine)
+    assert all("insufficient" in r["note"] for r in mine)
+    for family in ("robustness", "bias", "accuracy"):
+        assert doc["headlines"]["broken"][family]["rating"] == doc["levels"]
+
+
+def test_tiny_effect_never_shares_a_level_with_a_1000x_larger_one(planted_run):
+    ape = rows(planted_run, "P1", "ape")
+    assert ape["huge"]["raw"] > 900 * ape["tiny"]["raw"] > 0
+    assert ape["tiny"]["raw"] < ape["mid"]["raw"] < ape["huge"]["raw"]
+    assert ape["tiny"]["rating"] < ape["huge"]["rating"]
+    assert ape["tiny"]["rating"] <= ape["mid"]["rating"] <= ape["huge"]["rating"]
+    assert "huge" not in ape["tiny"]["tied_with"]
+
+
+def test_no_level_is_skipped(planted_run):
+    for (p, score), part in pd.DataFrame(planted_run["ratings"]).groupby(["perturbation", "score"]):
+        rated = (
+            part[~part["insufficient"] & part["display"].isna()] if "display" in part else part[~part["insufficient"]]
+        )
+        used = sorted(set(rated["rating"]))
+        assert used == list(range(1, len(used) + 1)) or used == list(range(2, len(used) + 2)), (p, score, used)
+
+
+def test_tiers_on_hand_made_replicates():
+    rng = np.random.default_rng(0)
+    # a and b indistinguishable (same replicates ± noise), c clearly worse, d far worse
+    base = rng.normal(0, 0.01, 200)
+    reps = np.column_stack([1 + base, 1.001 + base + rng.normal(0, 0.01, 200), 2 + base, 50 + base])
+    ratings, tied = tier_ratings(np.array([1.0, 1.001, 2.0, 50.0]), reps, levels=3)
+    assert ratings.tolist() == [1, 1, 2, 3]
+    assert tied[0] == [1] and tied[2] == []
+    # three systems tied at the best value and one far away: it is level 2, not 3 (no empty level)
+    ratings, _ = tier_ratings(np.array([0.0, 0.0, 0.0, 2.3e-4]), None, levels=3)
+    assert ratings.tolist() == [1, 1, 1, 2]
+
+
+def test_insufficient_and_undefined_rows():
+    raw = pd.DataFrame(
+        {
+            "perturbation": "P1",
+            "score": "pie_industry",
+            "system": ["a", "b", "c", "d"],
+            "raw": [5.0, np.nan, 20.0, 1.0],
+            "note": [None, "undefined: APE_obs interval covers 0", None, None],
+            "coverage": [1.0, 1.0, 1.0, 0.5],
+            "quantity": [5.0, np.nan, 20.0, 1.0],
+        }
+    )
+    out = rate_scores(raw, settings=RatingSettings(levels=3)).set_index("system")
+    assert out.loc["d", "insufficient"] and out.loc["d", "rating"] == 3 and out.loc["d", "absolute_rating"] == 3
+    assert out.loc["b", "rating"] == 2 and out.loc["b", "display"] == "—" and not out.loc["b", "insufficient"]
+    assert out.loc["a", "rating"] == 1 and out.loc["c", "rating"] == 2  # d (1.0) is insufficient, not best
+    assert out.loc["a", "absolute_rating"] == 1 and out.loc["c", "absolute_rating"] == 2
+
+
+def test_pie_is_undefined_when_there_is_nothing_to_explain():
+    effects = pd.DataFrame(
+        {
+            "system": ["flat", "moved"],
+            "perturbation": "P1",
+            "scheme": "industry",
+            "ape_true": [0.0, 1.0],
+            "ape_obs": [1e-4, 1.2],
+            "ape_obs_lo": [-0.01, 1.1],
+            "ape_obs_hi": [0.01, 1.3],
+            "ape_adj": [0.0, 1.0],
+            "pie": [1782.0, 16.7],
+        }
+    )
+    evidence = Evidence(forecasts=pd.DataFrame(), wrs=pd.DataFrame(), effects=effects, control="P0", severity={})
+    out = PieIndustry().compute(evidence).set_index("system")
+    assert np.isnan(out.loc["flat", "raw"]) and "covers 0" in out.loc["flat", "note"]
+    assert out.loc["moved", "raw"] == 16.7 and pd.isna(out.loc["moved", "note"])
+
+
+def test_bias_company_sees_a_bias_inside_a_pair_that_already_differs():
+    rng = np.random.default_rng(1)
+    n = 200
+    company = np.repeat(["A", "B", "C", "D"], n)
+    industry = np.repeat(["X", "X", "Y", "Y"], n)
+    honest = rng.normal(1.0, 0.05, 4 * n) + np.where(company == "B", 0.3, 0.0)  # A vs B differ already
+    biased = honest + np.where(company == "B", 0.5, 0.0)  # and a system makes B worse still
+    w_honest, _ = wrs(honest, company, within=industry)
+    w_biased, _ = wrs(biased, company, within=industry)
+    assert w_honest == w_biased >= 2.3  # A–B saturated (2.3) for both; C–D the same for both: WRS cannot tell
+    ones = np.ones((1, 4 * n))
+    b_honest = bias_gap(ones, honest, company, industry)[0]
+    b_biased = bias_gap(ones, biased, company, industry)[0]
+    # by hand: |mean B − mean A| / overall mean
+    assert b_honest == pytest.approx(0.3 / np.mean(honest), rel=0.1)
+    assert b_biased == pytest.approx(0.8 / np.mean(biased), rel=0.1)
+    assert b_biased > 2 * b_honest
+
+
+def test_published_scale_reads_and_cuts():
+    scales = load_scales()
+    assert {"ape", "failure_rate", "wrs_industry", "bias_company"} <= set(scales)
+    assert all(s.rationale for s in scales.values())
+    ape = scales["ape"]
+    assert [absolute_level(x, ape) for x in (0.01, 0.05, 0.2, 0.9, np.nan)] == [1, 1, 2, 3, None]
+    sign = scales["sign_accuracy"]
+    assert [absolute_level(x, sign) for x in (0.6, 0.5, 0.3)] == [1, 2, 3]
+
+
+def _confounded_problem():
+    """Industry drives both the outcome level and (scheme `industry`) who is perturbed: APE_obs is biased."""
+    rng = np.random.default_rng(2)
+    n = 600
+    industry = np.repeat(["Alpha", "Beta"], n // 2)
+    table = pd.DataFrame({"industry": industry, "company": np.repeat(["A1", "A2", "B1", "B2"], n // 4)})
+    clean = np.where(industry == "Alpha", 5.0, 1.0) + rng.normal(0, 0.1, n)
+    outcomes = {"sys": pd.DataFrame({"P0": clean, "P1": clean + 0.5 + rng.normal(0, 0.1, n)})}
+    settings = DrawSettings(schemes=("industry",), draws=10, high=0.8, low=0.2, caliper=0.2, covariates=(), seed=0)
+    return table, outcomes, settings
+
+
+def test_self_check_passes_matching_and_fails_a_broken_estimator(monkeypatch):
+    table, outcomes, settings = _confounded_problem()
+    ident = identify_schemes(settings, ["industry", "company"])
+
+    def run():
+        draws = estimate_effects(
+            windows=table, outcomes=outcomes, control="P0", settings=settings, identification=ident
+        )
+        return judge(summarise_effects(draws))
+
+    (good,) = run()
+    assert good["passed"], good
+    real = effects_module.match_ate
+
+    def naive_match(features, t, y, **kwargs):  # "deconfounds" by returning the naive difference
+        return replace(real(features, t, y, **kwargs), ate=float(y[t].mean() - y[~t].mean()))
+
+    monkeypatch.setattr(effects_module, "match_ate", naive_match)
+    (bad,) = run()
+    assert not bad["passed"] and "did not move" in bad["reason"]
+    assert abs(bad["ape_obs"] - bad["ape_true"]) > 1.0  # the planted confounding bias
+
+
+def test_paper_rule_reproduces_the_v2_quickstart_ratings_exactly():
+    """rule: paper, scale: relative on the raw scores of the v2 reference gives every one of its ratings."""
+    from pathlib import Path
+
+    old = json.loads((Path(__file__).parent / "fixtures" / "quickstart_ratings_v2.json").read_text())
+    frame = pd.DataFrame(old["ratings"])
+    raw = frame.assign(raw=frame["raw"].astype(float), coverage=1.0, quantity=np.nan)
+    rated = rate_scores(raw.drop(columns=["rating"]), settings=RatingSettings(levels=3, rule="paper", scale="relative"))
+    got = rated.merge(frame, on=["perturbation", "score", "system"], suffixes=("", "_v2"))
+    withheld = np.where(got["inconclusive"], np.maximum(got["rating"], 2), got["rating"])  # the rigor layer's ≥ 2
+    assert len(got) == len(frame) == 164
+    assert (withheld == got["rating_v2"]).all()
+    assert set(rated["rule"]) == {"paper"} and rated["absolute_rating"].isna().all()
