@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from causalrate.perturb import Perturbation, load_suite
 from causalrate.perturb.suite import perturbation_seeds
 from causalrate.rate.absolute import absolute_quantities, naive_clean_error
 from causalrate.rate.headlines import headline_ratings
-from causalrate.rate.ratings import RatingSettings, attach_coverage, check_levels, coverage_table, rate_scores
+from causalrate.rate.ratings import RatingSettings, attach_coverage, coverage_table, levels_warning, rate_scores
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
 from causalrate.score.scores import SCORES, Evidence
@@ -97,7 +98,9 @@ def prepare(
         if not systems:
             raise UserError(f"no system can run here:\n{listing}")
         config = config.model_copy(update={"systems": [s for s in config.systems if s.name in systems]})
-    check_levels(config.rating.levels, len(systems) if check_systems else len(config.systems), config.rating.scale)
+    warning = levels_warning(config.rating.levels, len(systems), config.rating.scale)
+    if warning:
+        print(f"causalrate: warning: {warning}", file=sys.stderr)
     table = window_table(dataset, windows, config)
     for name in config.causal.schemes:
         SCHEMES.get(name)().check(table)

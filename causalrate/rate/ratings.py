@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from causalrate.errors import UserError
 from causalrate.rate.absolute import ABSOLUTE_LEVELS, absolute_level, load_scales
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.tiers import tier_ratings
@@ -44,13 +43,15 @@ class RatingSettings:
     min_coverage: float = 0.8
 
 
-def check_levels(levels: int, n_systems: int, scale: str) -> None:
-    """Refuse relative ratings with more levels than systems: the worst levels could only mean 'failed'."""
-    if scale != "absolute" and levels > n_systems:
-        raise UserError(
-            f"rating.levels: {levels} levels for {n_systems} system(s); relative ratings need at most one level "
-            f"per system (set rating.levels ≤ {n_systems}, or rating.scale: absolute)"
-        )
+def levels_warning(levels: int, n_systems: int, scale: str) -> str | None:
+    """More levels than systems in relative mode: rated anyway (tiers use levels 1..g without gaps), with a warning
+    that the levels past the number of systems are only reached by insufficient rows (failures)."""
+    if scale == "absolute" or levels <= n_systems:
+        return None
+    return (
+        f"rating.levels: {levels} levels for {n_systems} system(s); relative ratings use at most {n_systems} "
+        f"level(s) for measured scores, levels above that only mark insufficient ones (failures)"
+    )
 
 
 def middle_level(levels: int) -> int:
