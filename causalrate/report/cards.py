@@ -170,7 +170,7 @@ def card_context(run: Run, system: str, slug: str) -> dict[str, Any]:
         }
         if not any(cells):
             continue  # rated per severity grid, not per perturbation: see `grids`
-        kind = "accuracy" if score.family == "accuracy" else "robustness"
+        kind = "accuracy" if score.on_control else "robustness"  # tables with a clean-input column
         tables[kind].append({"score": score_name, "label": score.label, "meaning": score.description, "cells": cells})
     ids = {p["id"] for p in perturbations}
     grids = [
