@@ -194,6 +194,7 @@ class CausalConfig(Strict):
         default_factory=list, description="window characteristics whose terciles are WRS groups (score wrs_<name>)"
     )
     stl_period: int = Field(5, ge=2, description="STL period for trend/seasonality strength (5 = a trading week)")
+    recency_k: PositiveInt = Field(5, description="k_r: score recency = APE when a last-k_r input point is perturbed")
 
     @field_validator("covariates", "wrs_groups")
     @classmethod

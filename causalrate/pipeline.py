@@ -33,6 +33,7 @@ from causalrate.perturb.worst import WorstCase
 from causalrate.rate.ratings import overall_ratings, rate_scores
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
+from causalrate.score.recency import recency_profile
 from causalrate.score.scores import SCORES, Evidence
 from causalrate.seeding import row_seeds
 
@@ -400,6 +401,7 @@ class Result:
     identification: dict[str, Identification]
     unavailable: dict[str, str]  # score → why it was not rated
     rigor: Rigor | None = None
+    recency_profile: list[dict] = field(default_factory=list)  # APE by distance of the corruption from the origin
 
 
 def withhold_inconclusive(rated: pd.DataFrame, rigor: Rigor) -> pd.DataFrame:
@@ -447,7 +449,17 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "abs_ape_adj", "pie"])
     )
     severity = {p.id: (p.family, p.severity) for p in study.suite if p.severity is not None}
-    evidence = Evidence(forecasts=forecasts, wrs=wrs_table, effects=effects, control=control, severity=severity)
+    evidence = Evidence(
+        forecasts=forecasts,
+        wrs=wrs_table,
+        effects=effects,
+        control=control,
+        severity=severity,
+        input_length=cfg.windows.input_length,
+        recency_k=cfg.causal.recency_k,
+        recency_perturbations=tuple(p.id for p in study.suite if p.positional and p.placement.name != "worst"),
+        worst_perturbations=tuple(p.id for p in study.suite if p.placement.name == "worst"),
+    )
     raw, unavailable = [], {}
     for name in cfg.rating.scores or SCORES.names():
         score = SCORES.get(name)()
@@ -482,6 +494,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         overall=overall_ratings(rated, levels=cfg.rating.levels, control=control),
         identification=identification,
         unavailable=unavailable,
+        recency_profile=recency_profile(evidence, replicates=cfg.rigor.replicates, seed=cfg.seed),
     )
 
 

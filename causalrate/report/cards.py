@@ -267,6 +267,20 @@ def card_figures(run: Run, system: str) -> list[Figure]:
                 f"severity grid, beside the reference systems ({', '.join(references) or 'none'}).",
             )
         )
+    recency = [r for r in doc.get("recency_profile", []) if r["system"] == system]
+    if recency:
+        out.append(
+            Figure(
+                "recency",
+                figures.png(
+                    figures.recency_profile(
+                        recency, outcome=doc["outcome"], title=f"{system}: where the corruption falls"
+                    )
+                ),
+                alt=f"Line chart: {system}'s APE for each perturbation by how far before the forecast origin the "
+                "corrupted point lies (1 = the last input point), with 95 % bootstrap intervals.",
+            )
+        )
     effects = [e for e in doc["effects"] if e["system"] == system]
     if effects:
         perts = [p["id"] for p in doc["perturbations"][1:]]

@@ -127,6 +127,10 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
         ],
         "overall": result.overall,
         "not_rated": result.unavailable,
+        "recency_profile": [
+            {**row, "ape": clean_float(row["ape"]), "interval": [clean_float(v) for v in row["interval"]]}
+            for row in result.recency_profile
+        ],
         "effects": effect_rows,
         "identification": {
             scheme: {"adjustment_set": list(ident.adjustment_set), "estimand": ident.estimand}

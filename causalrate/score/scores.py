@@ -23,6 +23,10 @@ class Evidence:
     effects: pd.DataFrame  # summarise_effects(): system, perturbation, scheme, ape_true, abs_ape_adj, pie, ...
     control: str
     severity: dict[str, tuple[str, float]]  # perturbation id → (grid family, severity), for severity grids only
+    input_length: int = 0  # n, for distances from the forecast origin
+    recency_k: int = 5  # k_r: `recency` is the APE when the perturbed point is among the last k_r
+    recency_perturbations: tuple[str, ...] = ()  # positional, fixed placement: the recency views
+    worst_perturbations: tuple[str, ...] = ()  # placement worst: rated by ape_worst, not ape
 
 
 class Score:
@@ -83,6 +87,7 @@ class Ape(Score):
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
+        first = first[~first["perturbation"].isin(evidence.worst_perturbations)]
         return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
 
 
