@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_limits
 from causalrate.config import load_config
 from causalrate.forecast.runner import LocalExecutor, RayExecutor
 from causalrate.forecast.store import ForecastStore
-from causalrate.perturb.suite import perturbation_seeds
+from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
 from causalrate.pipeline import _store_windows, forecast_all, prepare
 from causalrate.rerate import rerate
 from causalrate.score.metrics import METRICS
@@ -57,7 +57,13 @@ def bare_loop(study) -> float:
     wd, ds = study.windows, study.dataset
     keys = [(ds.series[i].id, int(s)) for i, s in zip(wd.series_index, wd.start, strict=True)]
     inputs = [
-        p.apply(wd.inputs, wd.start, seeds=perturbation_seeds(study.config.seed, p.id, keys)) for p in study.suite
+        p.apply(
+            wd.inputs,
+            placed_firsts(p, ds, wd, seed=study.config.seed)[:, 0],
+            seeds=perturbation_seeds(study.config.seed, p.id, keys),
+            history=series_history(ds, wd),
+        )
+        for p in study.suite
     ]
     started = time.perf_counter()
     with threadpool_limits(1), warnings.catch_warnings():

@@ -72,13 +72,41 @@ class WindowsConfig(Strict):
     stride: PositiveInt = Field(2, description="step between window starts (the paper uses 1)")
 
 
+PlacementName = Literal["cyclic", "series", "last", "offset", "random", "worst"]
+Imputation = Literal["ffill", "linear", "zero"]
+
+
+class CombinedPart(Strict):
+    """One operator of a combined corruption: applied at the entry's placement, with its own period."""
+
+    operator: str
+    period: PositiveInt | None = Field(None, description="k of this part; null = the entry's period")
+    params: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("operator")
+    @classmethod
+    def _known_operator(cls, name: str) -> str:
+        from causalrate.perturb.operators import OPERATORS
+
+        if name == "combined":
+            raise ValueError("a combined corruption cannot contain another combined one")
+        return _known(OPERATORS, [name])[0]
+
+
 class PerturbationSpec(Strict):
-    """One perturbation of a suite: an operator at positions (i - phase) % period == 0."""
+    """One perturbation of a suite: an operator at one point per `period` input points, placed by `placement`."""
 
     id: str
     operator: str
     period: PositiveInt | None = Field(None, description="k; null = input_length")
-    phase: int = Field(0, ge=0)
+    phase: int = Field(0, ge=0, description="series placement only: positions (i - phase) % k == 0")
+    placement: PlacementName | None = Field(None, description="where the point falls; null = the study's placement")
+    offset: int | None = Field(None, ge=0, description="placement offset: the offset j (0 = oldest input point)")
+    candidates: PositiveInt | None = Field(None, description="placement worst: m offsets tried per window; null = all")
+    combine: list[CombinedPart] | None = Field(None, description="operator combined: the operators applied together")
+    impute: Imputation | None = Field(
+        None, description="impute after perturbing, for every system (e.g. missing+ffill)"
+    )
     params: dict[str, float] = Field(default_factory=dict)
     grid: dict[str, list[float]] | None = Field(
         None, description="severity grid: one setting (or period) and its values, e.g. {period: [80, 40, 20, 10]}"
@@ -104,6 +132,18 @@ class PerturbationSpec(Strict):
         from causalrate.perturb.operators import OPERATORS
 
         return _known(OPERATORS, [name])[0]
+
+    @model_validator(mode="after")
+    def _placement_settings(self) -> PerturbationSpec:
+        if (self.placement == "offset") != (self.offset is not None):
+            raise ValueError("give offset: j exactly when placement is 'offset'")
+        if self.candidates is not None and self.placement != "worst":
+            raise ValueError("candidates: m only applies to placement 'worst'")
+        if (self.operator == "combined") != bool(self.combine):
+            raise ValueError("operator 'combined' needs combine: [two or more operators], and only it takes combine")
+        if self.combine is not None and len(self.combine) < 2:
+            raise ValueError("combine: give at least two operators")
+        return self
 
 
 class SystemSpec(BaseModel):
@@ -154,6 +194,7 @@ class CausalConfig(Strict):
         default_factory=list, description="window characteristics whose terciles are WRS groups (score wrs_<name>)"
     )
     stl_period: int = Field(5, ge=2, description="STL period for trend/seasonality strength (5 = a trading week)")
+    recency_k: PositiveInt = Field(5, description="k_r: score recency = APE when a last-k_r input point is perturbed")
 
     @field_validator("covariates", "wrs_groups")
     @classmethod
@@ -220,6 +261,9 @@ class StudySettings(Strict):
     data: DataConfig = Field(default_factory=default_data)
     windows: WindowsConfig = Field(default_factory=WindowsConfig)
     perturbations: str | list[PerturbationSpec] = "paper"
+    placement: Literal["cyclic", "series", "last", "random"] = Field(
+        "cyclic", description="placement of suite entries that set none (series = the paper's every-nth value)"
+    )
     outcome: str = "rmax"
     causal: CausalConfig = Field(default_factory=CausalConfig)
     rating: RatingConfig = Field(default_factory=RatingConfig)

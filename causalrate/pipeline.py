@@ -29,12 +29,15 @@ from causalrate.forecast.runner import Job, Outcome, make_executor
 from causalrate.forecast.store import ForecastStore
 from causalrate.forecast.systems import System, build_system
 from causalrate.perturb import Perturbation, load_suite
-from causalrate.perturb.suite import perturbation_seeds
+from causalrate.perturb.placement import offsets_of
+from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
+from causalrate.perturb.worst import WorstCase
 from causalrate.rate.absolute import absolute_quantities, naive_clean_error
 from causalrate.rate.headlines import headline_ratings
 from causalrate.rate.ratings import RatingSettings, attach_coverage, coverage_table, levels_warning, rate_scores
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
+from causalrate.score.recency import recency_profile
 from causalrate.score.scores import SCORES, Evidence
 from causalrate.seeding import row_seeds
 
@@ -76,7 +79,7 @@ def prepare(
     w = config.windows
     dataset = load_dataset(config.data, base_dir=base_dir, min_length=w.input_length + w.horizon)
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
-    suite = load_suite(config.perturbations, base_dir=base_dir, input_length=w.input_length)
+    suite = load_suite(config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement)
     systems, unavailable = {}, dict(not_assessed or {})
     for spec in config.systems:
         system = build_system(spec.model_dump(), base_dir=base_dir)
@@ -241,10 +244,31 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     windows = list(zip(series_ids, wd.start.tolist(), strict=True))
     attributes = [ds.series[i].attributes for i in wd.series_index]
 
-    def record(system: str, perturbation: str, rows: np.ndarray, outcome: Outcome, seconds: np.ndarray) -> None:
+    by_id = {p.id: p for p in study.suite}
+    placed = {p.id: placed_firsts(p, ds, wd, seed=cfg.seed) for p in study.suite}
+    worst = {(s.name, p.id): WorstCase() for s in cfg.systems for p in study.suite if p.placement.name == "worst"}
+
+    def offsets(perturbation: str, variant: int, rows: np.ndarray) -> list[list[int]]:
+        p = by_id[perturbation]
+        return [] if p.is_control else offsets_of(p.mask(placed[p.id][rows, variant], wd.input_length))
+
+    def record(
+        system: str, perturbation: str, rows: np.ndarray, outcome: Outcome, seconds: np.ndarray, variant: int = 0
+    ) -> None:
         truth, clean = wd.truth[rows], wd.inputs[rows]
         with np.errstate(all="ignore"):
             metrics = {name: m(truth, outcome.forecasts, clean, outcome.samples) for name, m in METRICS.items()}
+        placed_at = offsets(perturbation, variant, rows) or [[] for _ in rows]
+        if (system, perturbation) in worst:  # a candidate: kept only if it is the window's worst so far
+            worst[(system, perturbation)].offer(
+                variant=variant,
+                windows=rows,
+                outcomes=metrics[cfg.outcome],
+                outcome=outcome,
+                seconds=seconds,
+                offsets=placed_at,
+            )
+            return
         store.put_forecasts(
             system=system,
             windows=rows,
@@ -255,19 +279,23 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
             metrics=metrics,
             samples=outcome.samples,
             info=outcome.info,
+            offsets=placed_at,
         )
 
     jobs = []
-    for p in study.suite:
-        perturbed = p.apply(wd.inputs, wd.start, seeds=perturbation_seeds(cfg.seed, p.id, windows))
-        dates = p.apply_dates(wd.input_dates, wd.start)
+    history = series_history(ds, wd)
+    for p, variant in ((q, v) for q in study.suite for v in range(placed[q.id].shape[1])):
+        firsts = placed[p.id][:, variant]
+        perturbed = p.apply(wd.inputs, firsts, seeds=perturbation_seeds(cfg.seed, p.id, windows), history=history)
+        dates = p.apply_dates(wd.input_dates, firsts)
         charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
         for spec in cfg.systems:
             system = study.systems[spec.name]
             todo = np.array([i for i in range(len(wd)) if (spec.name, i, p.id) not in done], dtype=int)
             if todo.size == 0:
                 continue
-            seen = perturbed[todo] if system.accepts_nan else impute(perturbed[todo], cfg.forecast.imputation)
+            imputation = p.impute or (None if system.accepts_nan else cfg.forecast.imputation)
+            seen = impute(perturbed[todo], imputation) if imputation else perturbed[todo]
             seeds = row_seeds(cfg.seed, spec.name, keys=[(*windows[i], p.id) for i in todo])
             images = None
             if system.modality == "plot":
@@ -298,7 +326,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                     samples=[c.samples for c in cached],
                     info=[c.info for c in cached],
                 )
-                record(spec.name, p.id, todo[hit], outcome, np.array([c.seconds for c in cached]))
+                record(spec.name, p.id, todo[hit], outcome, np.array([c.seconds for c in cached]), variant)
             miss = np.flatnonzero(~hit)
             for chunk in np.array_split(miss, max(1, -(-miss.size // cfg.forecast.batch_size))) if miss.size else []:
                 rows = todo[chunk]
@@ -322,15 +350,17 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                         batch=batch,
                         keys=[keys[c] for c in chunk],
                         pinned=system.pinned,
+                        variant=variant,
                     )
                 )
 
     counts = {"made": sum(j.size for j in jobs), "cached": 0}
-    counts["cached"] = len(cfg.systems) * len(study.suite) * len(wd) - len(done) - counts["made"]
+    needed = len(cfg.systems) * sum(f.size for f in placed.values())  # worst: m candidates per window
+    counts["cached"] = needed - sum(placed[k[2]].shape[1] for k in done if k[2] in placed) - counts["made"]
 
     def on_done(job: Job, outcome: Outcome) -> None:
         per_row = np.full(job.size, outcome.seconds / max(job.size, 1))
-        record(job.system, job.perturbation, job.windows, outcome, per_row)
+        record(job.system, job.perturbation, job.windows, outcome, per_row, job.variant)
         if cache:
             cache.put(
                 (k, Cached(outcome.forecasts[i].tolist(), per_row[i], outcome.samples[i], outcome.info[i]))
@@ -340,7 +370,31 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
 
     if jobs:
         executor.run(jobs, on_done)
+    for (system, perturbation), search in worst.items():
+        rows, kept = search.rows()
+        if rows.size:
+            _record_worst(store, wd, system, perturbation, rows, kept)
     return counts
+
+
+def _record_worst(store: ForecastStore, wd: Windows, system: str, perturbation: str, rows: np.ndarray, kept) -> None:
+    """Store each window's worst candidate as the row of the `worst` perturbation."""
+    forecasts = np.array([k.forecast for k in kept])
+    samples = [k.samples for k in kept]
+    with np.errstate(all="ignore"):
+        metrics = {name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples) for name, m in METRICS.items()}
+    store.put_forecasts(
+        system=system,
+        windows=rows,
+        perturbations=[perturbation] * rows.size,
+        forecasts=forecasts,
+        errors=[k.error for k in kept],
+        seconds=np.array([k.seconds for k in kept]),
+        metrics=metrics,
+        samples=samples,
+        info=[k.info for k in kept],
+        offsets=[k.offsets for k in kept],
+    )
 
 
 @dataclass(frozen=True)
@@ -356,6 +410,7 @@ class Result:
     rigor: Rigor | None = None
     headlines: dict[str, dict[str, dict]] = field(default_factory=dict)  # system → family → headline
     checks: list[dict] = field(default_factory=list)  # the judged self-check (causal.selfcheck)
+    recency_profile: list[dict] = field(default_factory=list)  # APE by distance of the corruption from the origin
 
 
 def withhold_inconclusive(rated: pd.DataFrame, rigor: Rigor) -> pd.DataFrame:
@@ -404,7 +459,16 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
     )
     severity = {p.id: (p.family, p.severity) for p in study.suite if p.severity is not None}
     evidence = Evidence(
-        forecasts=forecasts, wrs=wrs_table, effects=effects, control=control, severity=severity, table=table
+        forecasts=forecasts,
+        wrs=wrs_table,
+        effects=effects,
+        control=control,
+        severity=severity,
+        input_length=cfg.windows.input_length,
+        recency_k=cfg.causal.recency_k,
+        recency_perturbations=tuple(p.id for p in study.suite if p.positional and p.placement.name != "worst"),
+        worst_perturbations=tuple(p.id for p in study.suite if p.placement.name == "worst"),
+        table=table,
     )
     raw, unavailable = [], {}
     for name in cfg.rating.scores or SCORES.names():
@@ -456,6 +520,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         checks=judge(effects),
         identification=identification,
         unavailable=unavailable,
+        recency_profile=recency_profile(evidence, replicates=cfg.rigor.replicates, seed=cfg.seed),
     )
 
 

@@ -103,7 +103,7 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
     finally:
         store.close()
     frame = rows.merge(windows, on="window").merge(series, on="series")
-    for col in ("forecast", "input", "truth", "info"):
+    for col in ("forecast", "input", "truth", "info", "offsets"):
         frame[col] = frame[col].map(lambda v: None if v is None else json.loads(v))
     attrs = pd.DataFrame([json.loads(a) for a in frame.pop("attributes")], index=frame.index)
     frame = pd.concat([frame, attrs.add_prefix("attr_")], axis=1)

@@ -30,7 +30,7 @@ def one(operator: str, *, period: int = 2, **params) -> np.ndarray:
         PerturbationSpec(id="T", operator=operator, period=period, params=params),
     ]
     _, p = load_suite(specs, base_dir=ROOT, input_length=5)
-    return p.apply(X, np.array([0]), seeds=SEEDS)  # period 2 → positions 0, 2, 4
+    return p.apply(X, np.array([0]), seeds=SEEDS)  # first offset 0, period 2 → offsets 0, 2, 4
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_duplicate_timestamp_changes_dates_only():
     specs = [PerturbationSpec(id="C", operator="none"), PerturbationSpec(id="T", operator="duplicate_timestamp")]
     _, p = load_suite(specs, base_dir=ROOT, input_length=5)
     dates = np.array([np.arange("2022-01-03", "2022-01-08", dtype="datetime64[D]")])
-    shifted = p.apply_dates(dates, np.array([2]))  # k = 5: series position 5 is window index 3
+    shifted = p.apply_dates(dates, np.array([3]))  # the window's perturbed offset is 3
     assert shifted[0].astype(str).tolist() == ["2022-01-03", "2022-01-04", "2022-01-05", "2022-01-05", "2022-01-07"]
     assert p.apply(X, np.array([2]), seeds=SEEDS).tolist() == X.tolist()
 

@@ -18,7 +18,7 @@ def suite(tmp_path, n=5):
 
 def test_paper_operators_on_a_hand_made_window(tmp_path):
     s = suite(tmp_path)
-    start = np.array([3])  # series positions 3..7; k = 5 → position 5 (index 2 of the window)
+    start = np.array([2])  # the window's perturbed offset (first = 2, k = 5)
     assert s["P0"].apply(WINDOW, start, seeds=SEEDS).tolist() == WINDOW.tolist()
     assert s["P1"].apply(WINDOW, start, seeds=SEEDS).tolist() == [[4.0, 6.0, 0.0, 10.0, 12.0]]
     assert s["P2"].apply(WINDOW, start, seeds=SEEDS).tolist() == [[4.0, 6.0, 4.0, 10.0, 12.0]]
@@ -31,7 +31,7 @@ def test_period_n_gives_one_moving_point_per_window(tmp_path):
     n = 80
     p1 = suite(tmp_path, n)["P1"]
     starts = np.arange(0, 200)
-    mask = p1.mask(starts, n)
+    mask = p1.mask(p1.firsts(starts, np.zeros(200, dtype=int), seed=0, input_length=n), n)
     assert (mask.sum(axis=1) == 1).all()
     assert len({int(np.argmax(row)) for row in mask}) == n  # the position moves from window to window
 
@@ -41,8 +41,9 @@ def test_phase_and_period(tmp_path):
         "name: s\nperturbations:\n  - {id: C, operator: none}\n"
         "  - {id: Z, operator: drop_to_zero, period: 2, phase: 1}\n"
     )
-    z = {p.id: p for p in load_suite("s.yaml", base_dir=tmp_path, input_length=5)}["Z"]
-    assert z.apply(WINDOW, np.array([0]), seeds=SEEDS).tolist() == [[4.0, 0.0, 8.0, 0.0, 12.0]]
+    z = {p.id: p for p in load_suite("s.yaml", base_dir=tmp_path, input_length=5, placement="series")}["Z"]
+    first = z.firsts(np.array([0]), np.array(["A"]), seed=0, input_length=5)  # series positions 1, 3
+    assert z.apply(WINDOW, first, seeds=SEEDS).tolist() == [[4.0, 0.0, 8.0, 0.0, 12.0]]
 
 
 @pytest.mark.parametrize(

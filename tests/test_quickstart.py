@@ -33,6 +33,7 @@ def test_outputs_and_schema(quickstart):
         "bias_industry",
         "bias_company",
         "ape",
+        "recency",
         "ape_industry",
         "ape_company",
         "pie_industry",
@@ -53,6 +54,9 @@ def test_outputs_and_schema(quickstart):
         "failure_rate",
     }
     assert set(doc["overall"]) == {"naive", "arima", "random", "biased"}
+    # cyclic placement: the last input point is hit, so naive is not "perfectly robust" by accident
+    assert min(r["raw"] for r in doc["ratings"] if r["score"] == "ape" and r["system"] == "naive") > 0
+    assert {r["bin"] for r in doc["recency_profile"]} == {"1", "2-5", "6-20", "21-80"}
     # 12 observational distributions per system: 3 perturbations × 4 schemes
     assert len([e for e in doc["effects"] if e["system"] == "arima"]) == 12
     assert {"config", "data_hash", "versions", "seed"} <= set(doc["provenance"])

@@ -46,6 +46,7 @@ class Job:
     batch: Batch  # inputs already imputed for systems that do not accept NaN
     keys: list[str] = field(default_factory=list)  # cache keys of the rows
     pinned: bool = False  # runs on a GPU: always in the same worker, which keeps the model on the device
+    variant: int = 0  # placement worst: which candidate offset the rows carry
 
     @property
     def size(self) -> int:

@@ -16,8 +16,11 @@ import pandas as pd
 
 from causalrate.errors import UserError
 
-SCHEMA_VERSION = "causalrate/forecasts-v2"  # v2: sample paths and per-row info
-READ_ONLY_SCHEMAS = ("causalrate/forecasts-v1",)  # older runs can still be re-rated and exported
+SCHEMA_VERSION = "causalrate/forecasts-v3"  # v2: sample paths and per-row info; v3: perturbed offsets
+READ_ONLY_SCHEMAS = (
+    "causalrate/forecasts-v1",
+    "causalrate/forecasts-v2",
+)  # older runs can still be re-rated and exported
 
 
 class ForecastStore:
@@ -71,7 +74,8 @@ class ForecastStore:
                     first_forecast_date TEXT NOT NULL, input TEXT NOT NULL, truth TEXT NOT NULL);
                 CREATE TABLE forecasts (
                     system TEXT NOT NULL, window INTEGER NOT NULL, perturbation TEXT NOT NULL,
-                    forecast TEXT, error TEXT, seconds REAL NOT NULL, samples BLOB, info TEXT{metric_cols},
+                    forecast TEXT, error TEXT, seconds REAL NOT NULL, samples BLOB, info TEXT,
+                    offsets TEXT{metric_cols},
                     PRIMARY KEY (system, window, perturbation));
                 """
             )
@@ -108,10 +112,12 @@ class ForecastStore:
         metrics: dict[str, np.ndarray],
         samples: Sequence[np.ndarray | None],
         info: Sequence[dict | None],
+        offsets: Sequence[list[int]],
     ) -> None:
         """Write one batch in one transaction: all of it or none of it. `seconds`: per row.
 
-        Sample paths are stored as float64 bytes ([s, d], C order; `d` from the forecast).
+        Sample paths are stored as float64 bytes ([s, d], C order; `d` from the forecast);
+        `offsets`: per row the perturbed input offsets (0 = oldest; [] for the control).
         """
         rows = []
         for i, window in enumerate(windows):
@@ -120,16 +126,18 @@ class ForecastStore:
             forecast = None if failed else json.dumps(forecasts[i].tolist())
             paths = None if failed or samples[i] is None else samples_to_bytes(samples[i])
             facts = None if info[i] is None else json.dumps(info[i], sort_keys=True)
-            row = (system, int(window), perturbations[i], forecast, errors[i], float(seconds[i]), paths, facts)
+            placed = json.dumps([int(o) for o in offsets[i]])
+            row = (system, int(window), perturbations[i], forecast, errors[i], float(seconds[i]), paths, facts, placed)
             rows.append((*row, *values))
-        marks = ", ".join("?" * (8 + len(self.metrics)))
+        marks = ", ".join("?" * (9 + len(self.metrics)))
         with self.conn:
             self.conn.executemany(f"INSERT INTO forecasts VALUES ({marks})", rows)
 
     def forecasts(self, *, samples: bool = False) -> pd.DataFrame:
         """All forecast rows joined with their window's series and start, sorted for determinism.
 
-        Sample paths (large) are read only when asked for, as [s][d] lists.
+        Sample paths (large) are read only when asked for, as [s][d] lists. Runs before v3 have no
+        `offsets`: the column is there, empty (None).
         """
         names = [r[1] for r in self.conn.execute("PRAGMA table_info(forecasts)") if samples or r[1] != "samples"]
         query = (
@@ -137,6 +145,8 @@ class ForecastStore:
             "FROM forecasts f JOIN windows w USING (window) ORDER BY f.system, f.perturbation, f.window"
         )
         frame = pd.read_sql_query(query, self.conn)
+        if "offsets" not in frame:
+            frame["offsets"] = None
         if samples:
             frame["samples"] = [
                 None if blob is None else samples_from_bytes(blob, len(json.loads(fc))).tolist()

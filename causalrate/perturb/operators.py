@@ -2,8 +2,9 @@
 
 An operator changes an input window at its perturbed positions (the mask). Operators
 with settings declare them in `params` with defaults; random ones draw from the
-per-window seeds, so a perturbation is the same on every run. Add your own with
-``@OPERATORS.register("name")`` on an Operator subclass.
+per-window seeds, so a perturbation is the same on every run. Operators calibrated on the
+whole series (tail_spike) say so with `calibrated = True` and receive one `calibration` value
+per row. Add your own with ``@OPERATORS.register("name")`` on an Operator subclass.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
+from scipy import stats
 
 from causalrate.registry import Registry
 
@@ -21,6 +23,12 @@ class Operator:
     kind: ClassVar[str] = "semantic"  # semantic | syntactic | control
     description: ClassVar[str] = ""  # plain language, shown on cards; may use {param} placeholders
     params: ClassVar[dict[str, float]] = {}  # settings and their defaults
+    positional: ClassVar[bool] = True  # False: the placed offset does not matter (whole-window operators)
+    calibrated: ClassVar[bool] = False  # True: calibrate() on the series gives apply() a per-row `calibration`
+
+    def calibrate(self, series: np.ndarray, **params: float) -> float:
+        """A per-series constant the operator needs (e.g. a tail quantile), from the series' values."""
+        raise NotImplementedError
 
     def apply(self, values: np.ndarray, mask: np.ndarray, *, seeds: np.ndarray, **params: float) -> np.ndarray:
         """values: float [batch, n] (a copy the operator may modify); mask: bool [batch, n]; seeds: [batch]."""
@@ -112,6 +120,7 @@ class Stale(Operator):
 
 @OPERATORS.register("unit_change")
 class UnitChange(Operator):
+    positional = False
     description = "the whole input is in other units: every value times {factor:g} (e.g. dollars to cents)"
     params: ClassVar[dict[str, float]] = {"factor": 100.0}
 
@@ -139,3 +148,62 @@ class DuplicateTimestamp(Operator):
     def apply_dates(self, dates, mask):
         previous = np.concatenate([dates[:, :1], dates[:, :-1]], axis=1)
         return np.where(mask, previous, dates)
+
+
+@OPERATORS.register("level_shift")
+class LevelShift(Operator):
+    description = "the level shifts by {c:g} times the window's standard deviation from a point to the end (a break)"
+    params: ClassVar[dict[str, float]] = {"c": 1.0}
+
+    def apply(self, values, mask, *, seeds, c: float, **params):
+        after = np.maximum.accumulate(mask, axis=1)  # from the first placed offset to the last input point
+        return np.where(after, values + c * np.nanstd(values, axis=1, keepdims=True), values)
+
+
+@OPERATORS.register("tail_spike")
+class TailSpike(Operator):
+    """A one-point jump as large as a once-in-N-days move of the series (peaks over threshold, GPD fit)."""
+
+    description = "a value jumps by a once-in-{return_period:g}-days move (tail of the series' own returns)"
+    params: ClassVar[dict[str, float]] = {"return_period": 250.0, "threshold": 0.9, "sign": 1.0}
+    calibrated = True
+
+    def calibrate(self, series, *, return_period: float, threshold: float, **params):
+        return tail_return_level(series, return_period=return_period, threshold=threshold)
+
+    def apply(self, values, mask, *, seeds, calibration: np.ndarray, sign: float, **params):
+        factor = 1.0 + np.sign(sign or 1.0) * np.asarray(calibration, dtype=float)[:, None]
+        return np.where(mask, values * np.maximum(factor, 0.0), values)
+
+
+def tail_return_level(series: np.ndarray, *, return_period: float, threshold: float) -> float:
+    """The absolute return exceeded once in `return_period` points: POT + generalised Pareto (Coles 2001, 4.3.3).
+
+    u = the `threshold` quantile of |r| (r = simple returns); the exceedances |r| − u get a GPD fit (location 0);
+    with ζ = the share of returns above u, the level is u + GPD.ppf(1 − 1 / (return_period · ζ)).
+    """
+    values = np.asarray(series, dtype=float)
+    returns = np.abs(np.diff(values) / values[:-1])
+    returns = returns[np.isfinite(returns)]
+    u = float(np.quantile(returns, threshold))
+    excess = returns[returns > u] - u
+    rate = excess.size / returns.size
+    if excess.size < 10 or return_period * rate <= 1:
+        raise ValueError(
+            f"tail_spike: {excess.size} exceedances of {returns.size} returns cannot calibrate a "
+            f"once-in-{return_period:g} move (need >= 10 and return_period x rate > 1)"
+        )
+    shape, _, scale = stats.genpareto.fit(excess, floc=0)
+    return u + float(stats.genpareto.ppf(1 - 1 / (return_period * rate), shape, loc=0, scale=scale))
+
+
+@OPERATORS.register("combined")
+class Combined(Operator):
+    """Two or more operators at once, each at its own mask (the suite entry's `combine:` list), in order."""
+
+    description = "several corruptions at once"
+
+    def apply(self, values, mask, *, seeds, parts, **params):
+        for operator, part_mask, part_params in parts:
+            values = operator.apply(values, part_mask, seeds=seeds, **part_params)
+        return values

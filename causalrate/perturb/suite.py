@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -13,15 +15,26 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from causalrate.config import PerturbationSpec, format_validation_error
 from causalrate.errors import UserError
 from causalrate.perturb.operators import OPERATORS, Operator
+from causalrate.perturb.placement import Placement, offsets_mask
 from causalrate.seeding import row_seeds
 
 
 @dataclass(frozen=True)
+class Part:
+    """One operator of a perturbation, at every `period`-th offset from the window's first placed offset."""
+
+    operator: Operator
+    period: int
+    params: dict[str, float]
+
+
+@dataclass(frozen=True)
 class Perturbation:
-    """A resolved perturbation: operator at series positions i with (i - phase) % period == 0.
+    """A resolved perturbation: operator(s) at one point per `period` input points, placed by `placement`.
 
     Perturbations expanded from one severity grid share a `family` (the grid's id) and carry
     their `severity` (1 / period for a grid over period, else the varied setting's value).
+    `impute` set: the perturbed input is imputed for every system, also those that accept NaN.
     """
 
     id: str
@@ -34,26 +47,96 @@ class Perturbation:
     family: str = ""
     severity: float | None = None
     severity_label: str = ""  # what the severity measures, for dose-response axes
+    placement: Placement = field(default_factory=Placement)
+    parts: tuple[Part, ...] = ()  # combined corruptions; else the one operator
+    impute: str | None = None
 
     @property
     def is_control(self) -> bool:
         return self.operator.kind == "control"
 
-    def mask(self, starts: np.ndarray, input_length: int) -> np.ndarray:
-        """bool [w, n]: which input points of windows starting at `starts` are perturbed."""
-        positions = starts[:, None] + np.arange(input_length)[None, :]
-        return (positions - self.phase) % self.period == 0
+    @property
+    def positional(self) -> bool:
+        """Whether the placed offset matters (recency): not for whole-window operators."""
+        return any(part.operator.positional for part in self.components)
 
-    def apply(self, inputs: np.ndarray, starts: np.ndarray, *, seeds: np.ndarray) -> np.ndarray:
-        """The perturbed copy of clean inputs [w, n] (seeds: one per window); the truth is never touched."""
+    @property
+    def components(self) -> tuple[Part, ...]:
+        return self.parts or (Part(self.operator, self.period, self.params),)
+
+    def firsts(self, starts: np.ndarray, series: np.ndarray, *, seed: int, input_length: int) -> np.ndarray:
+        """int [w]: each window's first perturbed offset under this perturbation's placement."""
+        return self.placement.firsts(
+            starts, np.asarray(series), period=self.period, phase=self.phase, input_length=input_length, seed=seed
+        )
+
+    def mask(self, firsts: np.ndarray, input_length: int) -> np.ndarray:
+        """bool [w, n]: the placed offsets of windows whose first perturbed offsets are `firsts`."""
+        return offsets_mask(firsts, period=self.period, input_length=input_length)
+
+    def apply(
+        self,
+        inputs: np.ndarray,
+        firsts: np.ndarray,
+        *,
+        seeds: np.ndarray,
+        history: Sequence[np.ndarray] | None = None,
+        calibration: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The perturbed copy of clean inputs [w, n]; the truth is never touched.
+
+        seeds: one per window; history: each row's whole series, for operators calibrated on it
+        (or `calibration`: their per-row values, as recorded in ratings.json).
+        """
         if self.is_control:
             return inputs.copy()
-        mask = self.mask(starts, inputs.shape[1])
-        return self.operator.apply(inputs.copy(), mask, seeds=seeds, **self.params)
+        n = inputs.shape[1]
+        parts = [
+            (
+                part.operator,
+                offsets_mask(np.mod(firsts, part.period), period=part.period, input_length=n),
+                {**part.params, **self._calibration(part, history, calibration)},
+            )
+            for part in self.components
+        ]
+        if len(parts) == 1:
+            operator, mask, params = parts[0]
+            return operator.apply(inputs.copy(), mask, seeds=seeds, **params)
+        return self.operator.apply(inputs.copy(), self.mask(firsts, n), seeds=seeds, parts=parts)
 
-    def apply_dates(self, dates: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    def apply_dates(self, dates: np.ndarray, firsts: np.ndarray) -> np.ndarray:
         """The input timestamps [w, n] after the perturbation (most operators leave them alone)."""
-        return self.operator.apply_dates(dates.copy(), self.mask(starts, dates.shape[1]))
+        for part in self.components:
+            mask = offsets_mask(np.mod(firsts, part.period), period=part.period, input_length=dates.shape[1])
+            dates = part.operator.apply_dates(dates.copy(), mask)
+        return dates
+
+    def calibrations(self, history: Sequence[np.ndarray]) -> list[float]:
+        """Per row, the value calibrated operators fit on the row's series (e.g. tail_spike's return level)."""
+        return [
+            float(v)
+            for part in self.components
+            if part.operator.calibrated
+            for v in self._calibration(part, history, None)["calibration"]
+        ]
+
+    def _calibration(
+        self, part: Part, history: Sequence[np.ndarray] | None, given: np.ndarray | None
+    ) -> dict[str, np.ndarray]:
+        if not part.operator.calibrated:
+            return {}
+        if given is not None:
+            return {"calibration": np.asarray(given, dtype=float)}
+        if history is None:
+            raise ValueError(f"perturbation {self.id}: its operator is calibrated on the series; pass history")
+        values: dict[int, float] = {}
+        for h in history:
+            if id(h) not in values:
+                try:
+                    values[id(h)] = part.operator.calibrate(h, **part.params)
+                except ValueError as exc:
+                    raise UserError(f"perturbations: {self.id}: {exc}") from None
+        return {"calibration": np.array([values[id(h)] for h in history])}
 
 
 def perturbation_seeds(seed: int, perturbation: str, windows: list[tuple[str, int]]) -> np.ndarray:
@@ -68,8 +151,13 @@ class SuiteFile(BaseModel):
     perturbations: list[PerturbationSpec]
 
 
-def load_suite(spec: str | list[PerturbationSpec], *, base_dir: Path, input_length: int) -> list[Perturbation]:
-    """Resolve a suite name (shipped catalog), a YAML path, or an inline list."""
+def load_suite(
+    spec: str | list[PerturbationSpec], *, base_dir: Path, input_length: int, placement: str = "cyclic"
+) -> list[Perturbation]:
+    """Resolve a suite name (shipped catalog), a YAML path, or an inline list.
+
+    `placement` is the study's default for entries that set none.
+    """
     if isinstance(spec, str):
         path = _find_suite(spec, base_dir)
         try:
@@ -80,7 +168,7 @@ def load_suite(spec: str | list[PerturbationSpec], *, base_dir: Path, input_leng
             raise UserError(f"{path}: not valid YAML: {exc}") from None
     else:
         specs = spec
-    suite = [p for s in specs for p in _expand(s, input_length)]
+    suite = [p for s in specs for p in _expand(s, input_length, placement)]
     ids = [p.id for p in suite]
     if len(set(ids)) != len(ids):
         raise UserError(f"perturbations: ids must be unique, got {ids}")
@@ -94,42 +182,76 @@ def load_suite(spec: str | list[PerturbationSpec], *, base_dir: Path, input_leng
     return suite
 
 
-def _expand(spec: PerturbationSpec, input_length: int) -> list[Perturbation]:
-    """One Perturbation, or one per severity of the spec's grid."""
-    cls = OPERATORS.get(spec.operator)
-    unknown = sorted(set(spec.params) - set(cls.params))
+def _settings(spec: PerturbationSpec) -> dict[str, float]:
+    """The entry's settings with defaults: its operator's, or `operator.setting` for each part of a combined one."""
+    if spec.combine:
+        return {
+            f"{part.operator}.{name}": value
+            for part in spec.combine
+            for name, value in {**_checked(spec.id, part.operator, part.params)}.items()
+        }
+    return _checked(spec.id, spec.operator, spec.params)
+
+
+def _checked(pid: str, operator: str, params: dict[str, float]) -> dict[str, float]:
+    cls = OPERATORS.get(operator)
+    unknown = sorted(set(params) - set(cls.params))
     if unknown:
         raise UserError(
-            f"perturbations: {spec.id}: operator {spec.operator} has no setting {unknown}; "
+            f"perturbations: {pid}: operator {operator} has no setting {unknown}; "
             f"its settings: {sorted(cls.params) or 'none'}"
         )
+    return {**cls.params, **params}
+
+
+def _expand(spec: PerturbationSpec, input_length: int, placement: str) -> list[Perturbation]:
+    """One Perturbation, or one per severity of the spec's grid."""
+    settings = _settings(spec)
+    if spec.offset is not None and spec.offset >= input_length:
+        raise UserError(f"perturbations: {spec.id}: offset {spec.offset} is outside the input (0..{input_length - 1})")
     if not spec.grid:
-        return [_resolve(spec, cls, spec.period or input_length, {**cls.params, **spec.params}, spec.id, None)]
+        return [_resolve(spec, spec.period or input_length, settings, spec.id, None, placement)]
     ((name, values),) = spec.grid.items()
-    if name != "period" and name not in cls.params:
+    if name != "period" and name not in settings:
         raise UserError(
             f"perturbations: {spec.id}: grid over {name!r}, which is neither 'period' nor a setting "
-            f"of {spec.operator} ({sorted(cls.params) or 'none'})"
+            f"of {spec.operator} ({sorted(settings) or 'none'})"
         )
     out = []
     for value in values:
-        params = {**cls.params, **spec.params}
+        params = dict(settings)
         if name == "period":
             period, severity, label = int(value), 1.0 / value, "share of input points perturbed (1 / period)"
         else:
             period, severity, label = spec.period or input_length, float(value), f"{spec.operator} {name}"
             params[name] = float(value)
-        resolved = _resolve(spec, cls, period, params, f"{spec.id}@{value:g}", severity)
+        resolved = _resolve(spec, period, params, f"{spec.id}@{value:g}", severity, placement)
         out.append(replace(resolved, severity_label=label))
     return out
 
 
 def _resolve(
-    spec: PerturbationSpec, cls: type[Operator], period: int, params: dict[str, float], pid: str, severity: float | None
+    spec: PerturbationSpec, period: int, params: dict[str, float], pid: str, severity: float | None, placement: str
 ) -> Perturbation:
-    description = spec.description or cls.description.format(**params)
+    cls = OPERATORS.get(spec.operator)
+    parts: tuple[Part, ...] = ()
+    if spec.combine:
+        parts = tuple(
+            Part(
+                OPERATORS.get(part.operator)(),
+                part.period or period,
+                {k.split(".", 1)[1]: v for k, v in params.items() if k.split(".", 1)[0] == part.operator},
+            )
+            for part in spec.combine
+        )
+        described = " and ".join(p.operator.description.format(**p.params) for p in parts)
+    else:
+        described = cls.description.format(**params)
+    description = spec.description or described
     if period != 1 and cls.kind != "control" and spec.grid and "period" in spec.grid:
         description += f", every {period}th point"
+    if spec.impute:
+        description += f", then imputed ({spec.impute}) for every system"
     return Perturbation(
         id=pid,
         operator_name=spec.operator,
@@ -140,6 +262,9 @@ def _resolve(
         description=description,
         family=spec.id,
         severity=severity,
+        placement=Placement(spec.placement or placement, offset=spec.offset, candidates=spec.candidates),
+        parts=parts,
+        impute=spec.impute,
     )
 
 
@@ -163,3 +288,22 @@ def catalog_dir() -> Path:
     if checkout.is_dir():
         return checkout
     return Path(str(resources.files("causalrate.suites")))
+
+
+def series_history(dataset, windows) -> list[np.ndarray]:
+    """Per window, its whole series' values (what calibrated operators such as tail_spike fit on)."""
+    return [dataset.series[i].values for i in windows.series_index]
+
+
+def placed_firsts(p: Perturbation, dataset, windows, *, seed: int) -> np.ndarray:
+    """int [w, c]: the first perturbed offset of every window, one column (c = m candidates for 'worst')."""
+    series = np.array([dataset.series[i].id for i in windows.series_index])
+    if p.placement.name == "worst":
+        return p.placement.candidate_firsts(windows.start, series, period=p.period, seed=seed)
+    return p.firsts(windows.start, series, seed=seed, input_length=windows.input_length)[:, None]
+
+
+def stored_first(p: Perturbation, offsets: str | None, start: int) -> int:
+    """A stored row's first perturbed offset, from its `offsets` (runs before v3 stored none: the series rule)."""
+    placed = json.loads(offsets) if offsets else []
+    return placed[0] % p.period if placed else (p.phase - start) % p.period

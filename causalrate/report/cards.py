@@ -31,7 +31,7 @@ from causalrate import __version__
 from causalrate.config import REFERENCE_SYSTEMS, PerturbationSpec
 from causalrate.errors import UserError
 from causalrate.perturb import load_suite
-from causalrate.perturb.suite import perturbation_seeds
+from causalrate.perturb.suite import perturbation_seeds, stored_first
 from causalrate.rate.headlines import robustness_rows
 from causalrate.report import figures
 from causalrate.report.outputs import RATINGS_SCHEMA
@@ -270,6 +270,20 @@ def card_figures(run: Run, system: str) -> list[Figure]:
                 f"severity grid, beside the reference systems ({', '.join(references) or 'none'}).",
             )
         )
+    recency = [r for r in doc.get("recency_profile", []) if r["system"] == system]
+    if recency:
+        out.append(
+            Figure(
+                "recency",
+                figures.png(
+                    figures.recency_profile(
+                        recency, outcome=doc["outcome"], title=f"{system}: where the corruption falls"
+                    )
+                ),
+                alt=f"Line chart: {system}'s APE for each perturbation by how far before the forecast origin the "
+                "corrupted point lies (1 = the last input point), with 95 % bootstrap intervals.",
+            )
+        )
     effects = [e for e in doc["effects"] if e["system"] == system]
     if effects:
         perts = [p["id"] for p in doc["perturbations"][1:]]
@@ -322,11 +336,36 @@ def balance_table(effects: list[dict]) -> dict[str, tuple[float, float]]:
     return {n: tuple(np.mean(v, axis=0).tolist()) for n, v in sorted(sums.items())}
 
 
+def replay_perturbation(run: Run, record: dict, row, window, clean: np.ndarray) -> np.ndarray:
+    """The perturbed input a forecast row saw: its stored offsets (runs before v3: the series rule)."""
+    spec = PerturbationSpec(
+        id=record["id"],
+        operator=record["operator"],
+        period=record["period"],
+        phase=record["phase"],
+        params={} if record.get("combine") else record.get("params", {}),
+        combine=record.get("combine"),
+    )
+    control = PerturbationSpec(id="control", operator="none")
+    (_, perturbation) = load_suite([control, spec], base_dir=run.path, input_length=clean.size)
+    first = stored_first(perturbation, getattr(row, "offsets", None), int(window.start))
+    seeds = perturbation_seeds(run.doc["provenance"]["seed"], record["id"], [(window.series, int(window.start))])
+    calibration = record.get("calibration")
+    return perturbation.apply(
+        clean[None, :],
+        np.array([first]),
+        seeds=seeds,
+        calibration=None if calibration is None else np.array([calibration[window.series]]),
+    )[0]
+
+
 def example_figure(run: Run, system: str) -> Figure | None:
     """The (perturbation, window) where the perturbation raised this system's error most."""
     outcome = f"m_{run.doc['outcome']}"
+    offsets = ", p.offsets" if "offsets" in set(run.query("PRAGMA table_info(forecasts)")["name"]) else ""
     rows = run.query(
-        f'SELECT p.window, p.perturbation, p."{outcome}" - c."{outcome}" AS harm, p.forecast AS fp, c.forecast AS fc '
+        f'SELECT p.window, p.perturbation, p."{outcome}" - c."{outcome}" AS harm, '
+        f"p.forecast AS fp, c.forecast AS fc{offsets} "
         "FROM forecasts p JOIN forecasts c ON c.system = p.system AND c.window = p.window AND c.perturbation = ? "
         "WHERE p.system = ? AND p.perturbation != ? AND p.error IS NULL AND c.error IS NULL "
         "ORDER BY harm DESC, p.perturbation, p.window LIMIT 1",
@@ -340,17 +379,7 @@ def example_figure(run: Run, system: str) -> Figure | None:
     ).iloc[0]
     clean = np.array(json.loads(window.input), dtype=float)
     record = next(p for p in run.doc["perturbations"] if p["id"] == top.perturbation)
-    spec = PerturbationSpec(
-        id=record["id"],
-        operator=record["operator"],
-        period=record["period"],
-        phase=record["phase"],
-        params=record.get("params", {}),
-    )
-    control = PerturbationSpec(id="control", operator="none")
-    (_, perturbation) = load_suite([control, spec], base_dir=run.path, input_length=clean.size)
-    seeds = perturbation_seeds(run.doc["provenance"]["seed"], record["id"], [(window.series, int(window.start))])
-    perturbed = perturbation.apply(clean[None, :], np.array([int(window.start)]), seeds=seeds)[0]
+    perturbed = replay_perturbation(run, record, top, window, clean)
     effect = (
         f"its error rose by {top.harm:.3g} ({run.doc['outcome']})"
         if top.harm > 0

@@ -225,3 +225,42 @@ def scatter_parameters(points: dict[str, tuple[float, float]], *, levels: int) -
 
 def _num(x: object) -> float:
     return float("nan") if x is None else float(x)
+
+
+def recency_profile(rows: list[dict], *, outcome: str, title: str) -> plt.Figure:
+    """APE against the corrupted point's distance from the forecast origin: one line per perturbation,
+    95 % intervals as error bars (rows: ratings.json `recency_profile` entries of one system)."""
+    bins = list(dict.fromkeys(r["bin"] for r in rows))
+    perturbations = list(dict.fromkeys(r["perturbation"] for r in rows))
+    fig, ax = plt.subplots(figsize=(5.6, 3.3))
+    x = np.arange(len(bins))
+    for i, pid in enumerate(perturbations):
+        by_bin = {r["bin"]: r for r in rows if r["perturbation"] == pid}
+        at = [j for j, b in enumerate(bins) if b in by_bin]
+        ape = np.array([by_bin[bins[j]]["ape"] for j in at], dtype=float)
+        ci = np.array(
+            [[np.nan, np.nan] if None in by_bin[bins[j]]["interval"] else by_bin[bins[j]]["interval"] for j in at],
+            dtype=float,
+        ).reshape(-1, 2)
+        err = np.nan_to_num(np.abs(np.stack([ape - ci[:, 0], ci[:, 1] - ape])), nan=0.0)
+        shift = (i - (len(perturbations) - 1) / 2) * 0.08
+        ax.errorbar(
+            x[at] + shift,
+            ape,
+            yerr=err,
+            fmt="o-",
+            color=PALETTE[i % len(PALETTE)],
+            capsize=3,
+            linewidth=1.6,
+            markersize=5,
+            label=pid,
+        )
+    ax.axhline(0, color=GREY, linewidth=0.8)
+    ax.set_xticks(x)
+    ax.set_xticklabels(bins)
+    ax.set_xlabel("distance of the corrupted point from the forecast origin (1 = last input point)")
+    ax.set_ylabel(f"APE ({outcome})")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig

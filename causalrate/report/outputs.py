@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from causalrate.perturb.operators import OPERATORS
 from causalrate.score.scores import SCORES
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "family": p.family,
                 "severity": clean_float(p.severity),
                 "severity_label": p.severity_label,
+                **placement_record(p, study),
             }
             for p in study.suite
         ],
@@ -147,6 +149,10 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
         ],
         "overall": result.overall,
         "not_rated": result.unavailable,
+        "recency_profile": [
+            {**row, "ape": clean_float(row["ape"]), "interval": [clean_float(v) for v in row["interval"]]}
+            for row in result.recency_profile
+        ],
         "effects": effect_rows,
         "identification": {
             scheme: {"adjustment_set": list(ident.adjustment_set), "estimand": ident.estimand}
@@ -167,6 +173,27 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
             "method_note": METHOD_NOTE,
         },
     }
+
+
+def placement_record(p, study: Study) -> dict[str, Any]:
+    """Where the perturbation falls, its parts if combined, its imputation, and per-series calibration."""
+    record: dict[str, Any] = {
+        "placement": p.placement.name,
+        "offset": p.placement.offset,
+        "candidates": p.placement.candidates,
+        "impute": p.impute,
+        "positional": p.positional,
+    }
+    if p.parts:
+        record["combine"] = [
+            {"operator": OPERATORS.name_of(type(part.operator)), "period": part.period, "params": part.params}
+            for part in p.parts
+        ]
+    if any(part.operator.calibrated for part in p.components):
+        series = study.dataset.series
+        values = p.calibrations([s.values for s in series])
+        record["calibration"] = {s.id: clean_float(v) for s, v in zip(series, values, strict=True)}
+    return record
 
 
 def _extras(result: Result, key: tuple[str, str, str]) -> dict[str, Any]:

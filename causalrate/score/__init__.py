@@ -1,1 +1,3 @@
 """Stage 4 — score: per-forecast metrics (METHOD §3) and the raw scores that get rated (METHOD §6)."""
+
+from causalrate.score import recency  # noqa: F401  (registers recency and ape_worst after the core scores)

@@ -25,6 +25,10 @@ class Evidence:
     control: str
     severity: dict[str, tuple[str, float]]  # perturbation id → (grid family, severity), for severity grids only
     table: pd.DataFrame | None = None  # per window: series, attributes (Z), characteristics
+    input_length: int = 0  # n, for distances from the forecast origin
+    recency_k: int = 5  # k_r: `recency` is the APE when the perturbed point is among the last k_r
+    recency_perturbations: tuple[str, ...] = ()  # positional, fixed placement: the recency views
+    worst_perturbations: tuple[str, ...] = ()  # placement worst: rated by ape_worst, not ape
 
 
 class Score:
@@ -140,6 +144,7 @@ class Ape(Score):
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
+        first = first[~first["perturbation"].isin(evidence.worst_perturbations)]
         return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
 
 

@@ -18,10 +18,11 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from causalrate.errors import UserError
-from causalrate.perturb.suite import perturbation_seeds
+from causalrate.perturb.suite import perturbation_seeds, stored_first
 from causalrate.rerate import read_run, study_of
 from causalrate.seeding import rng
 from causalrate.userstudy.stimuli import question_figure
@@ -131,8 +132,13 @@ def write_stimuli(out: Path, kit: list[Question], *, study, forecasts: pd.DataFr
     paths = {}
     for q in kit:
         p, w = by_id[q.perturbation], q.window
+        stored = forecasts[(forecasts["window"] == w) & (forecasts["perturbation"] == p.id)]["offsets"]
+        first = stored_first(p, stored.iloc[0] if len(stored) else None, int(wd.start[w]))
         perturbed = p.apply(
-            wd.inputs[w : w + 1], wd.start[w : w + 1], seeds=perturbation_seeds(study.config.seed, p.id, [windows[w]])
+            wd.inputs[w : w + 1],
+            np.array([first]),
+            seeds=perturbation_seeds(study.config.seed, p.id, [windows[w]]),
+            history=[study.dataset.series[wd.series_index[w]].values],
         )[0]
         rows = forecasts[forecasts["window"] == w].set_index(["system", "perturbation"])["forecast"]
         panels = {

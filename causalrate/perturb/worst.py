@@ -1,0 +1,56 @@
+"""`placement: worst`: per (system, window), keep the candidate offset that raised the error most.
+
+Every candidate is forecast like any perturbation (batched, cached); this keeps, per window,
+the row with the largest outcome (a failed forecast counts as the largest: a model that fails
+is never rated well). Ties go to the lowest candidate index, so the result does not depend on
+the order in which batches finish.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Kept:
+    score: float
+    variant: int
+    forecast: np.ndarray
+    error: str | None
+    seconds: float
+    samples: np.ndarray | None
+    info: dict | None
+    offsets: list[int]
+
+
+@dataclass
+class WorstCase:
+    """The worst candidate seen so far for each window of one (system, perturbation)."""
+
+    kept: dict[int, Kept] = field(default_factory=dict)
+
+    def offer(self, *, variant: int, windows: np.ndarray, outcomes: np.ndarray, outcome, seconds, offsets) -> None:
+        """outcomes: the study's outcome metric per row (larger = worse); outcome: the runner's Outcome."""
+        for j, w in enumerate(windows.tolist()):
+            failed = outcome.errors[j] is not None
+            score = np.inf if failed else float(outcomes[j]) if np.isfinite(outcomes[j]) else -np.inf
+            best = self.kept.get(w)
+            if best is None or (score, -variant) > (best.score, -best.variant):
+                samples = outcome.samples[j] if outcome.samples else None
+                info = outcome.info[j] if outcome.info else None
+                self.kept[w] = Kept(
+                    score,
+                    variant,
+                    outcome.forecasts[j],
+                    outcome.errors[j],
+                    float(seconds[j]),
+                    samples,
+                    info,
+                    offsets[j],
+                )
+
+    def rows(self) -> tuple[np.ndarray, list[Kept]]:
+        windows = np.array(sorted(self.kept), dtype=int)
+        return windows, [self.kept[w] for w in windows.tolist()]

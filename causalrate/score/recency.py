@@ -1,0 +1,114 @@
+"""Where the corruption falls: the recency profile and the scores `recency` and `ape_worst` (METHOD §2).
+
+The distance of a perturbed point from the forecast origin is n − offset (1 = the last input
+point). With several perturbed points in a window the nearest to the origin counts. Only
+positional perturbations with a fixed placement enter the recency views (whole-window operators
+have no position; under `worst` the offset is chosen per system, so its distances are not a design).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from causalrate.causal.uncertainty import bootstrap_counts, interval, replicate_means
+from causalrate.score.scores import SCORES, Evidence, Score
+from causalrate.seeding import rng
+
+
+def recency_bins(input_length: int) -> list[tuple[str, int, int]]:
+    """(label, nearest, farthest) distance bins: 1, 2–5, 6–20, 21–n, cut to the input length."""
+    edges = [(1, 1), (2, 5), (6, 20), (21, input_length)]
+    out = []
+    for lo, hi in edges:
+        hi = min(hi, input_length)
+        if lo <= hi:
+            out.append((str(lo) if lo == hi else f"{lo}-{hi}", lo, hi))
+    return out
+
+
+def distances(offsets: pd.Series, input_length: int) -> np.ndarray:
+    """Per row, n − (last perturbed offset): 1 = the last input point; NaN when no offset is stored."""
+    return np.array(
+        [np.nan if not o or not json.loads(o) else input_length - max(json.loads(o)) for o in offsets], dtype=float
+    )
+
+
+def paired_effects(evidence: Evidence) -> pd.DataFrame:
+    """Per (system, perturbation, window) of the recency perturbations: outcome − control outcome, distance."""
+    f = evidence.forecasts
+    control = f[f["perturbation"] == evidence.control].set_index(["system", "window"])["outcome"]
+    rows = f[f["perturbation"].isin(evidence.recency_perturbations)]
+    base = control.reindex(pd.MultiIndex.from_frame(rows[["system", "window"]])).to_numpy()
+    return pd.DataFrame(
+        {
+            "system": rows["system"].to_numpy(),
+            "perturbation": rows["perturbation"].to_numpy(),
+            "window": rows["window"].to_numpy(),
+            "series": rows["series"].to_numpy(),
+            "diff": rows["outcome"].to_numpy() - base,
+            "distance": distances(rows["offsets"], evidence.input_length),
+        }
+    )
+
+
+def recency_profile(evidence: Evidence, *, replicates: int, seed: int) -> list[dict]:
+    """APE per distance bin, with a 95 % block-bootstrap interval (windows resampled within series)."""
+    pairs = paired_effects(evidence)
+    if pairs.empty or evidence.input_length < 1:
+        return []
+    out = []
+    for (system, perturbation), group in pairs.groupby(["system", "perturbation"], sort=True):
+        group = group.sort_values("window")
+        series = pd.factorize(group["series"])[0]
+        counts = bootstrap_counts(series, replicates=replicates, rng=rng(seed, "recency", system, perturbation))
+        diff, dist = group["diff"].to_numpy(dtype=float), group["distance"].to_numpy()
+        for label, lo, hi in recency_bins(evidence.input_length):
+            inside = (dist >= lo) & (dist <= hi) & np.isfinite(diff)
+            if not inside.any():
+                continue
+            reps = replicate_means(counts, np.where(inside, diff, np.nan)) if replicates else np.array([])
+            lo_ci, hi_ci = interval(reps) if replicates else (np.nan, np.nan)
+            out.append(
+                {
+                    "system": system,
+                    "perturbation": perturbation,
+                    "bin": label,
+                    "ape": float(diff[inside].mean()),
+                    "interval": [lo_ci, hi_ci],
+                    "n": int(inside.sum()),
+                }
+            )
+    return out
+
+
+@SCORES.register("recency")
+class Recency(Score):
+    label = "APE, recent corruption"
+    description = "how much its error changes when the corrupted point is among the last input points"
+
+    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+        pairs = paired_effects(evidence)
+        if pairs.empty:
+            self.unavailable = "no positional perturbation with a fixed placement (or a run stored before v3)"
+            return None
+        recent = pairs[pairs["distance"] <= evidence.recency_k]
+        raw = recent.groupby(["system", "perturbation"], sort=True)["diff"].mean().abs()
+        index = pd.MultiIndex.from_frame(pairs[["system", "perturbation"]].drop_duplicates())
+        return raw.reindex(index.sort_values()).rename("raw").reset_index().astype({"raw": np.float64})
+
+
+@SCORES.register("ape_worst")
+class ApeWorst(Score):
+    label = "APE, worst placement"
+    description = "how much its error changes when one corrupted point is placed where it hurts it most"
+
+    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+        if not evidence.worst_perturbations:
+            self.unavailable = "the suite has no perturbation with placement: worst"
+            return None
+        first = evidence.effects.drop_duplicates(["system", "perturbation"])
+        first = first[first["perturbation"].isin(evidence.worst_perturbations)]
+        return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
