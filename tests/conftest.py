@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -10,6 +11,11 @@ import pandas as pd
 import pytest
 
 from causalrate.cli import main
+from causalrate.forecast.environments import envs_dir
+
+# Managed environments are built once (causalrate env create, as .ci/run does) under the cache the
+# session starts with; tests that give each test its own forecast cache still find them there.
+os.environ.setdefault("CAUSALRATE_ENVS_DIR", str(envs_dir()))
 
 INDUSTRY = {"A1": "Alpha", "A2": "Alpha", "B1": "Beta", "B2": "Beta", "C1": "Gamma", "C2": "Gamma"}
 LEVEL = {"Alpha": 1000.0, "Beta": 100.0, "Gamma": 120.0}
