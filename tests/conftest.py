@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from causalrate.cli import main
-from causalrate.forecast.environments import envs_dir
+from causalrate.forecast.environments import envs_dir, python_of, recipes
 
 # Managed environments are built once (causalrate env create, as .ci/run does) under the cache the
 # session starts with; tests that give each test its own forecast cache still find them there.
@@ -82,6 +82,24 @@ systems:
 {textwrap.indent(textwrap.dedent(systems), "  ")}
 {extra}"""
     return write_yaml(folder / "study.yaml", body)
+
+
+def moment_environment() -> Path | None:
+    """The Python of MOMENT's managed environment; None when it is not built (a failure where CI requires it)."""
+    recipe = recipes()["moment"]
+    if recipe.built:
+        return python_of(recipe.folder)
+    if os.environ.get("CAUSALRATE_REQUIRE_ENVS") == "1":
+        pytest.fail(f"the moment environment is not built in {envs_dir()}: causalrate env create moment")
+    return None
+
+
+@pytest.fixture(scope="session")
+def moment_python() -> Path:
+    python = moment_environment()
+    if python is None:
+        pytest.skip("the moment environment is not built (causalrate env create moment)")
+    return python
 
 
 @pytest.fixture

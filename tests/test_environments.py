@@ -19,7 +19,7 @@ import pytest
 
 from causalrate.errors import UserError
 from causalrate.forecast import envsystem
-from causalrate.forecast.environments import create, envs_dir, recipes, resolve
+from causalrate.forecast.environments import create, recipes
 from causalrate.forecast.runner import Job, run_job
 from causalrate.forecast.systems import Batch, build_system
 from tests.conftest import make_synthetic_study
@@ -189,20 +189,10 @@ def test_a_mixed_study_is_byte_identical_on_rerun(tmp_path, monkeypatch, cli):
 # --- the managed MOMENT environment ---------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def moment_python() -> Path:
-    recipe = recipes()["moment"]
-    if not recipe.built:
-        if os.environ.get("CAUSALRATE_REQUIRE_ENVS") == "1":
-            pytest.fail(f"the moment environment is not built in {envs_dir()}: causalrate env create moment")
-        pytest.skip("the moment environment is not built (causalrate env create moment)")
-    return resolve("moment", base_dir=Path.cwd(), system="moment")
-
-
 def test_env_create_is_idempotent(moment_python, cli):
     marker = recipes()["moment"].folder / "causalrate-env.json"
     before = marker.stat().st_mtime_ns
-    recipe, built = create("moment", log=print)
+    _, built = create("moment", log=print)
     assert not built and marker.stat().st_mtime_ns == before
     code, out, _ = cli("env", "create", "moment")
     assert code == 0 and "already built" in out
@@ -216,7 +206,7 @@ def test_moment_runs_on_its_pins_beside_the_cores_numpy_2(moment_python, tmp_pat
     """momentfm's pins hold in its environment, and the cache key carries those versions."""
     from tests import tiny_models
 
-    ckpt, _ = tiny_models.build_moment_in(moment_python, tmp_path / "moment", horizon=2)
+    tiny_models.build_moment_in(moment_python, tmp_path / "moment", horizon=2)
     system = build_system(
         {"name": "m", "type": "moment", "model": "moment", "untrained_head": True, "seq_len": 64}, base_dir=tmp_path
     )

@@ -117,9 +117,14 @@ def engine_path() -> Path:
 
 
 def worker_environment() -> dict[str, str]:
-    """os.environ for a worker: causalrate alone on its path, no user site, this process as its parent."""
+    """os.environ for a worker: causalrate alone on its path (not the working directory), this process as its parent."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env.update(PYTHONPATH=str(engine_path()), PYTHONNOUSERSITE="1", CAUSALRATE_ENGINE_PID=str(os.getpid()))
+    env.update(
+        PYTHONPATH=str(engine_path()),
+        PYTHONSAFEPATH="1",  # the working directory's packages would shadow the environment's
+        PYTHONNOUSERSITE="1",
+        CAUSALRATE_ENGINE_PID=str(os.getpid()),
+    )
     return env
 
 

@@ -43,6 +43,7 @@ class EnvironmentSystem(System):
         self._process: subprocess.Popen | None = None
         self._stderr: Any = None
         self._hello: dict[str, Any] | None = None
+        self._identity: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # a pickled copy starts its own worker
         return {**self.__dict__, "_process": None, "_stderr": None}
@@ -68,11 +69,14 @@ class EnvironmentSystem(System):
         return bool(self.hello()["facts"]["pinned"])
 
     def identity(self) -> dict[str, Any]:
-        hello = self.hello()
-        return {**hello["identity"], "environment": {"python": hello["python"], "packages": hello["packages"]}}
+        """The real system's identity plus the environment's Python and package versions."""
+        if self._identity is None:
+            hello, inner = self.hello(), self.request({"op": "identity"})[0]["identity"]
+            self._identity = {**inner, "environment": {"python": hello["python"], "packages": hello["packages"]}}
+        return self._identity
 
     def hello(self) -> dict[str, Any]:
-        """The worker's handshake (starting one if none answered yet): identity, facts and package versions."""
+        """The worker's handshake (starting one if none answered yet): its facts and package versions."""
         if self._hello is None:
             self._ensure_started()
         return self._hello
@@ -81,8 +85,11 @@ class EnvironmentSystem(System):
         series = [{"id": s.id, "attributes": s.attributes} for s in dataset.series]
         arrays = {f"dates_{i}": s.dates for i, s in enumerate(dataset.series)}
         arrays |= {f"values_{i}": s.values for i, s in enumerate(dataset.series)}
-        self.request({"op": "check", "series": series, "source": dataset.source}, arrays)
-        self.close()  # the main process only validates; forecasting workers start their own
+        try:
+            self.request({"op": "check", "series": series, "source": dataset.source}, arrays)
+            self.identity()  # the main process needs it for the cache keys, then no worker of its own
+        finally:
+            self.close()  # forecasting workers start their own
 
     def forecast(self, batch: Batch) -> Prediction:
         images = batch.images or ()

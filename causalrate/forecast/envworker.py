@@ -10,7 +10,8 @@ Protocol (version PROTOCOL, checked on the first message): each message is a lit
 of the message's arrays (empty when there are none). The engine sends one request at a time and
 reads one reply; replies carry ``ok`` and, on failure, ``error`` (an exception) or ``user_error``.
 
-    hello    {protocol, module, type, settings, base_dir} → {identity, facts, packages, python}
+    hello    {protocol, module, type, settings, base_dir} → {protocol, facts, packages, python}
+    identity {} → {identity} (asked after check: a system's identity may need what check verifies)
     check    {series: [{id, attributes}], source} + arrays dates_i, values_i → {}
     forecast {horizon, attributes, images} + inputs, seeds, input_dates, truth_dates, image_i → point, samples
     call     {module, function, kwargs} + arrays (extra keyword arguments) → {result}
@@ -96,14 +97,15 @@ class Worker:
         self.system = cls(cls.Settings.model_validate(header["settings"]), base_dir=Path(header["base_dir"]))
         facts = {name: getattr(self.system, name) for name in _FACTS}
         python = ".".join(map(str, sys.version_info[:3]))
-        identity = self.system.identity()
         return {
             "protocol": PROTOCOL,
-            "identity": identity,
             "facts": facts,
             "packages": installed_packages(),
             "python": python,
         }, None
+
+    def identity(self, header: dict, arrays: dict) -> tuple[dict, None]:
+        return {"identity": self.system.identity()}, None
 
     def check(self, header: dict, arrays: dict) -> tuple[dict, None]:
         from causalrate.data.dataset import Dataset, Series
@@ -143,7 +145,7 @@ class Worker:
         from causalrate.errors import UserError
 
         op = header.get("op")
-        if op not in ("hello", "check", "forecast", "call") or (op != "hello" and self.system is None):
+        if op not in ("hello", "identity", "check", "forecast", "call") or (op != "hello" and self.system is None):
             return {"ok": False, "error": f"RuntimeError: unexpected request {op!r}"}, None
         try:
             reply, out = getattr(self, op)(header, arrays)
