@@ -8,6 +8,7 @@ builds (.ci/run builds it once; elsewhere they skip unless CAUSALRATE_REQUIRE_EN
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -146,6 +147,9 @@ def test_a_bad_environment_is_a_user_error(tmp_path, cli):
     broken.chmod(0o755)
     with pytest.raises(UserError, match=r"died \(exit code 3\).*no numpy here"):
         python_system(tmp_path, "last", environment=str(broken)).identity()
+    study = make_synthetic_study(tmp_path, "- {name: naive, type: naive, environment: [a, b]}")
+    code, _, err = cli("assess", study, "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "environment: expected a managed environment's name" in err
 
 
 def test_a_missing_managed_environment_says_how_to_create_it(tmp_path, monkeypatch, cli):
@@ -163,8 +167,19 @@ def test_a_missing_managed_environment_says_how_to_create_it(tmp_path, monkeypat
     assert "environment 'moment' is not built here" in err and "causalrate env create moment" in err
 
 
+def assess_twice(study: Path, folder: Path, monkeypatch, cli) -> list[bytes]:
+    """ratings.json of two runs of `study`, each forecasting afresh (its own forecast cache)."""
+    docs = []
+    for run in ("a", "b"):
+        monkeypatch.setenv("CAUSALRATE_CACHE_DIR", str(folder / f"cache-{run}"))
+        code, _, err = cli("assess", study, "--out", folder / run, "--no-cards", "--workers", "2")
+        assert code == 0, err
+        docs.append((folder / run / "ratings.json").read_bytes())
+    return docs
+
+
 def test_a_mixed_study_is_byte_identical_on_rerun(tmp_path, monkeypatch, cli):
-    """Core-environment and own-environment systems in one study; two fresh runs, same ratings.json."""
+    """Engine-environment and own-environment systems in one study; two fresh runs, same ratings.json."""
     (tmp_path / "envfunctions.py").write_text(FUNCTIONS)
     study = make_synthetic_study(
         tmp_path,
@@ -176,14 +191,9 @@ def test_a_mixed_study_is_byte_identical_on_rerun(tmp_path, monkeypatch, cli):
         draws=4,
         stride=4,
     )
-    docs = []
-    for run in ("a", "b"):
-        monkeypatch.setenv("CAUSALRATE_CACHE_DIR", str(tmp_path / f"cache-{run}"))  # forecast afresh each time
-        code, _, err = cli("assess", study, "--out", tmp_path / run, "--no-cards", "--workers", "2")
-        assert code == 0, err
-        docs.append((tmp_path / run / "ratings.json").read_bytes())
-    assert docs[0] == docs[1]
-    assert b'"environment"' in docs[0]  # the study's own record of where the system ran
+    first, second = assess_twice(study, tmp_path, monkeypatch, cli)
+    assert first == second
+    assert b'"environment"' in first  # the study's own record of where the system ran
 
 
 # --- the managed MOMENT environment ---------------------------------------------------------------
@@ -214,3 +224,23 @@ def test_moment_runs_on_its_pins_beside_the_cores_numpy_2(moment_python, tmp_pat
     assert packages["numpy"] == "1.25.2" and packages["transformers"] == "4.33.3" and packages["momentfm"] == "0.1.4"
     assert np.__version__.startswith("2.")
     assert system.identity()["libraries"]["momentfm"] == "0.1.4"
+
+
+def test_a_study_with_moment_in_its_environment_is_byte_identical_on_rerun(moment_python, tmp_path, monkeypatch, cli):
+    from tests import tiny_models
+
+    tiny_models.build_moment_in(moment_python, tmp_path / "moment", horizon=10)
+    study = make_synthetic_study(
+        tmp_path,
+        """
+        - {name: naive, type: naive}
+        - {name: moment, type: moment, model: moment, head: moment-head.safetensors, seq_len: 64}
+        """,
+        draws=4,
+        stride=8,
+    )
+    first, second = assess_twice(study, tmp_path, monkeypatch, cli)
+    assert first == second
+    with sqlite3.connect(tmp_path / "a" / "forecasts.sqlite") as conn:
+        errors = [e for (e,) in conn.execute("SELECT error FROM forecasts WHERE system = 'moment'")]
+    assert errors and all(e is None for e in errors)
