@@ -104,8 +104,8 @@ def _fit_head(args: argparse.Namespace) -> int:
     from causalrate.config import load_config
     from causalrate.data import make_windows
     from causalrate.data.loaders import load_dataset
-    from causalrate.forecast.checkpoints import locate, require
-    from causalrate.forecast.foundation import Moment, fit_moment_head
+    from causalrate.forecast.envsystem import call_in_system
+    from causalrate.forecast.foundation import fit_moment_head
     from causalrate.forecast.systems import build_system
 
     config, base_dir = load_config(args.config)
@@ -122,16 +122,15 @@ def _fit_head(args: argparse.Namespace) -> int:
             f"--end {end}: the training period must end before the assessed data starts (data.start: {assessed}), "
             "or the head would learn the windows it is rated on; --allow-overlap to do it anyway"
         )
-    require(*Moment.package, system="moment", how=Moment.install)
-    system: Moment = build_system(spec.model_dump(), base_dir=base_dir)
-    locate(system.settings.model, base_dir=base_dir, system="moment", download=True)
     w = config.windows
     data = config.data.model_copy(update={"start": start, "end": end})
     dataset = load_dataset(data, base_dir=base_dir, min_length=w.input_length + w.horizon)
+    system = build_system(spec.model_dump(), base_dir=base_dir)
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
     out = Path(args.out) if args.out else base_dir / (system.settings.head or f"{spec.name}-head.safetensors")
-    losses = fit_moment_head(
+    losses = call_in_system(  # in MOMENT's environment
         system,
+        fit_moment_head,
         inputs=windows.inputs,
         truth=windows.truth,
         out=out,
@@ -180,6 +179,28 @@ def _perturbations(args: argparse.Namespace) -> int:
 
     for name, op in OPERATORS.items():
         print(f"{name:14} {op.kind:10} {op.description}")
+    return 0
+
+
+def _env_create(args: argparse.Namespace) -> int:
+    from causalrate.forecast.environments import create
+
+    started = time.perf_counter()
+    recipe, built = create(args.name, log=lambda line: print(line, file=sys.stderr))
+    took = f"built in {time.perf_counter() - started:.0f} s" if built else "already built"
+    print(f"environment {recipe.name}: {recipe.folder} ({took})")
+    return 0
+
+
+def _env_list(args: argparse.Namespace) -> int:
+    from causalrate.forecast.environments import recipes
+
+    for name, recipe in recipes().items():
+        state = f"built at {recipe.folder}" if recipe.built else f"not built (causalrate env create {name})"
+        print(f"{name:10} {state}\n{'':10} requires: {', '.join(recipe.requirements)}")
+        packages = recipe.packages()
+        if packages:
+            print(f"{'':10} resolved: {', '.join(f'{k}=={v}' for k, v in packages.items())}")
     return 0
 
 
@@ -256,6 +277,12 @@ def parser() -> argparse.ArgumentParser:
     sa.add_argument("responses", help="folder of returned .csv / .json answer files")
     sa.add_argument("--out", help="report directory (default KIT_DIR/report)")
     sa.set_defaults(func=_study_analyze)
+    en = sub.add_parser("env", help="managed Python environments for systems that need their own packages")
+    env = en.add_subparsers(dest="env_command", required=True)
+    ec = env.add_parser("create", help="build a system type's environment (once; does nothing when it is built)")
+    ec.add_argument("name", help="the environment's name (its system type, e.g. moment)")
+    ec.set_defaults(func=_env_create)
+    env.add_parser("list", help="list the managed environments and whether they are built").set_defaults(func=_env_list)
     sub.add_parser("perturbations", help="list registered perturbation operators").set_defaults(func=_perturbations)
     sub.add_parser("systems", help="list registered system types").set_defaults(func=_systems)
     return p

@@ -169,6 +169,11 @@ class SystemSpec(BaseModel):
             cls.Settings.model_validate(self.settings)
         except ValidationError as exc:
             raise ValueError(f"settings of system {self.name!r} (type {self.type}): {_one_line(exc)}") from None
+        if not isinstance(self.environment, str | None) or self.environment == "":
+            raise ValueError(
+                f"system {self.name!r}: environment: expected a managed environment's name, a virtual-environment "
+                f"folder or a Python interpreter, got {self.environment!r}"
+            )
         if self.modality not in (None, cls.modality):
             raise ValueError(
                 f"system {self.name!r}: type {self.type} has modality {cls.modality!r}, not {self.modality!r}"
@@ -177,8 +182,16 @@ class SystemSpec(BaseModel):
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The type-specific keys (everything but name, type and metadata)."""
-        return dict(self.model_extra or {})
+        """The type-specific keys (everything but name, type, environment and metadata)."""
+        return {k: v for k, v in (self.model_extra or {}).items() if k != "environment"}
+
+    @property
+    def environment(self) -> Any:
+        """Where it runs: a managed environment's name, a venv folder or an interpreter (None: the type's default).
+
+        Kept among the extra keys so that configs without it dump exactly as before.
+        """
+        return (self.model_extra or {}).get("environment")
 
 
 class CausalConfig(Strict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -10,6 +11,11 @@ import pandas as pd
 import pytest
 
 from causalrate.cli import main
+from causalrate.forecast.environments import envs_dir, python_of, recipes
+
+# Managed environments are built once (causalrate env create, as .ci/run does) under the cache the
+# session starts with; tests that give each test its own forecast cache still find them there.
+os.environ.setdefault("CAUSALRATE_ENVS_DIR", str(envs_dir()))
 
 INDUSTRY = {"A1": "Alpha", "A2": "Alpha", "B1": "Beta", "B2": "Beta", "C1": "Gamma", "C2": "Gamma"}
 LEVEL = {"Alpha": 1000.0, "Beta": 100.0, "Gamma": 120.0}
@@ -76,6 +82,24 @@ systems:
 {textwrap.indent(textwrap.dedent(systems), "  ")}
 {extra}"""
     return write_yaml(folder / "study.yaml", body)
+
+
+def moment_environment() -> Path | None:
+    """The Python of MOMENT's managed environment; None when it is not built (a failure where CI requires it)."""
+    recipe = recipes()["moment"]
+    if recipe.built:
+        return python_of(recipe.folder)
+    if os.environ.get("CAUSALRATE_REQUIRE_ENVS") == "1":
+        pytest.fail(f"the moment environment is not built in {envs_dir()}: causalrate env create moment")
+    return None
+
+
+@pytest.fixture(scope="session")
+def moment_python() -> Path:
+    python = moment_environment()
+    if python is None:
+        pytest.skip("the moment environment is not built (causalrate env create moment)")
+    return python
 
 
 @pytest.fixture

@@ -19,13 +19,13 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("chronos")
-pytest.importorskip("momentfm")
 pytest.importorskip("google.genai")
 
 from causalrate.cli import main
 from causalrate.forecast.llm import numeric_prompt, plot_prompt
 from causalrate.forecast.plot import render_window
 from tests import tiny_models
+from tests.conftest import moment_environment
 from tests.fake_servers import FakeServer, gemini_answer, http_answer
 
 INPUT, HORIZON = 12, 3
@@ -66,8 +66,7 @@ systems:
   - {{name: naive, type: naive}}
   - {{name: chronos, type: chronos, model: ckpt/chronos, num_samples: 6}}
   - {{name: chronos-bolt, type: chronos, model: ckpt/bolt}}
-  - {{name: moment, type: moment, model: ckpt/moment, head: ckpt/moment-head.safetensors, seq_len: 64}}
-  - {{name: phi3, type: phi3, model: ckpt/phi3, max_new_tokens: 60, parse_retries: 0}}
+{moment}  - {{name: phi3, type: phi3, model: ckpt/phi3, max_new_tokens: 60, parse_retries: 0}}
   - {{name: phi3-untrained, type: phi3, model: ckpt/phi3-untrained, max_new_tokens: 20, parse_retries: 1}}
   - {{name: phi3-vision, type: phi3-vision, model: ckpt/vlm, max_new_tokens: 60, parse_retries: 0}}
   - {{name: gemini, type: gemini, base_url: "{url}", api_key_env: TEST_GEMINI_KEY, timeout: 1, backoff: 0}}
@@ -77,6 +76,9 @@ systems:
 """
 
 
+MOMENT = "  - {name: moment, type: moment, model: ckpt/moment, head: ckpt/moment-head.safetensors, seq_len: 64}\n"
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("models")
@@ -84,7 +86,9 @@ def run(tmp_path_factory):
     ckpt = folder / "ckpt"
     tiny_models.build_chronos(ckpt / "chronos")
     tiny_models.build_chronos_bolt(ckpt / "bolt")
-    tiny_models.build_moment(ckpt / "moment", horizon=HORIZON)
+    moment = moment_environment()  # MOMENT runs in its own environment, when it is built
+    if moment is not None:
+        tiny_models.build_moment_in(moment, ckpt / "moment", horizon=HORIZON)
     rng = np.random.default_rng(0)
     samples = [rng.uniform(10, 200) * np.exp(np.cumsum(rng.normal(0, 0.01, INPUT))) for _ in range(40)]
     for i in range(0, 39, 3):  # some prompts see a drop to zero, some a missing value
@@ -106,9 +110,24 @@ def run(tmp_path_factory):
     mp.setenv("CAUSALRATE_CACHE_DIR", str(folder / "cache"))
     with FakeServer(gemini_answer, script=SCRIPT) as gemini, FakeServer(http_answer) as served:
         study = folder / "study.yaml"
-        study.write_text(STUDY.format(input=INPUT, horizon=HORIZON, url=gemini.url, served=served.url))
+        study.write_text(
+            STUDY.format(
+                input=INPUT,
+                horizon=HORIZON,
+                url=gemini.url,
+                served=served.url,
+                moment=MOMENT if moment is not None else "",
+            )
+        )
         code = main(["assess", str(study), "--out", str(folder / "run"), "--workers", "2", "--no-cards"])
-        yield {"code": code, "folder": folder, "gemini": gemini, "served": served, "targets": targets}
+        yield {
+            "code": code,
+            "folder": folder,
+            "gemini": gemini,
+            "served": served,
+            "targets": targets,
+            "moment": moment is not None,
+        }
     mp.undo()
 
 
@@ -121,23 +140,15 @@ def test_every_adapter_runs_end_to_end(run):
     assert run["code"] == 0
     frame = rows(run)
     failed = frame.groupby("system")["error"].apply(lambda e: e.notna().mean())
-    for system in [
-        "naive",
-        "chronos",
-        "chronos-bolt",
-        "moment",
-        "phi3",
-        "phi3-vision",
-        "gemini",
-        "gemini-vision",
-        "served",
-    ]:
+    expected = ["naive", "chronos", "chronos-bolt", "phi3", "phi3-vision", "gemini", "gemini-vision", "served"]
+    for system in expected + (["moment"] if run["moment"] else []):
         assert failed[system] == 0, (system, frame[frame.system == system]["error"].dropna().head(2).tolist())
     doc = json.loads((run["folder"] / "run" / "ratings.json").read_text())
     assert {s["name"]: s["modality"] for s in doc["systems"]}["phi3-vision"] == "plot"
     assert {s["name"]: s["family"] for s in doc["systems"]}["chronos"] == "time-series FM"
     rated = {r["system"] for r in doc["ratings"] if r["rating"] is not None}
-    assert {"chronos", "moment", "phi3", "phi3-vision", "gemini-vision", "served"} <= rated
+    assert {"chronos", "phi3", "phi3-vision", "gemini-vision", "served"} <= rated
+    assert run["moment"] <= ("moment" in rated)
 
 
 def test_chat_models_answer_in_the_format_and_failures_keep_the_raw_answer(run):
@@ -202,24 +213,12 @@ def test_plot_image_enters_the_cache_key(run, monkeypatch, tmp_path):
     assert seconds_a != seconds_b  # b forecast afresh (timings differ), a came from the first run's cache
 
 
-def test_moment_runs_on_the_cores_versions_not_its_pins():
-    """momentfm is installed without its pins: the core's requirements all hold, momentfm's do not."""
-    from importlib.metadata import requires, version
-
-    from packaging.requirements import Requirement
-
-    core = [Requirement(r) for r in requires("causalrate") if "extra ==" not in r]
-    for req in core:
-        assert req.specifier.contains(version(req.name), prereleases=True), (req, version(req.name))
-    pins = {Requirement(r).name: Requirement(r) for r in requires("momentfm")}
-    assert not pins["numpy"].specifier.contains(version("numpy"))  # numpy 2, not momentfm's 1.25
-
-
-def test_fit_head_trains_moment_on_a_training_period_then_assess_uses_it(tmp_path, cli):
+def test_fit_head_trains_moment_on_a_training_period_then_assess_uses_it(tmp_path, cli, moment_python):
+    """fit-head and assess both run MOMENT in its own environment."""
     from tests.conftest import synthetic_long_csv
 
     synthetic_long_csv(tmp_path / "prices.csv", length=200)
-    tiny_models.build_moment(tmp_path / "moment", horizon=10)
+    tiny_models.build_moment_in(moment_python, tmp_path / "moment", horizon=10)
     head = "heads/moment.safetensors"
     (tmp_path / "study.yaml").write_text(
         f"""

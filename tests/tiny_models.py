@@ -9,6 +9,7 @@ too; an untrained copy exercises the failure path (unparsable answer kept on the
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +124,24 @@ def build_moment(folder: Path, *, horizon: int) -> tuple[Path, Path]:
     head = folder.parent / f"{folder.name}-head.safetensors"
     save_file({k: v.contiguous() for k, v in forecaster.head.state_dict().items()}, str(head))
     return folder, head
+
+
+def build_moment_in(python: Path, folder: Path, *, horizon: int) -> tuple[Path, Path]:
+    """build_moment run by `python` (MOMENT's own environment: momentfm is not installed beside the engine)."""
+    import json
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    code = (
+        "import json, sys; from pathlib import Path; from tests.tiny_models import build_moment; "
+        f"print(json.dumps([str(p) for p in build_moment(Path({str(folder)!r}), horizon={horizon})]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"building the tiny MOMENT in {python} failed:\n{done.stderr[-3000:]}")
+    checkpoint, head = json.loads(done.stdout.strip().splitlines()[-1])
+    return Path(checkpoint), Path(head)
 
 
 def build_tokenizer(corpus: list[str]):

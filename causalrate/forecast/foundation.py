@@ -10,10 +10,8 @@ import numpy as np
 from pydantic import Field
 
 from causalrate.errors import UserError
-from causalrate.forecast.checkpoints import CheckpointSettings, CheckpointSystem
+from causalrate.forecast.checkpoints import CheckpointSettings, CheckpointSystem, locate
 from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
-
-MOMENT_INSTALL = "pip install 'causalrate[moment]' && pip install --no-deps momentfm==0.1.4"
 
 
 class ChronosSettings(CheckpointSettings):
@@ -106,7 +104,9 @@ class Moment(CheckpointSystem):
     family = "time-series FM"
     architecture = "encoder-only"
     libraries = ("momentfm", "torch", "transformers")
-    install = MOMENT_INSTALL
+    # momentfm 0.1.4 pins numpy 1.25 and transformers 4.33, which cannot live beside the engine's
+    environment_requirements = ("momentfm==0.1.4", "torch==2.13.0", "safetensors>=0.4")
+    install = "causalrate env create moment (or name an environment: whose Python has momentfm==0.1.4)"
 
     def check(self, dataset) -> None:
         super().check(dataset)
@@ -176,7 +176,7 @@ def fit_moment_head(
     *,
     inputs: np.ndarray,
     truth: np.ndarray,
-    out: Path,
+    out: Path | str,
     epochs: int = 3,
     learning_rate: float = 1e-4,
     batch_size: int = 32,
@@ -186,11 +186,13 @@ def fit_moment_head(
 
     Encoder and patch embedder stay frozen, the head trains with dropout 0.1 and weight decay 0
     (Adam, MSE). `out` (.safetensors) is what the `moment` system's `head:` setting loads.
-    Returns the mean training loss of the first and the last epoch.
+    Returns the mean training loss of the first and the last epoch. Runs in MOMENT's environment.
     """
     import torch
     from safetensors.torch import save_file
 
+    out = Path(out)
+    locate(system.settings.model, base_dir=system.base_dir, system="moment", download=True)
     torch.manual_seed(seed)
     model = system.loaded(truth.shape[1])
     n = system.settings.seq_len

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from causalrate.data.dataset import Dataset
 from causalrate.registry import Registry
+
+if TYPE_CHECKING:  # the environment worker imports this module with numpy and pydantic only
+    from causalrate.data.dataset import Dataset
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class System:
     version: ClassVar[str] = "1"  # bump when the system's code changes its forecasts
     libraries: ClassVar[tuple[str, ...]] = ()  # packages whose version changes its forecasts
     pinned: bool = False  # True: runs on a GPU, all its batches go to one worker process
+    # pip requirements of its own managed environment (`causalrate env create <type>`); empty: the engine's
+    environment_requirements: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, settings: BaseModel, *, base_dir: Path) -> None:
         self.settings = settings
@@ -129,9 +133,15 @@ SYSTEMS: Registry[type[System]] = Registry("system type")
 
 
 def build_system(spec: dict[str, Any], *, base_dir: Path) -> System:
-    """Instantiate a system from a validated SystemSpec dump."""
+    """Instantiate a system from a validated SystemSpec dump; one with an environment runs in its worker."""
     cls = SYSTEMS.get(spec["type"])
     from causalrate.config import SystemSpec
 
-    settings = cls.Settings.model_validate(SystemSpec.model_validate(spec).settings)
-    return cls(settings, base_dir=base_dir)
+    validated = SystemSpec.model_validate(spec)
+    settings = cls.Settings.model_validate(validated.settings)
+    environment = validated.environment or (spec["type"] if cls.environment_requirements else None)
+    if environment is None:
+        return cls(settings, base_dir=base_dir)
+    from causalrate.forecast.envsystem import EnvironmentSystem
+
+    return EnvironmentSystem(cls, settings, base_dir=base_dir, environment=environment, type_name=spec["type"])
