@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SUNDIAL_CONFIG = '''
+SUNDIAL_CONFIG = """
 from transformers import PretrainedConfig
 
 
@@ -18,7 +18,7 @@ class SundialConfig(PretrainedConfig):
     def __init__(self, hidden_size=8, **kwargs):
         self.hidden_size = hidden_size
         super().__init__(**kwargs)
-'''
+"""
 
 SUNDIAL_MODEL = '''
 import torch
@@ -133,5 +133,7 @@ def build_sundial(folder: Path) -> Path:
             }
         )
     )
-    save_file({"scale.weight": torch.full((1, 1), 0.5), "scale.bias": torch.zeros(1)}, str(folder / "model.safetensors"))
+    save_file(
+        {"scale.weight": torch.full((1, 1), 0.5), "scale.bias": torch.zeros(1)}, str(folder / "model.safetensors")
+    )
     return folder
