@@ -43,6 +43,8 @@ class Chronos(CheckpointSystem):
     family = "time-series FM"
     architecture = "encoder-decoder"
     stochastic = True
+    nan_policy = "native mask"
+    output = "samples (Chronos) or quantiles (Chronos-Bolt)"
     libraries = ("chronos-forecasting", "torch", "transformers")
 
     def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
@@ -105,6 +107,7 @@ class Moment(CheckpointSystem):
     package = ("momentfm", "moment")
     family = "time-series FM"
     architecture = "encoder-only"
+    nan_policy = "native mask"
     libraries = ("momentfm", "torch", "transformers")
     install = MOMENT_INSTALL
 
