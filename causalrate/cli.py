@@ -206,11 +206,14 @@ def _env_list(args: argparse.Namespace) -> int:
 
 def _systems(args: argparse.Namespace) -> int:
     from causalrate.forecast import SYSTEMS
+    from causalrate.forecast.systems import nan_handling
 
     for name, cls in SYSTEMS.items():
         doc = (cls.__doc__ or "").strip().splitlines()[0]
         settings = ", ".join(cls.Settings.model_fields) or "-"
-        print(f"{name:10} {doc}  [settings: {settings}]")
+        own = getattr(cls, "environment_requirements", None)
+        where = f"; own environment: {', '.join(own)}" if own else ""
+        print(f"{name:13} {doc}  [NaN: {nan_handling(cls)}; output: {cls.output}{where}; settings: {settings}]")
     return 0
 
 

@@ -6,6 +6,7 @@ from causalrate.forecast import (  # noqa: F401 - registers the built-in systems
     python_system,
     reference,
     remote,
+    zoo,
 )
 from causalrate.forecast.systems import SYSTEMS, Batch, Prediction, System
 

@@ -41,6 +41,8 @@ class Chronos(CheckpointSystem):
     family = "time-series FM"
     architecture = "encoder-decoder"
     stochastic = True
+    nan_policy = "native mask"
+    output = "samples (Chronos) or quantiles (Chronos-Bolt)"
     libraries = ("chronos-forecasting", "torch", "transformers")
 
     def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
@@ -103,6 +105,7 @@ class Moment(CheckpointSystem):
     package = ("momentfm", "moment")
     family = "time-series FM"
     architecture = "encoder-only"
+    nan_policy = "native mask"
     libraries = ("momentfm", "torch", "transformers")
     # momentfm 0.1.4 pins numpy 1.25 and transformers 4.33, which cannot live beside the engine's
     environment_requirements = ("momentfm==0.1.4", "torch==2.13.0", "safetensors>=0.4")

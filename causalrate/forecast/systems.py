@@ -93,6 +93,8 @@ class System:
     modality: ClassVar[str] = "numeric"  # "plot": the system sees Batch.images
     architecture: ClassVar[str | None] = None
     accepts_nan: bool = True  # False: the run imputes missing values first and records it
+    nan_policy: ClassVar[str] = "own handling"  # what a NaN-accepting system does with them ("native mask", ...)
+    output: ClassVar[str] = "point"  # "point", "quantiles" or "samples" (the last two are also scored by CRPS)
     wants_context: ClassVar[bool] = False  # reads Batch.attributes / dates: they enter the cache key
     stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
     version: ClassVar[str] = "1"  # bump when the system's code changes its forecasts
@@ -127,6 +129,11 @@ class System:
 
     def forecast(self, batch: Batch) -> np.ndarray | Prediction:
         raise NotImplementedError
+
+
+def nan_handling(system: System | type[System]) -> str:
+    """How missing inputs reach the system: its own policy, or imputed by causalrate first (METHOD §2)."""
+    return system.nan_policy if system.accepts_nan else "imputed by causalrate"
 
 
 SYSTEMS: Registry[type[System]] = Registry("system type")

@@ -1,0 +1,58 @@
+"""Moirai-2 (Salesforce, 2025) through uni2ts, in its own environment (uni2ts pins torch < 2.5, numpy 1.26)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
+from causalrate.forecast.zoo._base import QuantileSettings, ZooSystem, levels_of, quantile_prediction
+
+
+class Moirai2Settings(QuantileSettings):
+    context_length: int = Field(1680, ge=8, description="the forecaster's context; shorter inputs are padded")
+
+
+@SYSTEMS.register("moirai2")
+class Moirai2(ZooSystem):
+    """Moirai-2: a decoder-only transformer with a quantile head; NaN inputs are masked natively.
+
+    Moirai2Module.from_pretrained(Salesforce/moirai-2.0-R-small) wrapped in a Moirai2Forecast
+    per horizon; predict() marks NaN as unobserved and fills them as in pre-training.
+    """
+
+    Settings = Moirai2Settings
+    package = ("uni2ts", "moirai2")
+    install = "causalrate env create moirai2 (uni2ts pins torch<2.5 and numpy 1.26, which conflict with the core)"
+    environment_requirements: ClassVar[list[str]] = ["uni2ts==2.0.0"]
+    architecture = "decoder-only"
+    nan_policy = "native mask"
+    output = "quantiles"
+    libraries = ("uni2ts", "torch")
+
+    def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
+        from uni2ts.model.moirai2 import Moirai2Forecast, Moirai2Module
+
+        return Moirai2Forecast(
+            module=Moirai2Module.from_pretrained(str(folder)),
+            prediction_length=horizon,
+            context_length=self.settings.context_length,
+            target_dim=1,
+            feat_dynamic_real_dim=0,
+            past_feat_dynamic_real_dim=0,
+        ).to(device)
+
+    def forecast(self, batch: Batch) -> Prediction:
+        model, levels = self.loaded(batch.horizon), levels_of(self.settings)
+        known = [float(q) for q in model.module.quantile_levels]
+        if not set(levels) <= set(known):
+            raise ValueError(f"quantile_levels {levels} are not all among the checkpoint's {known}")
+        grids = [
+            model.predict(past_target=list(batch.inputs[start : start + self.settings.batch_size]))
+            for start in range(0, len(batch.inputs), self.settings.batch_size)
+        ]
+        grid = np.concatenate(grids).reshape(len(batch.inputs), len(known), -1).transpose(0, 2, 1)  # [b, d, q]
+        return quantile_prediction(grid[..., [known.index(q) for q in levels]], levels)

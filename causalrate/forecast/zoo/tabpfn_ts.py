@@ -1,0 +1,68 @@
+"""TabPFN-TS (Prior Labs, 2025): time series as tabular regression; own environment (gluonts: pandas < 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from causalrate.errors import UserError
+from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
+from causalrate.forecast.zoo._base import QuantileSettings, ZooSystem, levels_of, quantile_prediction
+
+
+class TabPFNTSSettings(QuantileSettings):
+    checkpoint_file: str = Field(description="the TabPFN regressor .ckpt inside the model folder")
+
+
+@SYSTEMS.register("tabpfn-ts")
+class TabPFNTS(ZooSystem):
+    """TabPFN-TS: a tabular foundation model regressing each value on calendar and seasonal features of its date.
+
+    TabPFNTSPipeline(tabpfn_mode=LOCAL, model_path=<folder>/<checkpoint_file>).predict_df on
+    (item_id, timestamp, target) rows; the package drops rows whose target is NaN (a tabular
+    model needs no contiguous history), so missing inputs simply leave training rows out.
+    """
+
+    Settings = TabPFNTSSettings
+    package = ("tabpfn_time_series", "tabpfn-ts")
+    install = "causalrate env create tabpfn-ts (tabpfn-time-series needs gluonts, which pins pandas<3)"
+    environment_requirements: ClassVar[list[str]] = ["tabpfn-time-series==1.3.0"]
+    architecture = "in-context tabular transformer"
+    nan_policy = "rows with NaN dropped by the package"
+    output = "quantiles"
+    wants_context = True  # its features are computed from the dates
+    libraries = ("tabpfn-time-series", "tabpfn", "torch")
+
+    def check(self, dataset) -> None:
+        super().check(dataset)
+        if not (self.folder() / self.settings.checkpoint_file).is_file():
+            raise UserError(
+                f"system type tabpfn-ts: checkpoint_file: no file {self.folder() / self.settings.checkpoint_file}"
+            )
+
+    def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
+        from tabpfn_time_series import TABPFN_DEFAULT_CONFIG, TabPFNMode, TabPFNTSPipeline
+
+        config = {**TABPFN_DEFAULT_CONFIG, "model_path": str(folder / self.settings.checkpoint_file)}
+        return TabPFNTSPipeline(tabpfn_mode=TabPFNMode.LOCAL, tabpfn_model_config=config)
+
+    def forecast(self, batch: Batch) -> Prediction:
+        import pandas as pd
+
+        pipeline, levels = self.loaded(), levels_of(self.settings)
+        rows = len(batch.inputs)
+        context = pd.DataFrame(
+            {
+                "item_id": np.repeat(np.arange(rows), batch.inputs.shape[1]),
+                "timestamp": pd.to_datetime(batch.input_dates.ravel()),
+                "target": batch.inputs.ravel(),
+            }
+        )
+        frame = pipeline.predict_df(context, prediction_length=batch.horizon, quantiles=levels)
+        frame = frame.reset_index().sort_values(["item_id", "timestamp"])
+        columns = [q if q in frame.columns else str(q) for q in levels]
+        grid = frame[columns].to_numpy(dtype=np.float64).reshape(rows, batch.horizon, len(levels))
+        return quantile_prediction(grid, levels)
