@@ -1,0 +1,64 @@
+"""Labels that say which estimator and which aggregation each number is.
+
+One quantity must never carry two labels (the detailed report used to show "APE_adj −0.003"
+beside "APE, company-confounded 0.004", a mean vs a mean of absolute values). Every number the
+report shows takes its label from here.
+"""
+
+from __future__ import annotations
+
+from causalrate.score.scores import SCORES
+
+# per-draw aggregations of the matching estimate, by the effects column a scheme score reads
+_AGGREGATION = {
+    "abs_ape_adj": "mean over draws of |APE_adj|",
+    "abs_mean_ape_adj": "|mean over draws of APE_adj|",
+    "ape_adj": "mean over draws of APE_adj",
+    "pie": "mean over draws of PIE%",
+}
+_FIXED = {
+    "ape": "|APE_true| (all windows, randomized)",
+    "ape_auc": "area under |APE_true| over severity",
+    "ape_worst": "worst-placement |APE| (all windows)",
+    "recency": "|APE| with the change among the last inputs",
+    "smape": "mean SMAPE over forecasts",
+    "mase": "mean MASE over forecasts",
+    "crps": "mean CRPS over forecasts",
+    "sign_accuracy": "mean sign accuracy over forecasts",
+    "failure_rate": "share of forecasts failed",
+    "fragility_spread": "spread of conditional effects",
+}
+
+
+def estimator(score: str, draws: int | None = None) -> str:
+    """E.g. 'mean over 20 draws of |APE_adj|' for ape_company; the score's name when unknown."""
+    if score in _FIXED:
+        return _FIXED[score]
+    if score.startswith("wrs_"):
+        return f"WRS over {score.removeprefix('wrs_')} groups (Welch t, weighted pair count)"
+    try:
+        cls = SCORES.get(score)
+    except KeyError:
+        return score
+    column = getattr(cls, "column", None)
+    if column in _AGGREGATION:
+        text = _AGGREGATION[column]
+        return text.replace("draws", f"{draws} draws") if draws else text
+    return getattr(cls, "label", score) or score
+
+
+def label(score: str) -> str:
+    """The score's short human name from its registry entry (the name itself when unregistered)."""
+    try:
+        return SCORES.get(score).label or score
+    except KeyError:
+        return score
+
+
+# the effects table's columns: one label each, aggregation included
+EFFECT_COLUMNS = {
+    "ape_true": "APE_true (all windows, randomized)",
+    "ape_obs": "APE_obs (mean over {draws} draws)",
+    "ape_adj": "APE_adj (mean over {draws} draws)",
+    "pie": "PIE% (mean over {draws} draws)",
+}
