@@ -6,7 +6,9 @@ metadata, so the same run gives the same image bytes.
 
 from __future__ import annotations
 
+import base64
 import io
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -19,13 +21,18 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F
 GREY = "#7f7f7f"
 
 
+# systems take Okabe–Ito's colours in this order: the first four stay clear of the level colours
+# (blue = best, orange = middle, vermillion = worst) that the rating badges use
+SYSTEM_ORDER = ["#009E73", "#CC79A7", "#56B4E9", "#000000", "#0072B2", "#E69F00", "#D55E00", "#F0E442"]
+
+
 def system_colours(systems: list[str]) -> dict[str, str]:
     """One colour per system, by its position in the study (the same on every page and figure).
 
-    Okabe–Ito's eight colours; a ninth system and beyond reuse them in order (marker shapes and
-    labels still tell them apart).
+    Okabe–Ito's eight colours; a ninth system and beyond reuse them in order (labels and legends
+    still tell them apart).
     """
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(systems)}
+    return {name: SYSTEM_ORDER[i % len(SYSTEM_ORDER)] for i, name in enumerate(systems)}
 
 
 plt.rcParams.update(
@@ -37,6 +44,19 @@ plt.rcParams.update(
         "figure.dpi": 100,
     }
 )
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A rendered figure: its name (file suffix, section), PNG bytes and alt text."""
+
+    name: str
+    png: bytes
+    alt: str
+
+    @property
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode()
 
 
 def png(fig: plt.Figure) -> bytes:
@@ -329,15 +349,17 @@ def robustness_accuracy(
             color=colours[system],
             markersize=8,
             markeredgecolor="black" if system in front else colours[system],
+            markeredgewidth=1.6,
             capsize=3,
             linewidth=1.2,
             zorder=3,
+            label=system + (" (Pareto front)" if system in front else ""),
         )
-        ax.annotate(system, (p["x"], p["y"]), textcoords="offset points", xytext=(7, 6), fontsize=9)
     ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
-    ax.set_title("Lower-left is better; dashed: Pareto front (black-rimmed: no system beats it on both)", fontsize=9.5)
-    ax.margins(0.15)
+    ax.set_title("Lower-left is better; dashed: Pareto front (no other system beats these on both)", fontsize=9.5)
+    ax.legend(fontsize=9, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.margins(0.12)
     return fig
 
 

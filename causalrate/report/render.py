@@ -93,6 +93,7 @@ class Session:
     def png(self, html: Path, out: Path) -> Path:
         """The whole page, sized to its content (never cut, never padded with blank space)."""
         self.open(html)
+        self.page.set_viewport_size({"width": WIDTH, "height": 100})  # full_page then takes the content's height
         self.page.screenshot(path=str(out), full_page=True)
         return out
 
