@@ -84,3 +84,8 @@ def sample_paths(inputs, horizon):
     last = np.nan_to_num(inputs[:, -1:], nan=np.nanmean(inputs))
     spread = np.linspace(-0.02, 0.02, 8)[None, :, None] * last[:, :, None]
     return np.repeat(last[:, :, None], horizon, axis=2) + spread
+
+
+def ignores_input(inputs, horizon):
+    """Predicts 100 whatever it sees: no perturbation can change its forecast."""
+    return np.full((inputs.shape[0], horizon), 100.0)

@@ -38,7 +38,7 @@ from causalrate.report.headlines import headlines, warnings
 from causalrate.report.label import label_context
 from causalrate.report.machine import model_card, model_index
 from causalrate.report.outputs import RATINGS_SCHEMA
-from causalrate.report.render import Session, browser_problem, find_chromium
+from causalrate.report.render import Renderer, browser_problem, find_chromium
 from causalrate.score.scores import SCORES
 
 FORMATS = ("html", "png", "pdf", "md", "json", "yaml")
@@ -394,20 +394,49 @@ def render_cards(
     out.mkdir(exist_ok=True)
     taken: set[str] = {"comparison", "index"}
     slugs = {s: slugify(s, taken) for s in run.systems}
-    env, written, to_render = _env(), [], []
-    html = "html" in formats or bool(pictures)
+    renderer = Renderer(find_chromium(), png="png" in pictures, pdf="pdf" in pictures) if pictures else None
+    if renderer:
+        renderer.start()  # Chromium starts while the pages are written
+    try:
+        written = write_pages(run, chosen, slugs, formats, renderer, whole_run=systems is None)
+    finally:
+        pictures_written = renderer.finish() if renderer else []
+    if renderer and renderer.blocked:
+        print(
+            f"causalrate: warning: the pages asked for {renderer.blocked[:3]}; blocked (pages must be self-contained)"
+        )
+    return sorted({*written, *pictures_written})
+
+
+def write_pages(
+    run: Run,
+    chosen: list[str],
+    slugs: dict[str, str],
+    formats: tuple[str, ...],
+    renderer: Renderer | None,
+    *,
+    whole_run: bool,
+) -> list[Path]:
+    """Labels first (the renderer starts on them at once), then the reports and the run's pages."""
+    out, env, written = run.path / "cards", _env(), []
+    html = "html" in formats or renderer is not None
+    failures = {system: failure_summary(run, system) for system in chosen}
+    if html:
+        for system in chosen:
+            slug = slugs[system]
+            context = label_context(
+                run.doc, system, failures=failures[system]["total"], report_href=f"{slug}.report.html"
+            )
+            page = write(
+                out / f"{slug}.html", env.get_template("label.html.j2").render(**context, generated=generated_line())
+            )
+            written.append(page)
+            if renderer:
+                renderer.submit(page, pdf=True)
     for system in chosen:
         slug = slugs[system]
-        failures = failure_summary(run, system)
-        if html:
-            label_page = out / f"{slug}.html"
-            context = label_context(run.doc, system, failures=failures["total"], report_href=f"{slug}.report.html")
-            written.append(
-                write(label_page, env.get_template("label.html.j2").render(**context, generated=generated_line()))
-            )
-            to_render.append(label_page)
         if html or "md" in formats:
-            context = report_context(run, system, slug, failures)
+            context = report_context(run, system, slug, failures[system])
         if html:
             written.append(write(out / f"{slug}.report.html", env.get_template("report.html.j2").render(**context)))
         if "md" in formats:
@@ -416,32 +445,19 @@ def render_cards(
                 written.append(out / f"{slug}-{fig.name}.png")
             written.append(write(out / f"{slug}.md", env.get_template("report.md.j2").render(**context)))
         if "json" in formats:
-            card = model_card(run.doc, system, failures=failures["total"], report=f"{slug}.report.html")
+            card = model_card(run.doc, system, failures=failures[system]["total"], report=f"{slug}.report.html")
             written.append(
                 write(out / f"{slug}.model-card.json", json.dumps(card, indent=2, ensure_ascii=False) + "\n")
             )
         if "yaml" in formats:
             written.append(write(out / f"{slug}.model-index.yaml", model_index(run.doc, system)))
-    if systems is None and html:
+    if whole_run and html:
         context = {**comparison_context(run.doc, slugs), "provenance": provenance(run), "generated": generated_line()}
-        written.append(write(out / "comparison.html", env.get_template("comparison.html.j2").render(**context)))
-        written.append(write(out / "index.html", env.get_template("index.html.j2").render(**context)))
-        to_render.append(out / "comparison.html")
-    if pictures:
-        written += render_pictures(to_render, pictures)
-    return sorted(set(written))
-
-
-def render_pictures(pages: list[Path], kinds: list[str]) -> list[Path]:
-    """PNG (every page) and PDF (labels) in one Chromium session."""
-    done = []
-    with Session(find_chromium()) as session:
-        for page in pages:
-            if "png" in kinds:
-                done.append(session.png(page, page.with_suffix(".png")))
-            if "pdf" in kinds and page.name != "comparison.html":
-                done.append(session.pdf(page, page.with_suffix(".pdf")))
-    return done
+        page = write(out / "comparison.html", env.get_template("comparison.html.j2").render(**context))
+        written += [page, write(out / "index.html", env.get_template("index.html.j2").render(**context))]
+        if renderer:
+            renderer.submit(page)
+    return written
 
 
 def write(path: Path, text: str) -> Path:

@@ -42,6 +42,8 @@ plt.rcParams.update(
         "axes.spines.right": False,
         "svg.hashsalt": "causalrate",
         "figure.dpi": 100,
+        # laid out once while drawing: savefig(bbox_inches="tight") would draw every figure twice
+        "figure.constrained_layout.use": True,
     }
 )
 
@@ -61,7 +63,7 @@ class Figure:
 
 def png(fig: plt.Figure) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)
     return buffer.getvalue()
 
@@ -195,10 +197,8 @@ def ape_bars(effects: list[dict], *, perturbations: list[str], schemes: list[str
         fontsize=8,
         frameon=False,
         ncol=3,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
+        loc="outside lower center",
     )
-    fig.tight_layout()
     return fig
 
 
@@ -297,7 +297,6 @@ def dose_response(
         ax.set_ylim(bottom=0)
     axes[0][0].set_ylabel(f"|APE| ({outcome})")
     axes[0][0].legend(fontsize=8, frameon=False)
-    fig.tight_layout()
     return fig
 
 
@@ -396,7 +395,6 @@ def small_multiples(
         row[0].set_yticks(y)
         row[0].set_yticklabels(axes, fontsize=8)
         row[0].invert_yaxis()
-    fig.tight_layout()
     return fig
 
 

@@ -8,7 +8,9 @@ recorded: the pages are self-contained, and a request out would be a bug.
 from __future__ import annotations
 
 import os
+import queue
 import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -102,3 +104,42 @@ class Session:
         self.open(html)
         self.page.pdf(path=str(out), format="A4", scale=PDF_SCALE, print_background=True)
         return out
+
+
+class Renderer(threading.Thread):
+    """A Session on its own thread: pages are rendered while the caller is still writing the next ones.
+
+    Chromium renders in its own processes, so the labels' PNG/PDF are made while matplotlib draws
+    the reports' figures. submit() queues a page; finish() waits and returns the files written.
+    """
+
+    def __init__(self, executable: str, *, png: bool, pdf: bool) -> None:
+        super().__init__(name="causalrate-render", daemon=True)
+        self.executable, self.want_png, self.want_pdf = executable, png, pdf
+        self.pages: queue.Queue[tuple[Path, bool] | None] = queue.Queue()
+        self.written: list[Path] = []
+        self.blocked: list[str] = []
+        self.error: BaseException | None = None
+
+    def submit(self, html: Path, *, pdf: bool = False) -> None:
+        self.pages.put((html, pdf))
+
+    def run(self) -> None:
+        try:
+            with Session(self.executable) as session:
+                while (item := self.pages.get()) is not None:
+                    html, pdf = item
+                    if self.want_png:
+                        self.written.append(session.png(html, html.with_suffix(".png")))
+                    if pdf and self.want_pdf:
+                        self.written.append(session.pdf(html, html.with_suffix(".pdf")))
+                self.blocked = session.blocked
+        except BaseException as exc:  # handed to the caller's thread by finish()
+            self.error = exc
+
+    def finish(self) -> list[Path]:
+        self.pages.put(None)
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.written
