@@ -31,7 +31,14 @@ from causalrate.errors import UserError
 from causalrate.perturb import load_suite
 from causalrate.perturb.suite import perturbation_seeds
 from causalrate.report import figures
-from causalrate.report.comparison import RADAR_SCORES, cell, comparison_context, normalised_scores, radar_labels
+from causalrate.report.comparison import (
+    RADAR_SCORES,
+    cell,
+    comparison_context,
+    fmt,
+    normalised_scores,
+    radar_labels,
+)
 from causalrate.report.estimators import EFFECT_COLUMNS, estimator, label
 from causalrate.report.figures import Figure
 from causalrate.report.headlines import headlines, warnings
@@ -358,13 +365,15 @@ def failure_summary(run: Run, system: str) -> dict[str, Any]:
 
 
 def _env() -> Environment:
-    return Environment(
+    env = Environment(
         loader=PackageLoader("causalrate.report", "templates"),
         autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.filters["num"] = fmt  # None / NaN → "—": a refuter or estimator may have no value
+    return env
 
 
 def render_cards(

@@ -86,7 +86,7 @@ def _fallback(doc: dict[str, Any], system: str, kind: str) -> dict[str, Any]:
         "rating": row["rating"],
         "stability": row.get("stability"),
         "meaning": f"{level_words(row['rating'], levels).capitalize()} for MASE on clean input "
-        f"({row['raw']:.3g}; below 1 beats a no-change forecast) among the {n} systems compared.",
+        f"({_num(row.get('raw'))}; below 1 beats a no-change forecast) among the {n} systems compared.",
         "scores": ["mase"],
         "source": f"mase on {control}",
     }
@@ -112,7 +112,7 @@ def warnings(doc: dict[str, Any], system: str, *, failures: int) -> list[str]:
     for c in failed:
         out.append(
             f"Self-check failed for {c['perturbation']} ({c['scheme']}): the deconfounded estimate "
-            f"{c.get('ape_adj', float('nan')):.3g} is not reliable here — {c.get('reason') or 'see the report'}."
+            f"{_num(c.get('ape_adj'))} is not reliable here — {c.get('reason') or 'see the report'}."
         )
     mine = [r for r in doc["ratings"] if r["system"] == system]
     insufficient = [r for r in mine if r.get("insufficient")]
@@ -132,3 +132,7 @@ def warnings(doc: dict[str, Any], system: str, *, failures: int) -> list[str]:
     if failures:
         out.append(f"{failures} forecasts failed (see the report).")
     return out
+
+
+def _num(x: Any) -> str:
+    return "—" if x is None else f"{float(x):.3g}"
