@@ -179,7 +179,7 @@ def test_new_sections_are_shown_when_present(run_v3):
             assert label.ids[f"{kind}-rating"].strip() == str(h["rating"])
             assert h["meaning"].replace("&", "&amp;") in page or h["meaning"] in label.ids[f"headline-{kind}"]
             if h["tied_with"]:
-                assert f"Tied with {', '.join(h['tied_with'])} at 95 %" in label.ids[f"headline-{kind}"]
+                assert f"Tied with {', '.join(h['tied_with'])}" in label.ids[f"headline-{kind}"]
         assert "industry = Alpha and price level &gt; 500" in page  # the top fragility rule
         report = (cards / f"{slug}.report.html").read_text()
         assert "Recency profile" in report and "Where it is fragile" in report and 'id="checks"' in report

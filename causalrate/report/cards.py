@@ -39,14 +39,13 @@ from causalrate.report.comparison import (
     normalised_scores,
     radar_labels,
 )
-from causalrate.report.estimators import EFFECT_COLUMNS, estimator, label
+from causalrate.report.estimators import EFFECT_COLUMNS, estimator, facts, label
 from causalrate.report.figures import Figure
 from causalrate.report.headlines import headlines, warnings
 from causalrate.report.label import label_context
 from causalrate.report.machine import model_card, model_index
 from causalrate.report.outputs import RATINGS_SCHEMA
 from causalrate.report.render import Renderer, browser_problem, find_chromium
-from causalrate.score.scores import SCORES
 
 FORMATS = ("html", "png", "pdf", "md", "json", "yaml")
 
@@ -120,13 +119,13 @@ def report_context(run: Run, system: str, slug: str, failures: dict[str, Any]) -
         cells = {p["id"]: cell(mine.get((score_name, p["id"])), levels) for p in perturbations}
         if not any(cells.values()):
             continue  # not rated, or rated per severity grid: see `grids`
-        kind = "robustness" if SCORES.get(score_name).robustness else "accuracy"
+        kind = "robustness" if facts(score_name).robustness else "accuracy"
         tables[kind].append(
             {
                 "score": score_name,
                 "label": label(score_name),
                 "estimator": estimator(score_name, draws),
-                "meaning": SCORES.get(score_name).description,
+                "meaning": facts(score_name).description,
                 "cells": cells,
             }
         )
@@ -137,7 +136,7 @@ def report_context(run: Run, system: str, slug: str, failures: dict[str, Any]) -
             "label": label(r["score"]),
             "estimator": estimator(r["score"]),
             "cell": cell(r, levels),
-            "meaning": SCORES.get(r["score"]).description,
+            "meaning": facts(r["score"]).description,
         }
         for (_, perturbation), r in mine.items()
         if perturbation not in ids

@@ -12,12 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from causalrate.rate.ratings import robustness_rows
 from causalrate.report import figures
-from causalrate.report.estimators import estimator, label
+from causalrate.report.estimators import estimator, facts, label
 from causalrate.report.figures import Figure
 from causalrate.report.headlines import headlines, level_class
-from causalrate.score.scores import SCORES
 
 RADAR_SCORES = [
     "wrs_industry",
@@ -57,7 +55,7 @@ def normalised_scores(doc: dict[str, Any]) -> dict[str, list[float]]:
                     goodness = 1.0
                 else:
                     goodness = (value - lo) / (hi - lo)
-                    goodness = goodness if SCORES.get(score).higher_is_better else 1 - goodness
+                    goodness = goodness if facts(score).higher_is_better else 1 - goodness
                 per_system[system].append(goodness)
         for system in systems:
             out[system].append(float(np.mean(per_system[system])) if per_system[system] else np.nan)
@@ -171,7 +169,12 @@ def parameter_points(doc: dict[str, Any]) -> dict[str, tuple[float, float]]:
 
 def _mean_robustness(doc: dict[str, Any]) -> pd.Series:
     frame = pd.DataFrame(doc["ratings"])
-    return robustness_rows(frame, control=doc["perturbations"][0]["id"]).groupby("system")["rating"].mean()
+    robust = frame[(frame["perturbation"] != doc["perturbations"][0]["id"]) & frame["score"].map(robustness)]
+    return robust.groupby("system")["rating"].mean()
+
+
+def robustness(score: str) -> bool:
+    return facts(score).robustness
 
 
 def groups(doc: dict[str, Any]) -> list[dict[str, Any]]:

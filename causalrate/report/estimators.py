@@ -7,7 +7,28 @@ report shows takes its label from here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from causalrate.score.scores import SCORES
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the pages need to know about a score, also for one this version has not registered."""
+
+    label: str
+    description: str
+    robustness: bool
+    higher_is_better: bool
+
+
+def facts(score: str) -> Facts:
+    """The score's registry facts; a score from a newer ratings.json is shown under its own name."""
+    try:
+        cls = SCORES.get(score)
+    except KeyError:
+        return Facts(score, "a score this version of causalrate does not describe", True, False)
+    return Facts(cls.label or score, cls.description, cls.robustness, cls.higher_is_better)
 
 # per-draw aggregations of the matching estimate, by the effects column a scheme score reads
 _AGGREGATION = {
@@ -37,22 +58,18 @@ def estimator(score: str, draws: int | None = None) -> str:
     if score.startswith("wrs_"):
         return f"WRS over {score.removeprefix('wrs_')} groups (Welch t, weighted pair count)"
     try:
-        cls = SCORES.get(score)
+        column = getattr(SCORES.get(score), "column", None)
     except KeyError:
-        return score
-    column = getattr(cls, "column", None)
+        column = None
     if column in _AGGREGATION:
         text = _AGGREGATION[column]
         return text.replace("draws", f"{draws} draws") if draws else text
-    return getattr(cls, "label", score) or score
+    return facts(score).label
 
 
 def label(score: str) -> str:
     """The score's short human name from its registry entry (the name itself when unregistered)."""
-    try:
-        return SCORES.get(score).label or score
-    except KeyError:
-        return score
+    return facts(score).label
 
 
 # the effects table's columns: one label each, aggregation included
