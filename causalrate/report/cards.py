@@ -18,6 +18,7 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,11 @@ class Run:
     @property
     def ratings(self) -> pd.DataFrame:
         return pd.DataFrame(self.doc["ratings"])
+
+    @cached_property
+    def normalised(self) -> dict[str, list[float]]:
+        """The radar / small-multiple values, computed once per rendering."""
+        return normalised_scores(self.doc)
 
     @property
     def systems(self) -> list[str]:
@@ -185,7 +191,7 @@ def card_figures(run: Run, system: str) -> list[Figure]:
     doc = run.doc
     colours = figures.system_colours(run.systems)
     references = [s["name"] for s in doc["systems"] if s["type"] in REFERENCE_SYSTEMS and s["name"] != system]
-    scores = normalised_scores(doc)
+    scores = run.normalised
     shown = {system: scores[system], **{r: scores[r] for r in references}}
     out = [
         Figure(
@@ -235,7 +241,7 @@ def card_figures(run: Run, system: str) -> list[Figure]:
             out.append(
                 Figure(
                     "balance",
-                    figures.png(figures.balance(table, title="Covariate balance, mean over perturbations and schemes")),
+                    balance_png(tuple(table.items())),
                     alt="Horizontal bars: absolute standardised mean difference of each confounder "
                     "between perturbed and clean windows, before and after matching.",
                 )
@@ -289,6 +295,12 @@ def severity_labels(run: Run) -> dict[str, str]:
     return {p["family"]: p.get("severity_label", "") for p in run.doc["perturbations"] if p.get("severity") is not None}
 
 
+@lru_cache(maxsize=8)
+def balance_png(table: tuple[tuple[str, tuple[float, float]], ...]) -> bytes:
+    """Matching balances the windows, not the systems: systems without failures share one figure, drawn once."""
+    return figures.png(figures.balance(dict(table), title="Covariate balance, mean over perturbations and schemes"))
+
+
 def balance_table(effects: list[dict]) -> dict[str, tuple[float, float]]:
     sums: dict[str, list[list[float]]] = {}
     for e in effects:
@@ -301,8 +313,8 @@ def balance_table(effects: list[dict]) -> dict[str, tuple[float, float]]:
 def example_figure(run: Run, system: str) -> Figure | None:
     """The (perturbation, window) where the perturbation raised this system's error most."""
     outcome = f"m_{run.doc['outcome']}"
-    rows = run.query(
-        f'SELECT p.window, p.perturbation, p."{outcome}" - c."{outcome}" AS harm, p.forecast AS fp, c.forecast AS fc '
+    rows = run.query(  # the ranking first, without the forecast texts: sorting them would copy every one
+        f'SELECT p.window, p.perturbation, p."{outcome}" - c."{outcome}" AS harm '
         "FROM forecasts p JOIN forecasts c ON c.system = p.system AND c.window = p.window AND c.perturbation = ? "
         "WHERE p.system = ? AND p.perturbation != ? AND p.error IS NULL AND c.error IS NULL "
         "ORDER BY harm DESC, p.perturbation, p.window LIMIT 1",
@@ -311,6 +323,11 @@ def example_figure(run: Run, system: str) -> Figure | None:
     if rows.empty or not rows.iloc[0].harm > 0:
         return None  # no perturbation raised the error: nothing to show
     top = rows.iloc[0]
+    texts = run.query(
+        "SELECT perturbation, forecast FROM forecasts WHERE system = ? AND window = ? AND perturbation IN (?, ?)",
+        (system, int(top.window), top.perturbation, run.control),
+    ).set_index("perturbation")["forecast"]
+    forecast_perturbed, forecast_clean = texts[top.perturbation], texts[run.control]
     window = run.query(
         "SELECT series, start, first_forecast_date, input, truth FROM windows WHERE window = ?", (int(top.window),)
     ).iloc[0]
@@ -333,8 +350,8 @@ def example_figure(run: Run, system: str) -> Figure | None:
         clean=clean,
         perturbed=perturbed,
         truth=np.array(json.loads(window.truth)),
-        forecast_clean=np.array(json.loads(top.fc)),
-        forecast_perturbed=np.array(json.loads(top.fp)),
+        forecast_clean=np.array(json.loads(forecast_clean)),
+        forecast_perturbed=np.array(json.loads(forecast_perturbed)),
         title=title,
     )
     alt = (
@@ -460,7 +477,11 @@ def write_pages(
         if "yaml" in formats:
             written.append(write(out / f"{slug}.model-index.yaml", model_index(run.doc, system)))
     if whole_run and html:
-        context = {**comparison_context(run.doc, slugs), "provenance": provenance(run), "generated": generated_line()}
+        context = {
+            **comparison_context(run.doc, slugs, normalised=run.normalised),
+            "provenance": provenance(run),
+            "generated": generated_line(),
+        }
         page = write(out / "comparison.html", env.get_template("comparison.html.j2").render(**context))
         written += [page, write(out / "index.html", env.get_template("index.html.j2").render(**context))]
         if renderer:

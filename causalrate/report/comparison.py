@@ -117,7 +117,7 @@ def scatter_points(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def comparison_figures(doc: dict[str, Any]) -> list[Figure]:
+def comparison_figures(doc: dict[str, Any], normalised: dict[str, list[float]]) -> list[Figure]:
     colours = figures.system_colours(system_names(doc))
     out = []
     points = scatter_points(doc)
@@ -141,7 +141,7 @@ def comparison_figures(doc: dict[str, Any]) -> list[Figure]:
     out.append(
         Figure(
             "multiples",
-            figures.png(figures.small_multiples(radar_labels(), normalised_scores(doc), colours=colours)),
+            figures.png(figures.small_multiples(radar_labels(), normalised, colours=colours)),
             alt="One bar panel per system: each score averaged over the perturbations and scaled so that 1 is "
             "the best value among the compared systems and 0 the worst.",
         )
@@ -200,7 +200,9 @@ def groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def comparison_context(doc: dict[str, Any], slugs: dict[str, str]) -> dict[str, Any]:
+def comparison_context(
+    doc: dict[str, Any], slugs: dict[str, str], *, normalised: dict[str, list[float]] | None = None
+) -> dict[str, Any]:
     systems = system_names(doc)
     levels = doc["levels"]
     by_key = {(r["perturbation"], r["score"], r["system"]): r for r in doc["ratings"]}
@@ -223,7 +225,7 @@ def comparison_context(doc: dict[str, Any], slugs: dict[str, str]) -> dict[str, 
         "heads": heads,
         "table": table,
         "groups": groups(doc),
-        "figures": comparison_figures(doc),
+        "figures": comparison_figures(doc, normalised or normalised_scores(doc)),
         "has_params": len(parameter_points(doc)) >= 2,
         "n_systems": len(systems),
         "levels": levels,

@@ -30,6 +30,7 @@ def facts(score: str) -> Facts:
         return Facts(score, "a score this version of causalrate does not describe", True, False)
     return Facts(cls.label or score, cls.description, cls.robustness, cls.higher_is_better)
 
+
 # per-draw aggregations of the matching estimate, by the effects column a scheme score reads
 _AGGREGATION = {
     "abs_ape_adj": "mean over draws of |APE_adj|",

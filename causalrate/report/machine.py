@@ -32,6 +32,13 @@ def schema() -> dict[str, Any]:
     return json.loads(resources.files("causalrate.report").joinpath("schemas/model-card.schema.json").read_text())
 
 
+@cache
+def validator() -> jsonschema.protocols.Validator:
+    checker = jsonschema.validators.validator_for(schema())
+    checker.check_schema(schema())
+    return checker(schema())
+
+
 def _num(x: Any) -> str:
     return f"{float(x):.10g}"
 
@@ -105,7 +112,7 @@ def model_card(doc: dict[str, Any], system: str, *, failures: int, report: str) 
             ],
         },
     }
-    jsonschema.validate(card, schema())
+    validator().validate(card)
     return card
 
 
