@@ -305,6 +305,8 @@ def test_pages_in_a_real_browser(run_v3):
             session.open(page)
             width = session.page.evaluate("document.documentElement.scrollWidth")
             assert width <= WIDTH, (page.name, width)
+            boxes = session.page.eval_on_selector_all(".scroll", "els => els.map(e => e.scrollWidth - e.clientWidth)")
+            assert all(extra <= 1 for extra in boxes), (page.name, boxes)  # no table scrolls sideways: none cut
             images = session.page.eval_on_selector_all("img", "els => els.map(e => [e.complete, e.naturalWidth])")
             assert all(done and natural > 0 for done, natural in images), page.name
             height = session.page.evaluate("document.documentElement.scrollHeight")

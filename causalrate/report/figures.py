@@ -82,6 +82,7 @@ def radar(axes: list[str], series: dict[str, list[float]], *, title: str, colour
             ax.fill(closed, np.r_[v, v[:1]], color=colour, alpha=0.15)
     ax.set_xticks(angles)
     ax.set_xticklabels(axes, fontsize=8.5)
+    ax.tick_params(axis="x", pad=12)  # labels clear of the rim
     ax.set_ylim(0, 1.05)
     ax.set_yticks([0.25, 0.5, 0.75, 1.0])
     ax.set_yticklabels(["", "", "", "best"], fontsize=7, color=GREY)
