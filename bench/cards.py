@@ -45,7 +45,7 @@ rating: {levels: 3}
 
 
 def assess(config: Path, out: Path) -> Path:
-    cmd = [sys.executable, "-m", "causalrate.cli", "assess", str(config), "--out", str(out), "--no-cards"]
+    cmd = [sys.executable, "-m", "causalrate", "assess", str(config), "--out", str(out), "--no-cards"]
     subprocess.run(cmd, check=True, capture_output=True)
     return out
 
@@ -53,7 +53,9 @@ def assess(config: Path, out: Path) -> Path:
 def once(run: Path, mode: str) -> dict[str, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CHILD, str(run), mode], check=True, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", CHILD, str(run), mode], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"render_cards failed ({mode}):\n{done.stderr[-2000:]}")
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     inner = json.loads(done.stdout.strip().splitlines()[-1])
