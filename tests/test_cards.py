@@ -321,6 +321,9 @@ def test_pages_in_a_real_browser(run_v3):
         session.open(probe)
         assert len(session.blocked) == 2
         probe.unlink()
+        letter = session.pdf(cards / f"{SLUGS[HOSTILE]}.html", cards / "letter.pdf", paper="Letter")
+        assert len(re.findall(rb"/Type\s*/Page(?!s)", letter.read_bytes())) == 1  # one US Letter page too
+        letter.unlink()
     for slug in SLUGS.values():
         pdf = (cards / f"{slug}.pdf").read_bytes()
         assert pdf.startswith(b"%PDF") and len(re.findall(rb"/Type\s*/Page(?!s)", pdf)) == 1, slug

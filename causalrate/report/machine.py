@@ -119,6 +119,7 @@ def model_card(doc: dict[str, Any], system: str, *, failures: int, report: str) 
 def model_index(doc: dict[str, Any], system: str) -> str:
     """A Hugging Face `model-index` YAML block carrying every rating (and raw score) of the system."""
     n, levels = len(doc["systems"]), doc["levels"]
+    source = doc["provenance"]["config"].get("data", {}).get("source") or "data"  # an id: embedded, csv, …
     scale = f"1 = best, {levels} = worst of {n} systems compared"
     metrics = []
     for kind, h in headlines(doc, system).items():
@@ -139,7 +140,7 @@ def model_index(doc: dict[str, Any], system: str) -> str:
                     {
                         "task": {"type": "time-series-forecasting", "name": "Time series forecasting"},
                         "dataset": {
-                            "type": f"causalrate/{doc['provenance']['data_source']}",
+                            "type": f"causalrate/{source}",
                             "name": dataset_name(doc),
                         },
                         "metrics": metrics,

@@ -99,10 +99,10 @@ class Session:
         self.page.screenshot(path=str(out), full_page=True)
         return out
 
-    def pdf(self, html: Path, out: Path) -> Path:
-        """A printed page (A4; the label is laid out to fit Letter too)."""
+    def pdf(self, html: Path, out: Path, *, paper: str = "A4") -> Path:
+        """A printed page (A4 by default; the label fits Letter too)."""
         self.open(html)
-        self.page.pdf(path=str(out), format="A4", scale=PDF_SCALE, print_background=True)
+        self.page.pdf(path=str(out), format=paper, scale=PDF_SCALE, print_background=True)
         return out
 
 
