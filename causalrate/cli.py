@@ -43,7 +43,7 @@ def _assess(args: argparse.Namespace) -> int:
         from causalrate.report.cards import render_cards
 
         render_cards(out)
-        print(f"wrote rating cards and the comparison page to {out}/cards/")
+        print(f"wrote the labels, reports, model cards, comparison and index to {out}/cards/ (open index.html)")
     _summarise_checks(out)
     return 0
 
@@ -251,7 +251,12 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("card", help="write rating cards and the comparison page for a finished run")
     c.add_argument("run_dir", help="a run directory (holds ratings.json and forecasts.sqlite)")
     c.add_argument("--system", help="only this system's card")
-    c.add_argument("--format", default="html,png,md", help="comma-separated: html, png, md (default: all)")
+    c.add_argument(
+        "--format",
+        default="html,png,pdf,md,json,yaml",
+        help="comma-separated: html (label, report, comparison, index), png, pdf (label), md (report), "
+        "json (model card), yaml (model-index); default: all",
+    )
     c.set_defaults(func=_card)
     fh = sub.add_parser("fit-head", help="train a moment system's forecasting head on a training period")
     fh.add_argument("config", help="the study YAML that names the moment system")

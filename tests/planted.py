@@ -111,3 +111,8 @@ def effect_mid(inputs, horizon):
 
 def effect_huge(inputs, horizon):
     return _zero_penalised(inputs, horizon, 1e-2)
+
+
+def ignores_input(inputs, horizon):
+    """Predicts 100 whatever it sees: no perturbation can change its forecast."""
+    return np.full((inputs.shape[0], horizon), 100.0)

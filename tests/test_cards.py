@@ -1,4 +1,5 @@
-"""Rating cards and the comparison page: content, escaping, file names, determinism, a real browser."""
+"""Cards: label, detailed report, machine-readable cards, comparison and index — content, escaping,
+file names, determinism, the sections of newer ratings.json files, and a real browser."""
 
 import json
 import os
@@ -7,12 +8,18 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
+import yaml
 from PIL import Image
 
 from causalrate.cli import main
-from causalrate.report.cards import chromium, find_chromium, render_cards, slugify
+from causalrate.report.cards import render_cards, slugify
+from causalrate.report.figures import pareto_front, system_colours
+from causalrate.report.machine import model_card, schema
+from causalrate.report.render import LABEL_HEIGHT, WIDTH, Session, find_chromium
+from tests.card_fixtures import augment_run
 from tests.conftest import make_synthetic_study
 
 HOSTILE = "<script>alert(1)</script>"
@@ -21,7 +28,15 @@ SYSTEMS = f"""\
 - {{name: "../../escape", type: python, function: "planted.py:window_median", parameters: 2000000}}
 - {{name: naive, type: naive}}
 - {{name: biased, type: biased, value: Alpha}}
+- {{name: deaf, type: python, function: "planted.py:ignores_input"}}
 """
+SLUGS = {
+    HOSTILE: "script-alert-1-script",
+    "../../escape": "escape",
+    "naive": "naive",
+    "biased": "biased",
+    "deaf": "deaf",
+}
 
 
 def browser_or_skip() -> str:
@@ -30,6 +45,7 @@ def browser_or_skip() -> str:
         if os.environ.get("CAUSALRATE_REQUIRE_BROWSER"):
             pytest.fail("Chromium is required here (CAUSALRATE_REQUIRE_BROWSER is set) but was not found")
         pytest.skip("Chromium not installed (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api")
     return found
 
 
@@ -41,8 +57,14 @@ def run(tmp_path_factory) -> Path:
     return folder / "run"
 
 
-class Cells(HTMLParser):
-    """Collects the text of every rating cell and of the elements with an id."""
+@pytest.fixture(scope="module")
+def run_v3(run, tmp_path_factory) -> Path:
+    """The same run with every section of the agreed ratings-v3 additions (tests/card_fixtures.py)."""
+    return augment_run(run, tmp_path_factory.mktemp("cards-v3") / "run")
+
+
+class Texts(HTMLParser):
+    """Collects the text of every rating cell (data-score) and of every element with an id."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -58,6 +80,8 @@ class Cells(HTMLParser):
             self._open.append(("id", a["id"]))
         else:
             self._open.append(("", None))
+        if tag in ("br", "img", "meta"):
+            self._open.pop()
 
     def handle_endtag(self, tag):
         if self._open:
@@ -71,36 +95,165 @@ class Cells(HTMLParser):
                 self.ids[key] = self.ids.get(key, "") + data
 
 
-def test_cards_escape_and_sanitise(run):
-    written = render_cards(run, formats=("html", "md"))
+def texts(path: Path) -> Texts:
+    parsed = Texts()
+    parsed.feed(path.read_text(encoding="utf-8"))
+    return parsed
+
+
+def test_pages_escape_and_sanitise(run):
+    written = render_cards(run, formats=("html", "md", "json", "yaml"))
     cards = run / "cards"
     assert all(p.resolve().parent == cards.resolve() for p in written)
-    assert sorted(p.name for p in cards.glob("*.html")) == [
-        "biased.html",
-        "comparison.html",
-        "escape.html",
-        "naive.html",
-        "script-alert-1-script.html",
-    ]
-    html = (cards / "script-alert-1-script.html").read_text()
-    assert HOSTILE not in html and "<b>s</b>" not in html
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "t&lt;b&gt;s&lt;/b&gt;" in html
-    comparison = (cards / "comparison.html").read_text()
-    assert HOSTILE not in comparison and "&lt;script&gt;" in comparison
-    assert "<script" not in html.lower() and "<script" not in comparison.lower()  # no JavaScript at all
-    assert "http://" not in html and "https://" not in html  # self-contained: no network
-    for img in re.findall(r"<img [^>]*>", html):
-        assert 'src="data:image/png;base64,' in img and 'alt="' in img and 'alt=""' not in img
+    assert sorted(p.name for p in cards.glob("*.html")) == sorted(
+        [
+            "comparison.html",
+            "index.html",
+            *(f"{s}.html" for s in SLUGS.values()),
+            *(f"{s}.report.html" for s in SLUGS.values()),
+        ]
+    )
+    slug = SLUGS[HOSTILE]
+    for name in (f"{slug}.html", f"{slug}.report.html", "comparison.html", "index.html"):
+        html = (cards / name).read_text()
+        assert HOSTILE not in html and "<b>s</b>" not in html, name
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html, name
+        assert "<script" not in html.lower(), name  # no JavaScript at all
+        assert "http://" not in html and "https://" not in html, name  # self-contained: no network
+        for img in re.findall(r"<img [^>]*>", html):
+            assert 'src="data:image/png;base64,' in img and 'alt="' in img and 'alt=""' not in img
+    assert "t&lt;b&gt;s&lt;/b&gt;" in (cards / f"{slug}.html").read_text()
     md = (cards / "naive.md").read_text()
     for target in re.findall(r"\]\(([^)]+)\)", md):
         assert (cards / target).is_file()
 
 
-def test_same_run_same_card_bytes_but_the_timestamp(run):
-    render_cards(run, formats=("html", "md"))
+def test_label_and_report_show_the_ratings_of_ratings_json(run):
+    """A ratings-v2 file: headlines fall back to overall / worst WRS / clean MASE; optional parts are absent."""
+    render_cards(run, formats=("html",))
+    doc = json.loads((run / "ratings.json").read_text())
+    for system, slug in SLUGS.items():
+        label = texts(run / "cards" / f"{slug}.html")
+        assert label.ids["system-name"] == system  # rendered as text, never executed
+        assert label.ids["robustness-rating"].strip() == str(doc["overall"][system])
+        mase = next(
+            r for r in doc["ratings"] if r["system"] == system and r["score"] == "mase" and r["perturbation"] == "P0"
+        )
+        assert label.ids["accuracy-rating"].strip() == str(mase["rating"])
+        wrs = [r["rating"] for r in doc["ratings"] if r["system"] == system and r["score"].startswith("wrs_")]
+        assert label.ids["bias-rating"].strip() == str(max(wrs))
+        assert "fragility" not in label.ids and "Tied with" not in (run / "cards" / f"{slug}.html").read_text()
+        assert label.ids["report-link"] == "detailed report"
+        report = texts(run / "cards" / f"{slug}.report.html")
+        mine = [r for r in doc["ratings"] if r["system"] == system and r["perturbation"].startswith("P")]
+        assert mine
+        for r in mine:
+            shown = r.get("display") or str(r["rating"])  # "≥ k" when inconclusive
+            assert report.cells[(r["score"], r["perturbation"])].strip().startswith(shown)
+
+
+def test_report_labels_say_estimator_and_aggregation(run):
+    render_cards(run, systems=["naive"], formats=("html",))
+    html = (run / "cards" / "naive.report.html").read_text()
+    assert "mean over 3 draws of |APE_adj|" in html  # the ratings rows of ape_industry / ape_company
+    assert "APE_adj (mean over 3 draws)" in html  # the signed estimate in the effects and refutation tables
+    assert re.search(r"<th>APE_adj</th>", html) is None  # never a bare, ambiguous label
+
+
+def test_where_it_hurt_most_only_when_a_perturbation_raised_the_error(run):
+    render_cards(run, systems=["deaf", HOSTILE], formats=("html",))
+    assert "Where the perturbation hurt most" not in (run / "cards" / "deaf.report.html").read_text()
+    assert "Where the perturbation hurt most" in (run / "cards" / f"{SLUGS[HOSTILE]}.report.html").read_text()
+
+
+def test_new_sections_are_shown_when_present(run_v3):
+    render_cards(run_v3, formats=("html", "json", "yaml"))
+    doc = json.loads((run_v3 / "ratings.json").read_text())
+    cards = run_v3 / "cards"
+    first, last = doc["systems"][0]["name"], doc["systems"][-1]["name"]
+    for system, slug in SLUGS.items():
+        label = texts(cards / f"{slug}.html")
+        page = (cards / f"{slug}.html").read_text()
+        for kind in ("robustness", "bias", "accuracy"):
+            h = doc["headlines"][system][kind]
+            assert label.ids[f"{kind}-rating"].strip() == str(h["rating"])
+            assert h["meaning"].replace("&", "&amp;") in page or h["meaning"] in label.ids[f"headline-{kind}"]
+            if h["tied_with"]:
+                assert f"Tied with {', '.join(h['tied_with'])}" in label.ids[f"headline-{kind}"]
+        assert "industry = Alpha and price level &gt; 500" in page  # the top fragility rule
+        report = (cards / f"{slug}.report.html").read_text()
+        assert "Recency profile" in report and "Where it is fragile" in report and 'id="checks"' in report
+    assert "Self-check failed" in texts(cards / f"{SLUGS[first]}.html").ids["warnings"]
+    assert "Insufficient data" in texts(cards / f"{SLUGS[last]}.html").ids["warnings"]
+    card = json.loads((cards / f"{SLUGS[last]}.model-card.json").read_text())
+    kinds = {m["type"] for m in card["quantitative_analysis"]["performance_metrics"]}
+    assert {"robustness_rating", "bias_rating", "accuracy_rating"} <= kinds
+    for kind, h in doc["headlines"][last].items():
+        assert (f"{kind}_absolute_rating" in kinds) == (h["absolute_rating"] is not None)
+    assert any("Insufficient" in x["description"] for x in card["considerations"]["limitations"])
+
+
+def test_model_card_follows_the_schema_and_the_schema_rejects_a_broken_one(run):
+    written = render_cards(run, formats=("json",))
+    doc = json.loads((run / "ratings.json").read_text())
+    for path in (p for p in written if p.name.endswith(".model-card.json")):
+        card = json.loads(path.read_text())
+        jsonschema.validate(card, schema())
+        metrics = card["quantitative_analysis"]["performance_metrics"]
+        system = card["model_details"]["name"]
+        for r in (r for r in doc["ratings"] if r["system"] == system):
+            rated = [
+                m
+                for m in metrics
+                if m["type"] == f"{r['score']}_rating" and m["slice"] == f"perturbation={r['perturbation']}"
+            ]
+            assert [float(m["value"]) for m in rated] == [r["rating"]]
+            if r.get("interval") and None not in r["interval"] and r.get("raw") is not None:
+                raw = next(
+                    m for m in metrics if m["type"] == r["score"] and m["slice"] == f"perturbation={r['perturbation']}"
+                )
+                assert float(raw["confidence_interval"]["lower_bound"]) == pytest.approx(r["interval"][0])
+                assert float(raw["confidence_interval"]["upper_bound"]) == pytest.approx(r["interval"][1])
+        broken = json.loads(json.dumps(card))
+        del broken["quantitative_analysis"]["performance_metrics"][-1]["value"]
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, schema())
+    bad = json.loads((run / "ratings.json").read_text())
+    bad["systems"][0]["architecture"] = 12  # a number where MCT wants text: stringified, still valid
+    jsonschema.validate(model_card(bad, bad["systems"][0]["name"], failures=0, report="x"), schema())
+
+
+def test_model_index_yaml_parses_and_carries_every_rating(run_v3):
+    render_cards(run_v3, formats=("yaml",))
+    doc = json.loads((run_v3 / "ratings.json").read_text())
+    for system, slug in SLUGS.items():
+        block = yaml.safe_load((run_v3 / "cards" / f"{slug}.model-index.yaml").read_text())
+        (entry,) = block["model-index"]
+        assert entry["name"] == system
+        (result,) = entry["results"]
+        assert result["task"]["type"] == "time-series-forecasting" and result["dataset"]["name"]
+        metrics = result["metrics"]
+        assert all(set(m) == {"type", "value", "name"} for m in metrics)
+        for kind in ("robustness", "bias", "accuracy"):
+            assert {
+                "type": f"causalrate/{kind}-rating",
+                "value": doc["headlines"][system][kind]["rating"],
+            }.items() <= next(m for m in metrics if m["type"] == f"causalrate/{kind}-rating").items()
+        for r in (r for r in doc["ratings"] if r["system"] == system):
+            found = [
+                m
+                for m in metrics
+                if m["type"] == f"causalrate/{r['score']}-rating" and f"under {r['perturbation']}:" in m["name"]
+            ]
+            assert [m["value"] for m in found] == [r["rating"]], (system, r["score"], r["perturbation"])
+
+
+def test_same_run_same_bytes_but_the_timestamp(run):
+    formats = ("html", "md", "json", "yaml")
+    render_cards(run, formats=formats)
     first = {p.name: p.read_bytes() for p in (run / "cards").iterdir()}
     shutil.rmtree(run / "cards")
-    render_cards(run, formats=("html", "md"))
+    render_cards(run, formats=formats)
     second = {p.name: p.read_bytes() for p in (run / "cards").iterdir()}
     assert first.keys() == second.keys()
     stamp = re.compile(rb"Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC")
@@ -108,33 +261,87 @@ def test_same_run_same_card_bytes_but_the_timestamp(run):
         assert stamp.sub(b"", first[name]) == stamp.sub(b"", second[name]), name
 
 
-def test_card_in_a_real_browser(run):
-    browser = browser_or_skip()
-    render_cards(run, formats=("html", "png"))
+def test_one_colour_per_system_everywhere(run):
+    render_cards(run, formats=("html",))
     doc = json.loads((run / "ratings.json").read_text())
-    for system, slug in (("naive", "naive"), (HOSTILE, "script-alert-1-script")):
-        dom = chromium(browser, "--dump-dom", (run / "cards" / f"{slug}.html").resolve().as_uri()).stdout.decode()
-        parsed = Cells()
-        parsed.feed(dom)
-        assert parsed.ids["system-name"] == system  # rendered as text, never executed
-        assert parsed.ids["overall-rating"].strip() == str(doc["overall"][system])
-        mine = [r for r in doc["ratings"] if r["system"] == system]
-        assert mine
-        for r in mine:
-            shown = r.get("display") or str(r["rating"])  # "≥ k" when inconclusive
-            assert parsed.cells[(r["score"], r["perturbation"])].strip().startswith(shown)
-        with Image.open(run / "cards" / f"{slug}.png") as image:
+    colours = system_colours([s["name"] for s in doc["systems"]])
+    assert len(set(colours.values())) == len(colours)  # five systems, five colours
+    assert not {"#0072B2", "#E69F00", "#D55E00"} & set(list(colours.values())[:4])  # clear of the level colours
+    for page in ("comparison.html", "index.html"):
+        swatches = re.findall(
+            r'swatch" style="background: (#[0-9A-Fa-f]{6})"></span>([^<]+)<', (run / "cards" / page).read_text()
+        )
+        names = {
+            s["name"].replace("<", "&lt;").replace(">", "&gt;"): c
+            for s, c in zip(doc["systems"], colours.values(), strict=True)
+        }
+        assert swatches and all(names[name] == colour for colour, name in swatches)
+
+
+def test_pareto_front():
+    points = {"a": (1.0, 5.0), "b": (2.0, 2.0), "c": (3.0, 3.0), "d": (5.0, 1.0), "e": (2.0, 2.0)}
+    assert pareto_front(points) == ["a", "b", "e", "d"]  # c is beaten by b on both; ties both stay
+
+
+def test_groups_only_with_two_or_more(run, run_v3):
+    render_cards(run, formats=("html",))
+    page = (run / "cards" / "comparison.html").read_text()
+    assert "<h3>Modality</h3>" not in page  # every system is numeric: one group, not shown
+    assert "<h3>Family</h3>" in page  # t<b>s</b>, statistical and undeclared: three groups
+
+
+def test_pages_in_a_real_browser(run_v3):
+    """Every page: no horizontal overflow, every image loaded, no network request; the label fits one screen
+    and prints on one page; PNGs are sized to their page (never cut)."""
+    executable = browser_or_skip()
+    written = render_cards(run_v3)
+    cards = run_v3 / "cards"
+    assert {p.name for p in written} >= {f"{s}.{x}" for s in SLUGS.values() for x in ("png", "pdf")} | {
+        "comparison.png"
+    }
+    pages = sorted(cards.glob("*.html"))
+    with Session(executable) as session:
+        for page in pages:
+            session.open(page)
+            width = session.page.evaluate("document.documentElement.scrollWidth")
+            assert width <= WIDTH, (page.name, width)
+            boxes = session.page.eval_on_selector_all(".scroll", "els => els.map(e => e.scrollWidth - e.clientWidth)")
+            assert all(extra <= 1 for extra in boxes), (page.name, boxes)  # no table scrolls sideways: none cut
+            images = session.page.eval_on_selector_all("img", "els => els.map(e => [e.complete, e.naturalWidth])")
+            assert all(done and natural > 0 for done, natural in images), page.name
+            height = session.page.evaluate("document.documentElement.scrollHeight")
+            if not page.name.endswith(".report.html") and page.name not in ("comparison.html", "index.html"):
+                assert height <= LABEL_HEIGHT, (page.name, height)
+        assert session.blocked == []
+        # the interception works: a page that asks for the network is caught
+        probe = cards / "probe.html"
+        probe.write_text(
+            '<img src="http://example.invalid/x.png"><link rel="stylesheet" href="https://example.invalid/s.css">'
+        )
+        session.open(probe)
+        assert len(session.blocked) == 2
+        probe.unlink()
+        letter = session.pdf(cards / f"{SLUGS[HOSTILE]}.html", cards / "letter.pdf", paper="Letter")
+        assert len(re.findall(rb"/Type\s*/Page(?!s)", letter.read_bytes())) == 1  # one US Letter page too
+        letter.unlink()
+    for slug in SLUGS.values():
+        pdf = (cards / f"{slug}.pdf").read_bytes()
+        assert pdf.startswith(b"%PDF") and len(re.findall(rb"/Type\s*/Page(?!s)", pdf)) == 1, slug
+        with Image.open(cards / f"{slug}.png") as image:
             pixels = np.asarray(image.convert("L"), dtype=float)
-        assert pixels.shape[0] > 1500 and pixels.shape[1] == 1000
-        assert pixels.std() > 20 and (pixels < 100).mean() > 0.01  # not blank: text and figures drawn
+        assert pixels.shape[1] == WIDTH and 600 < pixels.shape[0] <= LABEL_HEIGHT
+        assert pixels.std() > 20 and (pixels < 100).mean() > 0.01  # not blank: text drawn
+        assert (pixels[-20:] > 250).all()  # the bottom is page margin: nothing cut off
+    with Image.open(cards / "comparison.png") as image:
+        assert image.size[0] == WIDTH and image.size[1] > LABEL_HEIGHT  # the whole page, not a window of it
 
 
 def test_card_command_errors(run, cli, tmp_path):
     assert cli("card", tmp_path / "nowhere")[0] == 2
     code, _, err = cli("card", run, "--system", "ghost")
     assert code == 2 and "ghost" in err
-    code, _, err = cli("card", run, "--format", "pdf")
-    assert code == 2 and "pdf" in err
+    code, _, err = cli("card", run, "--format", "docx")
+    assert code == 2 and "docx" in err
     code, out, _ = cli("card", run, "--system", "naive", "--format", "md")
     assert code == 0 and out.strip().endswith("naive.md")
 

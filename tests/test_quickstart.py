@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 from causalrate.cli import main
+from causalrate.report.render import find_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "ratings" / "quickstart"
@@ -22,8 +23,12 @@ def rows(doc: dict, perturbation: str, score: str) -> dict[str, dict]:
 def test_outputs_and_schema(quickstart):
     for name in ("ratings.json", "scores.csv", "report.md", "forecasts.sqlite"):
         assert (quickstart / name).is_file()
-    cards = {p.name for p in (quickstart / "cards").glob("*.html")}
-    assert cards == {"naive.html", "arima.html", "random.html", "biased.html", "comparison.html"}
+    cards = {p.name for p in (quickstart / "cards").iterdir()}
+    kinds = [".html", ".report.html", ".md", ".model-card.json", ".model-index.yaml"]
+    if find_chromium():
+        kinds += [".png", ".pdf"]  # the label, rendered
+    expected = {f"{s}{kind}" for s in ("naive", "arima", "random", "biased") for kind in kinds}
+    assert expected | {"comparison.html", "index.html"} <= cards
     doc = load(quickstart)
     assert doc["schema"] == "causalrate/ratings-v3" and doc["direction"] == "1 = best" and doc["levels"] == 3
     assert [s["name"] for s in doc["systems"]] == ["naive", "arima", "random", "biased"]

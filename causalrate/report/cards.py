@@ -1,25 +1,24 @@
-"""Rating cards (one per system) and the comparison page, from a finished run directory.
+"""Rating cards from a finished run directory: two layers for people, two for machines.
 
-Reads only RUN_DIR/ratings.json and RUN_DIR/forecasts.sqlite. Writes RUN_DIR/cards/:
-<slug>.html (self-contained: inline CSS, images as data URIs, no JavaScript), <slug>.png
-(a headless-Chromium screenshot of that HTML), <slug>.md (+ <slug>-*.png figures) and
-comparison.html. Every user-supplied string is escaped by jinja2's autoescaping.
+Reads only RUN_DIR/ratings.json and RUN_DIR/forecasts.sqlite. Writes RUN_DIR/cards/, per system:
+<slug>.html (the label: one screen, one printed page) with <slug>.png and <slug>.pdf,
+<slug>.report.html (the detailed report) with <slug>.md (+ <slug>-*.png figures),
+<slug>.model-card.json (Model Card Toolkit fields) and <slug>.model-index.yaml (Hugging Face);
+for the run, comparison.html (+ .png) and index.html. Pages are self-contained (inline CSS,
+images as data URIs, no JavaScript); every user-supplied string is escaped by jinja2.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
 import re
-import shutil
 import sqlite3
-import subprocess
-import tempfile
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -32,37 +31,24 @@ from causalrate.config import REFERENCE_SYSTEMS, PerturbationSpec
 from causalrate.errors import UserError
 from causalrate.perturb import load_suite
 from causalrate.perturb.suite import perturbation_seeds, stored_first
-from causalrate.rate.headlines import robustness_rows
 from causalrate.report import figures
+from causalrate.report.comparison import (
+    RADAR_SCORES,
+    cell,
+    comparison_context,
+    fmt,
+    normalised_scores,
+    radar_labels,
+)
+from causalrate.report.estimators import EFFECT_COLUMNS, estimator, facts, label
+from causalrate.report.figures import Figure
+from causalrate.report.headlines import headlines, warnings
+from causalrate.report.label import label_context
+from causalrate.report.machine import model_card, model_index
 from causalrate.report.outputs import RATINGS_SCHEMA
-from causalrate.score.scores import SCORES
+from causalrate.report.render import Renderer, browser_problem, find_chromium
 
-FORMATS = ("html", "png", "md")
-RADAR_SCORES = [
-    "wrs_industry",
-    "wrs_company",
-    "ape",
-    "ape_industry",
-    "ape_company",
-    "pie_industry",
-    "pie_company",
-    "smape",
-    "mase",
-    "crps",
-    "sign_accuracy",
-    "failure_rate",
-]
-
-
-@dataclass(frozen=True)
-class Figure:
-    name: str
-    png: bytes
-    alt: str
-
-    @property
-    def data_uri(self) -> str:
-        return "data:image/png;base64," + base64.b64encode(self.png).decode()
+FORMATS = ("html", "png", "pdf", "md", "json", "yaml")
 
 
 @dataclass(frozen=True)
@@ -91,6 +77,11 @@ class Run:
     @property
     def ratings(self) -> pd.DataFrame:
         return pd.DataFrame(self.doc["ratings"])
+
+    @cached_property
+    def normalised(self) -> dict[str, list[float]]:
+        """The radar / small-multiple values, computed once per rendering."""
+        return normalised_scores(self.doc)
 
     @property
     def systems(self) -> list[str]:
@@ -122,108 +113,65 @@ def generated_line() -> str:
     return f"Generated {when.strftime('%Y-%m-%d %H:%M UTC')} by causalrate {__version__}"
 
 
-def normalised_scores(run: Run) -> dict[str, list[float]]:
-    """Per system, each radar axis in [0, 1] (1 = best of the compared systems), averaged over perturbations."""
-    frame = run.ratings
-    frame = frame[frame["perturbation"] != run.control]
-    out = {s: [] for s in run.systems}
-    for score in RADAR_SCORES:
-        part = frame[frame["score"] == score]
-        per_system = {s: [] for s in run.systems}
-        for _, group in part.groupby("perturbation"):
-            raw = group.set_index("system")["raw"].astype(float)
-            lo, hi = raw.min(), raw.max()
-            for system, value in raw.items():
-                if not np.isfinite(value):
-                    goodness = 0.0
-                elif hi == lo:
-                    goodness = 1.0
-                else:
-                    goodness = (value - lo) / (hi - lo)
-                    goodness = goodness if SCORES.get(score).higher_is_better else 1 - goodness
-                per_system[system].append(goodness)
-        for system in run.systems:
-            out[system].append(float(np.mean(per_system[system])) if per_system[system] else np.nan)
-    return out
-
-
-def radar_labels() -> list[str]:
-    return [SCORES.get(s).label for s in RADAR_SCORES]
-
-
-def card_context(run: Run, system: str, slug: str) -> dict[str, Any]:
+def report_context(run: Run, system: str, slug: str, failures: dict[str, Any]) -> dict[str, Any]:
+    """The detailed report: every rating with its estimator, interval and stability, and the figures."""
     doc = run.doc
-    meta = next(s for s in doc["systems"] if s["name"] == system)
-    frame = run.ratings
     levels = doc["levels"]
-    mine = frame[frame["system"] == system].set_index(["score", "perturbation"])
     perturbations = doc["perturbations"]
-    tables = {"robustness": [], "accuracy": []}
-    for score_name in dict.fromkeys([*RADAR_SCORES, *frame["score"]]):
-        if score_name not in mine.index.get_level_values(0):
-            continue
-        score = SCORES.get(score_name)
-        cells = {
-            p["id"]: _cell(mine.loc[(score_name, p["id"])])
-            for p in perturbations
-            if (score_name, p["id"]) in mine.index
-        }
-        if not any(cells):
-            continue  # rated per severity grid, not per perturbation: see `grids`
-        kind = "accuracy" if score.on_control else "robustness"  # tables with a clean-input column
-        tables[kind].append({"score": score_name, "label": score.label, "meaning": score.description, "cells": cells})
+    mine = {(r["score"], r["perturbation"]): r for r in doc["ratings"] if r["system"] == system}
+    draws = max((e.get("draws") or 0 for e in doc.get("effects", []) if e["system"] == system), default=0) or None
+    tables: dict[str, list[dict[str, Any]]] = {"robustness": [], "accuracy": []}
+    for score_name in dict.fromkeys([*RADAR_SCORES, *(k[0] for k in mine)]):
+        cells = {p["id"]: cell(mine.get((score_name, p["id"])), levels) for p in perturbations}
+        if not any(cells.values()):
+            continue  # not rated, or rated per severity grid: see `grids`
+        kind = "robustness" if facts(score_name).robustness else "accuracy"
+        tables[kind].append(
+            {
+                "score": score_name,
+                "label": label(score_name),
+                "estimator": estimator(score_name, draws),
+                "meaning": facts(score_name).description,
+                "cells": cells,
+            }
+        )
     ids = {p["id"] for p in perturbations}
     grids = [
         {
             "family": r["perturbation"],
-            "label": SCORES.get(r["score"]).label,
-            "rating": int(r["rating"]),
-            "raw": _fmt(r["raw"]),
-            "meaning": SCORES.get(r["score"]).description,
+            "label": label(r["score"]),
+            "estimator": estimator(r["score"]),
+            "cell": cell(r, levels),
+            "meaning": facts(r["score"]).description,
         }
-        for r in frame[(frame["system"] == system) & ~frame["perturbation"].isin(ids)].to_dict("records")
+        for (_, perturbation), r in mine.items()
+        if perturbation not in ids
     ]
-    others = [s for s in run.systems if s != system]
-    figs = card_figures(run, system)
-    failures = failure_summary(run, system)
+    heads = headlines(doc, system)
     return {
-        "system": meta,
+        "system": doc["systems"][run.systems.index(system)],
         "slug": slug,
         "levels": levels,
-        "overall": doc["overall"].get(system),
-        "headlines": doc.get("headlines", {}).get(system, {}),
-        "failed_checks": [c for c in doc.get("checks", []) if c["system"] == system and not c["passed"]],
-        "notes": [r for r in doc["ratings"] if r["system"] == system and r.get("note")],
+        "headlines": heads,
         "n_systems": len(run.systems),
-        "others": others,
+        "others": [s for s in run.systems if s != system],
         "perturbations": perturbations,
         "tables": tables,
         "grids": grids,
-        "figures": figs,
+        "figures": card_figures(run, system),
         "failures": failures,
-        "overall_stability": doc.get("overall_stability", {}).get(system),
+        "draws": draws,
+        "effect_columns": {k: v.format(draws=draws or "the") for k, v in EFFECT_COLUMNS.items()},
+        "effects": [e for e in doc.get("effects", []) if e["system"] == system],
+        "checks": [c for c in doc.get("checks") or [] if c.get("system") == system],
         "refutations": [r for r in doc.get("refutations", []) if r["system"] == system],
+        "warnings": warnings(doc, system, failures=failures["total"]),
         "study": doc["study"],
         "outcome": doc["outcome"],
         "method_note": doc["provenance"]["method_note"],
         "not_rated": doc.get("not_rated", {}),
         "provenance": provenance(run),
         "generated": generated_line(),
-    }
-
-
-def _cell(row: pd.Series) -> dict[str, Any]:
-    """One rating cell: rating (or '≥ k' when inconclusive), raw value, interval and stability."""
-    interval = row.get("interval")
-    stability = row.get("stability")
-    return {
-        "rating": int(row["rating"]),
-        "shown": row.get("display") if isinstance(row.get("display"), str) else str(int(row["rating"])),
-        "raw": _fmt(row["raw"]),
-        "interval": f"[{_fmt(interval[0], 3)}, {_fmt(interval[1], 3)}]" if isinstance(interval, list) else "",
-        "stability": f"kept {100 * stability:.0f} %" if isinstance(stability, float) else "",
-        "unstable": isinstance(stability, float) and stability < 0.8,
-        "inconclusive": bool(row.get("inconclusive") is True),
     }
 
 
@@ -241,18 +189,22 @@ def provenance(run: Run) -> dict[str, Any]:
 
 def card_figures(run: Run, system: str) -> list[Figure]:
     doc = run.doc
+    colours = figures.system_colours(run.systems)
     references = [s["name"] for s in doc["systems"] if s["type"] in REFERENCE_SYSTEMS and s["name"] != system]
-    scores = normalised_scores(run)
+    scores = run.normalised
     shown = {system: scores[system], **{r: scores[r] for r in references}}
     out = [
         Figure(
             "radar",
             figures.png(
                 figures.radar(
-                    radar_labels(), shown, title="Scores, normalised: outer edge = best of the systems compared"
+                    radar_labels(),
+                    shown,
+                    title="Scores, normalised: outer edge = best of the systems compared",
+                    colours=colours,
                 )
             ),
-            alt=f"Radar chart of {system}'s eleven scores against the reference systems "
+            alt=f"Radar chart of {system}'s scores against the reference systems "
             f"({', '.join(references) or 'none'}); each axis is scaled so the outer edge is the best value "
             "among the compared systems and the centre the worst.",
         )
@@ -265,23 +217,11 @@ def card_figures(run: Run, system: str) -> list[Figure]:
         out.append(
             Figure(
                 "dose",
-                figures.png(figures.dose_response(curves, outcome=doc["outcome"], labels=severity_labels(run))),
+                figures.png(
+                    figures.dose_response(curves, outcome=doc["outcome"], labels=severity_labels(run), colours=colours)
+                ),
                 alt=f"Line chart: {system}'s absolute perturbation effect (APE) at each severity of each "
                 f"severity grid, beside the reference systems ({', '.join(references) or 'none'}).",
-            )
-        )
-    recency = [r for r in doc.get("recency_profile", []) if r["system"] == system]
-    if recency:
-        out.append(
-            Figure(
-                "recency",
-                figures.png(
-                    figures.recency_profile(
-                        recency, outcome=doc["outcome"], title=f"{system}: where the corruption falls"
-                    )
-                ),
-                alt=f"Line chart: {system}'s APE for each perturbation by how far before the forecast origin the "
-                "corrupted point lies (1 = the last input point), with 95 % bootstrap intervals.",
             )
         )
     effects = [e for e in doc["effects"] if e["system"] == system]
@@ -301,11 +241,39 @@ def card_figures(run: Run, system: str) -> list[Figure]:
             out.append(
                 Figure(
                     "balance",
-                    figures.png(figures.balance(table, title="Covariate balance, mean over perturbations and schemes")),
+                    balance_png(tuple(table.items())),
                     alt="Horizontal bars: absolute standardised mean difference of each confounder "
                     "between perturbed and clean windows, before and after matching.",
                 )
             )
+    return out + optional_figures(doc, system)
+
+
+def optional_figures(doc: dict[str, Any], system: str) -> list[Figure]:
+    """The recency profile and the fragility rules, when ratings.json carries them."""
+    out = []
+    recency = [r for r in doc.get("recency_profile") or [] if r.get("system") == system and r.get("ape") is not None]
+    if recency:
+        out.append(
+            Figure(
+                "recency",
+                figures.png(figures.recency_profile(recency, outcome=doc["outcome"])),
+                alt=f"Line chart: {system}'s APE by how recent the perturbed input point was, per perturbation, "
+                "with 95 % intervals.",
+            )
+        )
+    per = (doc.get("heterogeneity") or {}).get(system) or {}
+    rules = [{"perturbation": p, **r} for p, found in sorted(per.items()) for r in (found or {}).get("rules") or []]
+    rules = sorted((r for r in rules if r.get("cate") is not None), key=lambda r: -abs(r["cate"]))[:8]
+    if rules:
+        out.append(
+            Figure(
+                "fragility",
+                figures.png(figures.fragility_rules(rules)),
+                alt=f"Dot plot: the subgroups where the perturbation changes {system}'s error most (conditional "
+                "effect with 95 % interval), largest first.",
+            )
+        )
     return out
 
 
@@ -325,6 +293,12 @@ def dose_curves(run: Run, systems: list[str]) -> dict[str, dict[str, list[tuple[
 
 def severity_labels(run: Run) -> dict[str, str]:
     return {p["family"]: p.get("severity_label", "") for p in run.doc["perturbations"] if p.get("severity") is not None}
+
+
+@lru_cache(maxsize=8)
+def balance_png(table: tuple[tuple[str, tuple[float, float]], ...]) -> bytes:
+    """Matching balances the windows, not the systems: systems without failures share one figure, drawn once."""
+    return figures.png(figures.balance(dict(table), title="Covariate balance, mean over perturbations and schemes"))
 
 
 def balance_table(effects: list[dict]) -> dict[str, tuple[float, float]]:
@@ -363,35 +337,35 @@ def example_figure(run: Run, system: str) -> Figure | None:
     """The (perturbation, window) where the perturbation raised this system's error most."""
     outcome = f"m_{run.doc['outcome']}"
     offsets = ", p.offsets" if "offsets" in set(run.query("PRAGMA table_info(forecasts)")["name"]) else ""
-    rows = run.query(
-        f'SELECT p.window, p.perturbation, p."{outcome}" - c."{outcome}" AS harm, '
-        f"p.forecast AS fp, c.forecast AS fc{offsets} "
+    rows = run.query(  # the ranking first, without the forecast texts: sorting them would copy every one
+        f'SELECT p.window, p.perturbation, p."{outcome}" - c."{outcome}" AS harm{offsets} '
         "FROM forecasts p JOIN forecasts c ON c.system = p.system AND c.window = p.window AND c.perturbation = ? "
         "WHERE p.system = ? AND p.perturbation != ? AND p.error IS NULL AND c.error IS NULL "
         "ORDER BY harm DESC, p.perturbation, p.window LIMIT 1",
         (run.control, system, run.control),
     )
-    if rows.empty:
-        return None
+    if rows.empty or not rows.iloc[0].harm > 0:
+        return None  # no perturbation raised the error: nothing to show
     top = rows.iloc[0]
+    texts = run.query(
+        "SELECT perturbation, forecast FROM forecasts WHERE system = ? AND window = ? AND perturbation IN (?, ?)",
+        (system, int(top.window), top.perturbation, run.control),
+    ).set_index("perturbation")["forecast"]
+    forecast_perturbed, forecast_clean = texts[top.perturbation], texts[run.control]
     window = run.query(
         "SELECT series, start, first_forecast_date, input, truth FROM windows WHERE window = ?", (int(top.window),)
     ).iloc[0]
     clean = np.array(json.loads(window.input), dtype=float)
     record = next(p for p in run.doc["perturbations"] if p["id"] == top.perturbation)
     perturbed = replay_perturbation(run, record, top, window, clean)
-    effect = (
-        f"its error rose by {top.harm:.3g} ({run.doc['outcome']})"
-        if top.harm > 0
-        else "no perturbation raised its error on any window"
-    )
+    effect = f"its error rose by {top.harm:.3g} ({run.doc['outcome']})"
     title = f"{system}, {top.perturbation} on {window.series}, forecasting from {window.first_forecast_date}:\n{effect}"
     fig = figures.example_window(
         clean=clean,
         perturbed=perturbed,
         truth=np.array(json.loads(window.truth)),
-        forecast_clean=np.array(json.loads(top.fc)),
-        forecast_perturbed=np.array(json.loads(top.fp)),
+        forecast_clean=np.array(json.loads(forecast_clean)),
+        forecast_perturbed=np.array(json.loads(forecast_perturbed)),
         title=title,
     )
     alt = (
@@ -420,106 +394,25 @@ def failure_summary(run: Run, system: str) -> dict[str, Any]:
     }
 
 
-def comparison_context(run: Run, slugs: dict[str, str]) -> dict[str, Any]:
-    doc = run.doc
-    frame = run.ratings
-    table = []
-    for perturbation in dict.fromkeys([*(p["id"] for p in doc["perturbations"]), *frame["perturbation"]]):
-        for score in dict.fromkeys([*RADAR_SCORES, *frame["score"]]):
-            part = frame[(frame["perturbation"] == perturbation) & (frame["score"] == score)].set_index("system")
-            if part.empty:
-                continue
-            table.append(
-                {
-                    "perturbation": perturbation,
-                    "score": SCORES.get(score).label,
-                    "cells": [
-                        {"rating": int(part.loc[s, "rating"]), "raw": _fmt(part.loc[s, "raw"])}
-                        if s in part.index
-                        else None
-                        for s in run.systems
-                    ],
-                }
-            )
-    robust = robustness_rows(frame, control=run.control)
-    mean_robust = robust.groupby("system")["rating"].mean()
-    groups = []
-    for key, title in (("modality", "Modality"), ("family", "Family"), ("architecture", "Architecture")):
-        by: dict[str, list[str]] = {}
-        for s in doc["systems"]:
-            by.setdefault(str(s.get(key) or "not declared"), []).append(s["name"])
-        groups.append(
-            {
-                "title": title,
-                "rows": [
-                    {
-                        "group": g,
-                        "systems": names,
-                        "mean_robustness": _fmt(np.mean([mean_robust.get(n, np.nan) for n in names])),
-                        "mean_overall": _fmt(np.mean([doc["overall"].get(n, np.nan) for n in names])),
-                    }
-                    for g, names in sorted(by.items())
-                ],
-            }
-        )
-    params = {
-        s["name"]: (s["parameters"], float(mean_robust.get(s["name"], np.nan)))
-        for s in doc["systems"]
-        if s.get("parameters")
-    }
-    figs = [
-        Figure(
-            "radar",
-            figures.png(
-                figures.radar(
-                    radar_labels(),
-                    normalised_scores(run),
-                    title="All systems, normalised: outer edge = best of the systems compared",
-                )
-            ),
-            alt="Radar chart overlaying every compared system's eleven normalised scores; the outer edge is "
-            "the best value among the systems.",
-        )
-    ]
-    if len(params) >= 2:
-        figs.append(
-            Figure(
-                "parameters",
-                figures.png(figures.scatter_parameters(params, levels=doc["levels"])),
-                alt="Scatter plot of parameter count against mean robustness rating per system.",
-            )
-        )
-    return {
-        "doc": doc,
-        "systems": doc["systems"],
-        "slugs": slugs,
-        "table": table,
-        "groups": groups,
-        "figures": figs,
-        "params": params,
-        "n_systems": len(run.systems),
-        "levels": doc["levels"],
-        "generated": generated_line(),
-        "provenance": provenance(run),
-    }
-
-
 def _env() -> Environment:
-    return Environment(
+    env = Environment(
         loader=PackageLoader("causalrate.report", "templates"),
         autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.filters["num"] = fmt  # None / NaN → "—": a refuter or estimator may have no value
+    return env
 
 
 def render_cards(
     run_dir: Path, *, systems: list[str] | None = None, formats: tuple[str, ...] = FORMATS, png_required: bool = False
 ) -> list[Path]:
-    """Write the cards (and the comparison page) for a run; return the files written.
+    """Write the labels, reports, machine-readable cards, comparison and index pages; return the files.
 
-    PNG needs Chromium. When it is missing, PNG is skipped with a warning unless png_required.
+    PNG and PDF need playwright and Chromium; when either is missing they are skipped with a
+    warning, unless png_required. Every PNG and PDF of the call is rendered in one browser session.
     """
     run = Run.load(run_dir)
     unknown = [f for f in formats if f not in FORMATS]
@@ -529,96 +422,87 @@ def render_cards(
     missing = [s for s in chosen if s not in run.systems]
     if missing:
         raise UserError(f"--system: {missing} not in this run; systems: {run.systems}")
-    browser = find_chromium() if "png" in formats else None
-    if "png" in formats and browser is None:
-        message = "PNG cards need Chromium (Debian: apt-get install chromium); set CAUSALRATE_CHROMIUM to its path"
+    pictures = [f for f in ("png", "pdf") if f in formats]
+    problem = browser_problem() if pictures else None
+    if problem:
         if png_required:
-            raise UserError(message)
-        print(f"causalrate: warning: {message}; wrote the other formats")
+            raise UserError(problem)
+        print(f"causalrate: warning: {problem}; wrote the other formats")
+        pictures = []
     out = run_dir / "cards"
     out.mkdir(exist_ok=True)
-    taken: set[str] = {"comparison"}
+    taken: set[str] = {"comparison", "index"}
     slugs = {s: slugify(s, taken) for s in run.systems}
-    env, written = _env(), []
+    renderer = Renderer(find_chromium(), png="png" in pictures, pdf="pdf" in pictures) if pictures else None
+    if renderer:
+        renderer.start()  # Chromium starts while the pages are written
+    try:
+        written = write_pages(run, chosen, slugs, formats, renderer, whole_run=systems is None)
+    finally:
+        pictures_written = renderer.finish() if renderer else []
+    if renderer and renderer.blocked:
+        print(
+            f"causalrate: warning: the pages asked for {renderer.blocked[:3]}; blocked (pages must be self-contained)"
+        )
+    return sorted({*written, *pictures_written})
+
+
+def write_pages(
+    run: Run,
+    chosen: list[str],
+    slugs: dict[str, str],
+    formats: tuple[str, ...],
+    renderer: Renderer | None,
+    *,
+    whole_run: bool,
+) -> list[Path]:
+    """Labels first (the renderer starts on them at once), then the reports and the run's pages."""
+    out, env, written = run.path / "cards", _env(), []
+    html = "html" in formats or renderer is not None
+    failures = {system: failure_summary(run, system) for system in chosen}
+    if html:
+        for system in chosen:
+            slug = slugs[system]
+            context = label_context(
+                run.doc, system, failures=failures[system]["total"], report_href=f"{slug}.report.html"
+            )
+            page = write(
+                out / f"{slug}.html", env.get_template("label.html.j2").render(**context, generated=generated_line())
+            )
+            written.append(page)
+            if renderer:
+                renderer.submit(page, pdf=True)
     for system in chosen:
-        context = card_context(run, system, slugs[system])
         slug = slugs[system]
-        html_path = out / f"{slug}.html"
-        if "html" in formats or "png" in formats:
-            html_path.write_text(env.get_template("card.html.j2").render(**context), encoding="utf-8")
-            written.append(html_path)
-        if "png" in formats and browser:
-            written.append(screenshot(browser, html_path, out / f"{slug}.png"))
-            if "html" not in formats:
-                html_path.unlink()
-                written.remove(html_path)
+        if html or "md" in formats:
+            context = report_context(run, system, slug, failures[system])
+        if html:
+            written.append(write(out / f"{slug}.report.html", env.get_template("report.html.j2").render(**context)))
         if "md" in formats:
             for fig in context["figures"]:
                 (out / f"{slug}-{fig.name}.png").write_bytes(fig.png)
-            md = env.get_template("card.md.j2").render(**context)
-            (out / f"{slug}.md").write_text(md, encoding="utf-8")
-            written.append(out / f"{slug}.md")
-    if systems is None and "html" in formats:
-        page = out / "comparison.html"
-        page.write_text(
-            env.get_template("comparison.html.j2").render(**comparison_context(run, slugs)), encoding="utf-8"
-        )
-        written.append(page)
+                written.append(out / f"{slug}-{fig.name}.png")
+            written.append(write(out / f"{slug}.md", env.get_template("report.md.j2").render(**context)))
+        if "json" in formats:
+            card = model_card(run.doc, system, failures=failures[system]["total"], report=f"{slug}.report.html")
+            written.append(
+                write(out / f"{slug}.model-card.json", json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+            )
+        if "yaml" in formats:
+            written.append(write(out / f"{slug}.model-index.yaml", model_index(run.doc, system)))
+    if whole_run and html:
+        context = {
+            **comparison_context(run.doc, slugs, normalised=run.normalised),
+            "provenance": provenance(run),
+            "generated": generated_line(),
+        }
+        page = write(out / "comparison.html", env.get_template("comparison.html.j2").render(**context))
+        written += [page, write(out / "index.html", env.get_template("index.html.j2").render(**context))]
+        if renderer:
+            renderer.submit(page)
     return written
 
 
-def find_chromium() -> str | None:
-    configured = os.environ.get("CAUSALRATE_CHROMIUM")
-    if configured:
-        return configured if Path(configured).exists() else None
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--force-device-scale-factor=1",
-]
-
-
-def chromium(browser: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run(
-            [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
-
-
-def screenshot(browser: str, html: Path, png_path: Path, *, width: int = 1000) -> Path:
-    """Full-page PNG of a local HTML file: a tall window, then the blank bottom cropped away."""
-    from PIL import Image
-
-    result = chromium(browser, f"--window-size={width},8000", f"--screenshot={png_path}", html.resolve().as_uri())
-    if not png_path.is_file():
-        raise UserError(f"Chromium could not screenshot {html}: {result.stderr.decode(errors='replace')[-500:]}")
-    with Image.open(png_path) as image:
-        rgb = np.asarray(image.convert("RGB"))
-    content_rows = np.flatnonzero((rgb < 250).any(axis=(1, 2)))
-    bottom = int(content_rows[-1]) + 24 if content_rows.size else rgb.shape[0]
-    card = Image.fromarray(rgb[: min(bottom, rgb.shape[0])]).quantize(colors=256, method=Image.Quantize.MEDIANCUT)
-    card.save(png_path, optimize=True)  # a 256-colour palette keeps text crisp at a quarter of the size
-    return png_path
-
-
-def _fmt(x: Any, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "—"
-    return f"{float(x):.{digits}g}"
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,250 @@
+"""The comparison page and the run's index page, from ratings.json.
+
+Robustness vs accuracy with the Pareto front and intervals, one small panel per system (never
+overlaid polygons), every rating with its uncertainty markers, and groupings only where the
+study declares two or more groups. Each system keeps one colour (figures.system_colours).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from causalrate.report import figures
+from causalrate.report.estimators import estimator, facts, label
+from causalrate.report.figures import Figure
+from causalrate.report.headlines import headlines, level_class
+
+RADAR_SCORES = [
+    "wrs_industry",
+    "wrs_company",
+    "ape",
+    "ape_industry",
+    "ape_company",
+    "pie_industry",
+    "pie_company",
+    "smape",
+    "mase",
+    "crps",
+    "sign_accuracy",
+    "failure_rate",
+]
+
+
+def system_names(doc: dict[str, Any]) -> list[str]:
+    return [s["name"] for s in doc["systems"]]
+
+
+def normalised_scores(doc: dict[str, Any]) -> dict[str, list[float]]:
+    """Per system, each score in [0, 1] (1 = best of the compared systems), averaged over perturbations."""
+    frame = pd.DataFrame(doc["ratings"])
+    frame = frame[frame["perturbation"] != doc["perturbations"][0]["id"]]
+    systems = system_names(doc)
+    out: dict[str, list[float]] = {s: [] for s in systems}
+    for score in RADAR_SCORES:
+        per_system: dict[str, list[float]] = {s: [] for s in systems}
+        for _, group in frame[frame["score"] == score].groupby("perturbation"):
+            raw = group.set_index("system")["raw"].astype(float)
+            lo, hi = raw.min(), raw.max()
+            for system, value in raw.items():
+                if not np.isfinite(value):
+                    goodness = 0.0
+                elif hi == lo:
+                    goodness = 1.0
+                else:
+                    goodness = (value - lo) / (hi - lo)
+                    goodness = goodness if facts(score).higher_is_better else 1 - goodness
+                per_system[system].append(goodness)
+        for system in systems:
+            out[system].append(float(np.mean(per_system[system])) if per_system[system] else np.nan)
+    return out
+
+
+def radar_labels() -> list[str]:
+    return [label(s) for s in RADAR_SCORES]
+
+
+def cell(row: dict[str, Any] | None, levels: int) -> dict[str, Any] | None:
+    """One rating with every uncertainty marker: '≥ k', ⚠ unstable, interval, ties, insufficient."""
+    if row is None:
+        return None
+    interval = row.get("interval")
+    stability = row.get("stability")
+    return {
+        "rating": row["rating"],
+        "css": level_class(row["rating"], levels),
+        "shown": row.get("display") or str(row["rating"]),
+        "raw": fmt(row.get("raw")),
+        "interval": f"[{fmt(interval[0], 3)}, {fmt(interval[1], 3)}]"
+        if isinstance(interval, list) and None not in interval
+        else "",
+        "stability": f"kept {100 * stability:.0f} %" if isinstance(stability, float) else "",
+        "unstable": isinstance(stability, float) and stability < 0.8,
+        "inconclusive": row.get("inconclusive") is True,
+        "insufficient": row.get("insufficient") is True,
+        "tied_with": list(row.get("tied_with") or []),
+        "absolute": row.get("absolute_rating"),
+        "note": row.get("note") or "",
+    }
+
+
+def scatter_points(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per system: clean MASE (x) and mean |APE_true| over the perturbations (y), with 95 % bounds."""
+    control = doc["perturbations"][0]["id"]
+    out = {}
+    for system in system_names(doc):
+        mine = [r for r in doc["ratings"] if r["system"] == system]
+        accuracy = next((r for r in mine if r["score"] == "mase" and r["perturbation"] == control), None)
+        effects = [r for r in mine if r["score"] == "ape" and r.get("raw") is not None]
+        if accuracy is None or accuracy.get("raw") is None or not effects:
+            continue
+        x_lo, x_hi = accuracy.get("interval") or [accuracy["raw"]] * 2
+        bounds = [r.get("interval") or [r["raw"]] * 2 for r in effects]
+        out[system] = {
+            "x": accuracy["raw"],
+            "x_lo": x_lo if x_lo is not None else accuracy["raw"],
+            "x_hi": x_hi if x_hi is not None else accuracy["raw"],
+            "y": float(np.mean([r["raw"] for r in effects])),
+            "y_lo": float(
+                np.mean([b[0] if b[0] is not None else r["raw"] for b, r in zip(bounds, effects, strict=True)])
+            ),
+            "y_hi": float(
+                np.mean([b[1] if b[1] is not None else r["raw"] for b, r in zip(bounds, effects, strict=True)])
+            ),
+        }
+    return out
+
+
+def comparison_figures(doc: dict[str, Any], normalised: dict[str, list[float]]) -> list[Figure]:
+    colours = figures.system_colours(system_names(doc))
+    out = []
+    points = scatter_points(doc)
+    if len(points) >= 2:
+        out.append(
+            Figure(
+                "scatter",
+                figures.png(
+                    figures.robustness_accuracy(
+                        points,
+                        colours=colours,
+                        x_label="MASE on clean input (mean over forecasts; lower = more accurate)",
+                        y_label="|APE_true|, mean over perturbations (lower = more robust)",
+                    )
+                ),
+                alt="Scatter of each system's clean-input MASE against its mean perturbation effect, with 95 % "
+                "ranges (effect: mean of the per-perturbation bounds) and the Pareto front of systems no other "
+                "system beats on both.",
+            )
+        )
+    out.append(
+        Figure(
+            "multiples",
+            figures.png(figures.small_multiples(radar_labels(), normalised, colours=colours)),
+            alt="One bar panel per system: each score averaged over the perturbations and scaled so that 1 is "
+            "the best value among the compared systems and 0 the worst.",
+        )
+    )
+    params = parameter_points(doc)
+    if len(params) >= 2:
+        out.append(
+            Figure(
+                "parameters",
+                figures.png(figures.scatter_parameters(params, levels=doc["levels"], colours=colours)),
+                alt="Scatter plot of parameter count against mean robustness rating per system.",
+            )
+        )
+    return out
+
+
+def parameter_points(doc: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    mean_robust = _mean_robustness(doc)
+    return {
+        s["name"]: (s["parameters"], float(mean_robust.get(s["name"], np.nan)))
+        for s in doc["systems"]
+        if s.get("parameters")
+    }
+
+
+def _mean_robustness(doc: dict[str, Any]) -> pd.Series:
+    frame = pd.DataFrame(doc["ratings"])
+    robust = frame[(frame["perturbation"] != doc["perturbations"][0]["id"]) & frame["score"].map(robustness)]
+    return robust.groupby("system")["rating"].mean()
+
+
+def robustness(score: str) -> bool:
+    return facts(score).robustness
+
+
+def groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Mean ratings by modality, family and architecture — only where there are at least two groups."""
+    mean_robust = _mean_robustness(doc)
+    out = []
+    for key, title in (("modality", "Modality"), ("family", "Family"), ("architecture", "Architecture")):
+        by: dict[str, list[str]] = {}
+        for s in doc["systems"]:
+            by.setdefault(str(s.get(key) or "not declared"), []).append(s["name"])
+        if len(by) < 2:
+            continue
+        rows = [
+            {
+                "group": g,
+                "systems": names,
+                "mean_robustness": fmt(np.mean([mean_robust.get(n, np.nan) for n in names])),
+                "mean_overall": fmt(np.mean([doc["overall"].get(n, np.nan) for n in names])),
+            }
+            for g, names in sorted(by.items())
+        ]
+        out.append({"title": title, "rows": rows})
+    return out
+
+
+def comparison_context(
+    doc: dict[str, Any], slugs: dict[str, str], *, normalised: dict[str, list[float]] | None = None
+) -> dict[str, Any]:
+    systems = system_names(doc)
+    levels = doc["levels"]
+    by_key = {(r["perturbation"], r["score"], r["system"]): r for r in doc["ratings"]}
+    scores = list(dict.fromkeys([*RADAR_SCORES, *(r["score"] for r in doc["ratings"])]))
+    perturbations = list(dict.fromkeys([*(p["id"] for p in doc["perturbations"]), *(k[0] for k in by_key)]))
+    table = []
+    for perturbation in perturbations:
+        for score in scores:
+            cells = [cell(by_key.get((perturbation, score, s)), levels) for s in systems]
+            if any(cells):
+                table.append(
+                    {"perturbation": perturbation, "score": label(score), "estimator": estimator(score), "cells": cells}
+                )
+    heads = {s: {k: cell_of_headline(h, levels) for k, h in headlines(doc, s).items()} for s in systems}
+    return {
+        "doc": doc,
+        "systems": doc["systems"],
+        "colours": figures.system_colours(systems),
+        "slugs": slugs,
+        "heads": heads,
+        "table": table,
+        "groups": groups(doc),
+        "figures": comparison_figures(doc, normalised or normalised_scores(doc)),
+        "has_params": len(parameter_points(doc)) >= 2,
+        "n_systems": len(systems),
+        "levels": levels,
+    }
+
+
+def cell_of_headline(h: dict[str, Any], levels: int) -> dict[str, Any]:
+    stability = h.get("stability")
+    return {
+        "rating": h.get("rating"),
+        "css": level_class(h.get("rating"), levels),
+        "stability": f"kept {100 * stability:.0f} %" if isinstance(stability, float) else "",
+        "unstable": isinstance(stability, float) and stability < 0.8,
+        "tied_with": list(h.get("tied_with") or []),
+        "absolute": h.get("absolute_rating"),
+    }
+
+
+def fmt(x: Any, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "—"
+    return f"{float(x):.{digits}g}"

@@ -1,0 +1,138 @@
+"""The three headline ratings (robustness, bias, accuracy), read defensively from ratings.json.
+
+A ratings.json with a `headlines` section is shown as it is. An older one (ratings-v2) has only
+`overall` and the per-score rows, so the headlines are taken from them, and say so:
+robustness = `overall`; bias = the worst WRS rating over the perturbations; accuracy = MASE on
+the clean input. Nothing here re-rates: every level shown is one ratings.json already holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KINDS = ("robustness", "bias", "accuracy")
+TITLES = {"robustness": "Robustness", "bias": "Bias", "accuracy": "Accuracy"}
+QUESTIONS = {
+    "robustness": "How much do perturbed inputs change its error?",
+    "bias": "Do its errors differ between industries or companies?",
+    "accuracy": "How close are its forecasts on clean input?",
+}
+
+
+def level_words(rating: int | None, levels: int) -> str:
+    """The level's meaning in words (1 = best)."""
+    if rating is None:
+        return "not rated"
+    if rating == 1:
+        return "best level"
+    if rating == levels:
+        return "worst level"
+    return f"middle level ({rating} of {levels})" if levels > 3 else "middle level"
+
+
+def level_class(rating: int | None, levels: int) -> str:
+    """CSS class of a level: best, worst, middle (colour is never the only cue: the words say it too)."""
+    if rating is None:
+        return "lnone"
+    return "lbest" if rating == 1 else ("lworst" if rating == levels else "lmid")
+
+
+def headlines(doc: dict[str, Any], system: str) -> dict[str, dict[str, Any]]:
+    """{kind: H} with H = rating, absolute_rating, meaning, stability, tied_with, scores, source."""
+    given = (doc.get("headlines") or {}).get(system) or {}
+    out = {}
+    for kind in KINDS:
+        h = given.get(kind)
+        h = _fallback(doc, system, kind) if h is None else {"source": "headlines", **h}
+        h.setdefault("tied_with", [])
+        h.setdefault("absolute_rating", None)
+        h.setdefault("stability", None)
+        h.setdefault("scores", [])
+        out[kind] = h
+    return out
+
+
+def _fallback(doc: dict[str, Any], system: str, kind: str) -> dict[str, Any]:
+    levels, n = doc["levels"], len(doc["systems"])
+    control = doc["perturbations"][0]["id"]
+    mine = [r for r in doc["ratings"] if r["system"] == system]
+    if kind == "robustness":
+        rating = doc.get("overall", {}).get(system)
+        return {
+            "rating": rating,
+            "stability": doc.get("overall_stability", {}).get(system),
+            "meaning": f"{level_words(rating, levels).capitalize()} for robustness among the {n} systems compared "
+            "(mean of its robustness ratings over the perturbations, re-binned).",
+            "scores": ["overall"],
+            "source": "overall",
+        }
+    if kind == "bias":
+        rows = [r for r in mine if r["score"].startswith("wrs_") and r["perturbation"] != control]
+        if not rows:
+            return {"rating": None, "meaning": "No bias score in this run.", "source": "none"}
+        worst = max(rows, key=lambda r: (r["rating"], r["score"], r["perturbation"]))
+        return {
+            "rating": worst["rating"],
+            "stability": worst.get("stability"),
+            "meaning": f"{level_words(worst['rating'], levels).capitalize()}: its worst WRS rating "
+            f"({worst['score']} under {worst['perturbation']}) among the {n} systems compared.",
+            "scores": sorted({r["score"] for r in rows}),
+            "source": "worst WRS row",
+        }
+    row = next((r for r in mine if r["score"] == "mase" and r["perturbation"] == control), None)
+    if row is None:
+        return {"rating": None, "meaning": "No clean-input accuracy score in this run.", "source": "none"}
+    return {
+        "rating": row["rating"],
+        "stability": row.get("stability"),
+        "meaning": f"{level_words(row['rating'], levels).capitalize()} for MASE on clean input "
+        f"({_num(row.get('raw'))}; below 1 beats a no-change forecast) among the {n} systems compared.",
+        "scores": ["mase"],
+        "source": f"mase on {control}",
+    }
+
+
+def top_fragility_rule(doc: dict[str, Any], system: str) -> dict[str, Any] | None:
+    """The subgroup rule with the largest effect over the perturbations (heterogeneity section), or None."""
+    per = (doc.get("heterogeneity") or {}).get(system) or {}
+    best = None
+    for perturbation, found in sorted(per.items()):
+        for rule in (found or {}).get("rules") or []:
+            if rule.get("cate") is None:
+                continue
+            if best is None or abs(rule["cate"]) > abs(best["cate"]):
+                best = {"perturbation": perturbation, **rule}
+    return best
+
+
+def warnings(doc: dict[str, Any], system: str, *, failures: int) -> list[str]:
+    """Plain-language warnings for the label: failed self-checks, insufficient and inconclusive scores."""
+    out = []
+    failed = [c for c in doc.get("checks") or [] if c.get("system") == system and c.get("passed") is False]
+    for c in failed:
+        out.append(
+            f"Self-check failed for {c['perturbation']} ({c['scheme']}): the deconfounded estimate "
+            f"{_num(c.get('ape_adj'))} is not reliable here — {c.get('reason') or 'see the report'}."
+        )
+    mine = [r for r in doc["ratings"] if r["system"] == system]
+    insufficient = [r for r in mine if r.get("insufficient")]
+    if insufficient:
+        names = sorted({f"{r['score']} ({r['perturbation']})" for r in insufficient})
+        out.append(f"Insufficient data, rated worst: {', '.join(names[:4])}{' …' if len(names) > 4 else ''}.")
+    inconclusive = [r for r in mine if r.get("inconclusive")]
+    if inconclusive:
+        names = sorted({f"{r['score']} ({r['perturbation']})" for r in inconclusive})
+        out.append(
+            f"Inconclusive (too few windows to rule out an effect; best level withheld): "
+            f"{', '.join(names[:4])}{' …' if len(names) > 4 else ''}."
+        )
+    unstable = [r for r in mine if r.get("stable") is False]
+    if unstable:
+        out.append(f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples).")
+    if failures:
+        out.append(f"{failures} forecasts failed (see the report).")
+    return out
+
+
+def _num(x: Any) -> str:
+    return "—" if x is None else f"{float(x):.3g}"

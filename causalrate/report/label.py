@@ -1,0 +1,99 @@
+"""The label: one page per system a stakeholder reads in 30 seconds (≈ 1000 × 1300 px, one A4 page).
+
+Three headline ratings with their meaning and stability, what was tested, the top fragility rule,
+the reference systems, warnings, and a link to the detailed report. Built from ratings.json
+only; every section added by a newer ratings.json is optional.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from causalrate.config import REFERENCE_SYSTEMS
+from causalrate.report.headlines import QUESTIONS, TITLES, headlines, level_class, level_words, top_fragility_rule
+from causalrate.report.headlines import warnings as label_warnings
+
+MAX_WARNINGS = 5  # more go to the detailed report: the label keeps a fixed height
+
+
+def tested(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """What was tested, as (what, value) lines: data, period, perturbations, placements, systems, scale."""
+    config = doc["provenance"]["config"]
+    data = config.get("data", {})
+    windows = config.get("windows", {})
+    series = data.get("series") or []
+    shown = ", ".join(series[:6]) + (f" and {len(series) - 6} more" if len(series) > 6 else "")
+    counts = doc.get("counts", {})
+    perturbations = [p for p in doc["perturbations"] if p.get("kind") != "control"]
+    placements = sorted({str(p.get("placement") or "cyclic") for p in perturbations})
+    scale = (config.get("rating") or {}).get("scale") or ("both" if _has_absolute(doc) else "relative")
+    scale_text = {
+        "relative": f"relative: 1 = best of the {len(doc['systems'])} systems compared",
+        "absolute": "absolute: published thresholds, the same in any comparison",
+        "both": f"relative (1 = best of the {len(doc['systems'])} compared) and absolute (published thresholds)",
+    }.get(scale, scale)
+    lines = [
+        ("Data", f"{doc['provenance']['data_source']}: {counts.get('series', len(series))} series ({shown})"),
+        (
+            "Period",
+            f"{data.get('start') or 'start'} to {data.get('end') or 'end'}; {counts.get('windows', '?')} windows of "
+            f"{windows.get('input_length', '?')} inputs → {windows.get('horizon', '?')} forecasts",
+        ),
+        ("Perturbations", "; ".join(f"{p['id']}: {p['description']}" for p in perturbations[:6])),
+        ("Placement", ", ".join(placements) + " (which input points are changed)"),
+        ("Systems compared", ", ".join(s["name"] for s in doc["systems"])),
+        ("Scale", scale_text),
+    ]
+    if len(perturbations) > 6:
+        lines[2] = (lines[2][0], lines[2][1] + f"; and {len(perturbations) - 6} more")
+    return lines
+
+
+def _has_absolute(doc: dict[str, Any]) -> bool:
+    return any(r.get("absolute_rating") is not None for r in doc["ratings"])
+
+
+def label_context(doc: dict[str, Any], system: str, *, failures: int, report_href: str) -> dict[str, Any]:
+    levels = doc["levels"]
+    meta = next(s for s in doc["systems"] if s["name"] == system)
+    heads = []
+    for kind, h in headlines(doc, system).items():
+        stability = h.get("stability")
+        heads.append(
+            {
+                "kind": kind,
+                "title": TITLES[kind],
+                "question": QUESTIONS[kind],
+                "rating": h.get("rating"),
+                "css": level_class(h.get("rating"), levels),
+                "words": level_words(h.get("rating"), levels),
+                "absolute": h.get("absolute_rating"),
+                "meaning": h.get("meaning") or "",
+                "stability": None if stability is None else f"{100 * stability:.0f} %",
+                "unstable": stability is not None and stability < 0.8,
+                "tied_with": list(h.get("tied_with") or []),
+                "source": h.get("source"),
+            }
+        )
+    references = [
+        {"name": s["name"], "ratings": {k: h.get("rating") for k, h in headlines(doc, s["name"]).items()}}
+        for s in doc["systems"]
+        if s["type"] in REFERENCE_SYSTEMS and s["name"] != system
+    ]
+    found = label_warnings(doc, system, failures=failures)
+    rule = top_fragility_rule(doc, system)
+    return {
+        "system": meta,
+        "study": doc["study"],
+        "levels": levels,
+        "n_systems": len(doc["systems"]),
+        "headlines": heads,
+        "fallback": any(h["source"] != "headlines" for h in heads),
+        "tested": tested(doc),
+        "rule": rule,
+        "references": references,
+        "warnings": found[:MAX_WARNINGS],
+        "more_warnings": max(0, len(found) - MAX_WARNINGS),
+        "report_href": report_href,
+        "outcome": doc["outcome"],
+    }
