@@ -129,20 +129,17 @@ def test_pages_escape_and_sanitise(run):
 
 
 def test_label_and_report_show_the_ratings_of_ratings_json(run):
-    """A ratings-v2 file: headlines fall back to overall / worst WRS / clean MASE; optional parts are absent."""
+    """The label's three headlines are ratings.json's `headlines`; without them (a v2 file) they fall back
+    to overall / worst WRS / clean MASE."""
     render_cards(run, formats=("html",))
     doc = json.loads((run / "ratings.json").read_text())
     for system, slug in SLUGS.items():
         label = texts(run / "cards" / f"{slug}.html")
         assert label.ids["system-name"] == system  # rendered as text, never executed
-        assert label.ids["robustness-rating"].strip() == str(doc["overall"][system])
-        mase = next(
-            r for r in doc["ratings"] if r["system"] == system and r["score"] == "mase" and r["perturbation"] == "P0"
-        )
-        assert label.ids["accuracy-rating"].strip() == str(mase["rating"])
-        wrs = [r["rating"] for r in doc["ratings"] if r["system"] == system and r["score"].startswith("wrs_")]
-        assert label.ids["bias-rating"].strip() == str(max(wrs))
-        assert "fragility" not in label.ids and "Tied with" not in (run / "cards" / f"{slug}.html").read_text()
+        for family in ("robustness", "bias", "accuracy"):
+            expected = doc["headlines"][system][family]["rating"]
+            assert label.ids[f"{family}-rating"].strip() == ("—" if expected is None else str(expected))
+        assert ("fragility" in label.ids) == bool(doc.get("heterogeneity", {}).get(system))
         assert label.ids["report-link"] == "detailed report"
         report = texts(run / "cards" / f"{slug}.report.html")
         mine = [r for r in doc["ratings"] if r["system"] == system and r["perturbation"].startswith("P")]
@@ -152,10 +149,31 @@ def test_label_and_report_show_the_ratings_of_ratings_json(run):
             assert report.cells[(r["score"], r["perturbation"])].strip().startswith(shown)
 
 
+def test_label_falls_back_without_headlines(run, tmp_path):
+    """A ratings-v2 file has no headlines: robustness = overall, bias = worst WRS, accuracy = clean MASE."""
+    old = tmp_path / "v2"
+    shutil.copytree(run, old, ignore=shutil.ignore_patterns("cards"))
+    doc = json.loads((old / "ratings.json").read_text())
+    for key in ("headlines", "checks"):
+        doc.pop(key, None)
+    (old / "ratings.json").write_text(json.dumps(doc))
+    render_cards(old, formats=("html",))
+    for system, slug in SLUGS.items():
+        label = texts(old / "cards" / f"{slug}.html")
+        assert label.ids["robustness-rating"].strip() == str(doc["overall"][system])
+        mase = next(
+            r for r in doc["ratings"] if r["system"] == system and r["score"] == "mase" and r["perturbation"] == "P0"
+        )
+        assert label.ids["accuracy-rating"].strip() == str(mase["rating"])
+        wrs = [r["rating"] for r in doc["ratings"] if r["system"] == system and r["score"].startswith("wrs_")]
+        assert label.ids["bias-rating"].strip() == str(max(wrs))
+
+
+
 def test_report_labels_say_estimator_and_aggregation(run):
     render_cards(run, systems=["naive"], formats=("html",))
     html = (run / "cards" / "naive.report.html").read_text()
-    assert "mean over 3 draws of |APE_adj|" in html  # the ratings rows of ape_industry / ape_company
+    assert "|mean over 3 draws of APE_adj|" in html  # the ratings rows of ape_industry / ape_company
     assert "APE_adj (mean over 3 draws)" in html  # the signed estimate in the effects and refutation tables
     assert re.search(r"<th>APE_adj</th>", html) is None  # never a bare, ambiguous label
 

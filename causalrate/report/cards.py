@@ -125,7 +125,7 @@ def report_context(run: Run, system: str, slug: str, failures: dict[str, Any]) -
         cells = {p["id"]: cell(mine.get((score_name, p["id"])), levels) for p in perturbations}
         if not any(cells.values()):
             continue  # not rated, or rated per severity grid: see `grids`
-        kind = "robustness" if facts(score_name).robustness else "accuracy"
+        kind = "accuracy" if cells.get(run.control) else "robustness"  # rated on the clean input too
         tables[kind].append(
             {
                 "score": score_name,

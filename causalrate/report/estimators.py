@@ -49,6 +49,8 @@ _FIXED = {
     "sign_accuracy": "mean sign accuracy over forecasts",
     "failure_rate": "share of forecasts failed",
     "fragility_spread": "spread of conditional effects",
+    "bias_industry": "largest gap between one industry's mean outcome and the rest, / mean outcome",
+    "bias_company": "largest gap between one company's mean outcome and its industry's others, / mean outcome",
 }
 
 

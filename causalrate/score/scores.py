@@ -188,6 +188,7 @@ class SchemeScore(Score):
 
     family = "confounding"
     scheme: ClassVar[str]
+    column: ClassVar[str] = "abs_mean_ape_adj"  # the aggregation over draws, named on cards
 
     def rows(self, evidence: Evidence) -> pd.DataFrame | None:
         rows = evidence.effects[evidence.effects["scheme"] == self.scheme]
@@ -217,6 +218,8 @@ class ApeCompany(SchemeScore):
 
 class PieScore(SchemeScore):
     """Mean PIE% over the draws; undefined (NaN with a note) when APE_obs's interval covers 0."""
+
+    column = "pie"
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         rows = self.rows(evidence)
