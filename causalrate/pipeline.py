@@ -11,6 +11,7 @@ import pandas as pd
 
 from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
 from causalrate.causal.graph import Identification
+from causalrate.causal.heterogeneity import assess_heterogeneity
 from causalrate.causal.rigor import Rigor, assess_rigor
 from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.wrs import wrs
@@ -347,6 +348,7 @@ class Result:
     identification: dict[str, Identification]
     unavailable: dict[str, str]  # score → why it was not rated
     rigor: Rigor | None = None
+    heterogeneity: dict = field(default_factory=dict)  # ratings.json's fragility map (§5.5)
 
 
 def withhold_inconclusive(rated: pd.DataFrame, rigor: Rigor) -> pd.DataFrame:
@@ -394,7 +396,15 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "abs_ape_adj", "pie"])
     )
     severity = {p.id: (p.family, p.severity) for p in study.suite if p.severity is not None}
-    evidence = Evidence(forecasts=forecasts, wrs=wrs_table, effects=effects, control=control, severity=severity)
+    fragility = assess_heterogeneity(study, forecasts, outcomes, settings, identification)
+    evidence = Evidence(
+        forecasts=forecasts,
+        wrs=wrs_table,
+        effects=effects,
+        control=control,
+        severity=severity,
+        heterogeneity=fragility.spreads if fragility else None,
+    )
     raw, unavailable = [], {}
     for name in cfg.rating.scores or SCORES.names():
         score = SCORES.get(name)()
@@ -429,6 +439,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         overall=overall_ratings(rated, levels=cfg.rating.levels, control=control),
         identification=identification,
         unavailable=unavailable,
+        heterogeneity=fragility.doc if fragility else {},
     )
 
 

@@ -84,3 +84,13 @@ def sample_paths(inputs, horizon):
     last = np.nan_to_num(inputs[:, -1:], nan=np.nanmean(inputs))
     spread = np.linspace(-0.02, 0.02, 8)[None, :, None] * last[:, :, None]
     return np.repeat(last[:, :, None], horizon, axis=2) + spread
+
+
+FRAGILE_ABOVE = 650.0  # the planted threshold of fragile_when_high
+
+
+def fragile_when_high(inputs, horizon):
+    """Robust median, but 50 % too high when it sees a zero in a window that trades above FRAGILE_ABOVE."""
+    median = np.nanmedian(inputs, axis=1)
+    hit = (inputs == 0).any(axis=1) & (median > FRAGILE_ABOVE)
+    return np.repeat(np.where(hit, 1.5 * median, median)[:, None], horizon, axis=1)

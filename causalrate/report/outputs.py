@@ -126,6 +126,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
         "overall": result.overall,
         "not_rated": result.unavailable,
         "effects": effect_rows,
+        "heterogeneity": _clean(result.heterogeneity),
         "identification": {
             scheme: {"adjustment_set": list(ident.adjustment_set), "estimand": ident.estimand}
             for scheme, ident in result.identification.items()
@@ -145,6 +146,15 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
             "method_note": METHOD_NOTE,
         },
     }
+
+
+def _clean(value: Any) -> Any:
+    """Nested dicts / lists with every float made JSON-clean."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return clean_float(value) if isinstance(value, float) else value
 
 
 def _extras(result: Result, key: tuple[str, str, str]) -> dict[str, Any]:

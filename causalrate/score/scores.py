@@ -23,6 +23,7 @@ class Evidence:
     effects: pd.DataFrame  # summarise_effects(): system, perturbation, scheme, ape_true, abs_ape_adj, pie, ...
     control: str
     severity: dict[str, tuple[str, float]]  # perturbation id → (grid family, severity), for severity grids only
+    heterogeneity: pd.DataFrame | None = None  # system, perturbation, raw: fragility spreads (None: switched off)
 
 
 class Score:
@@ -119,6 +120,21 @@ def dose_auc(severity: pd.Series, ape: pd.Series) -> float:
         return np.nan
     x = (x - x[0]) / (x[-1] - x[0])
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2))
+
+
+@SCORES.register("fragility_spread")
+class FragilitySpread(Score):
+    label = "Fragility spread"
+    description = (
+        "how unevenly the perturbation hurts: spread of its effect across the sub-populations a causal tree "
+        "finds (share of the average clean error; 0 = the same effect everywhere)"
+    )
+
+    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+        if evidence.heterogeneity is None:
+            self.unavailable = "the fragility map is switched off (heterogeneity.enabled: false)"
+            return None
+        return evidence.heterogeneity
 
 
 class SchemeScore(Score):
