@@ -89,7 +89,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class FragilityMap:
-    drivers: list[tuple[str, float]]  # (covariate, share of the tree's split gain), most important first
+    drivers: list[tuple[str, float]]  # (covariate, share of the ITE variance it explains), most important first
     rules: list[Rule]
     spread: float  # fragility_spread: SD of the explained part of the ITE / mean clean outcome
     explained: float  # held-out share of the ITE variance the tree's CATE explains, in [0, 1]
@@ -175,33 +175,37 @@ def fragility_map(
     clean = float(np.mean(control))
     spread = float(np.std(ite) * np.sqrt(explained) / abs(clean)) if clean != 0 else np.nan
     return FragilityMap(
-        drivers=drivers(tree.feature_importances_, cov.sources),
+        drivers=drivers(tree.feature_importances_, cov.sources, explained),
         rules=leaf_rules(tree, cov, ite)[:rules],
         spread=spread,
         explained=explained,
     )
 
 
-def drivers(importances: np.ndarray, sources: list[str]) -> list[tuple[str, float]]:
-    """Split gain per covariate (one-hot columns summed), as shares; most important first, ties by name."""
+def drivers(importances: np.ndarray, sources: list[str], explained: float) -> list[tuple[str, float]]:
+    """Per covariate (one-hot columns summed): its share of the tree's split gain times the held-out share
+    of ITE variance explained, so the importances add up to `explained` and are all 0 when nothing is
+    (a tree always splits somewhere, even on noise). Most important first, ties by name."""
     gain: dict[str, float] = dict.fromkeys(sources, 0.0)
     for value, source in zip(np.clip(importances, 0.0, None), sources, strict=True):
         gain[source] += float(value)
     total = sum(gain.values())
-    shares = {k: (v / total if total > 0 else 0.0) for k, v in gain.items()}
+    shares = {k: (explained * v / total if total > 0 else 0.0) for k, v in gain.items()}
     return sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def leaf_rules(tree, cov: Covariates, ite: np.ndarray, *, alpha: float = MERGE_ALPHA) -> list[Rule]:
     """The tree's leaves as rules (their paths' conditions in words), largest effect first.
 
-    Two sibling leaves whose windows' ITEs do not differ (Welch's t-test at `alpha`) are merged,
-    bottom-up, so a rule keeps only the conditions that separate effects and reads as short as it can.
+    Two sibling leaves whose windows' ITEs do not differ (Welch's t-test at `alpha`, Bonferroni over the
+    tree's splits: the tree chose each split for its difference) are merged, bottom-up, so a rule keeps
+    only the conditions that separate effects and reads as short as it can.
     """
     average = float(ite.mean())
     z = float(norm.ppf(0.975))
+    splits = max(1, int(np.sum(tree.tree_.children_left != -1)))
     out = []
-    for bounds, members in _readable_leaves(tree.tree_, cov.x.astype(np.float32), ite, alpha):
+    for bounds, members in _readable_leaves(tree.tree_, cov.x.astype(np.float32), ite, alpha / splits):
         values = ite[members]
         cate = float(values.mean())
         half = z * float(values.std(ddof=1)) / np.sqrt(values.size) if values.size > 1 else np.nan
@@ -255,7 +259,10 @@ def _condition(column: str, lo: float, hi: float) -> str:
         if not np.isfinite(hi):
             return f"the perturbed point is at least {nearest} points before the forecast origin"
         if nearest == 0:
-            return f"the perturbed point is among the last {int(farthest) + 1} input points"
+            last = int(farthest) + 1
+            return "the perturbed point is the last input point" if last == 1 else (
+                f"the perturbed point is among the last {last} input points"
+            )
         return f"the perturbed point is {nearest} to {int(farthest)} points before the forecast origin"
     if np.isfinite(lo) and np.isfinite(hi):
         return f"{lo:.4g} < {column} ≤ {hi:.4g}"
