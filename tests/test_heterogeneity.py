@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("causalml")
 
-from causalrate.causal import heterogeneity as het  # noqa: E402
-from tests.planted import FRAGILE_ABOVE  # noqa: E402
+from causalrate.causal import heterogeneity as het
+from tests.planted import FRAGILE_ABOVE
 
 
 def _windows(n=400, seed=0):
@@ -75,7 +75,10 @@ def test_spread_is_explained_sd_over_mean_clean_outcome():
 def test_rule_words():
     assert het._condition(het.DISTANCE, -np.inf, 0.5) == "the perturbed point is the last input point"
     assert het._condition(het.DISTANCE, -np.inf, 4.5) == "the perturbed point is among the last 5 input points"
-    assert het._condition(het.DISTANCE, 4.5, np.inf) == "the perturbed point is at least 5 points before the forecast origin"
+    assert (
+        het._condition(het.DISTANCE, 4.5, np.inf)
+        == "the perturbed point is at least 5 points before the forecast origin"
+    )
     assert het._condition("industry=Beta", 0.5, np.inf) == "industry is Beta"
     assert het._condition("industry=Beta", -np.inf, 0.5) == "industry is not Beta"
     assert het._condition("level", 500.0, 900.0) == "500 < level ≤ 900"

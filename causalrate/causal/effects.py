@@ -70,7 +70,9 @@ def scheme_probabilities(windows: pd.DataFrame, settings: DrawSettings) -> dict[
     }
 
 
-def treatment_draw(settings: DrawSettings, scheme: str, perturbation: str, b: int, probability: np.ndarray) -> np.ndarray:
+def treatment_draw(
+    settings: DrawSettings, scheme: str, perturbation: str, b: int, probability: np.ndarray
+) -> np.ndarray:
     """Draw b of the scheme's assignment: depends only on (seed, scheme, perturbation, b), never on the system."""
     return rng(settings.seed, scheme, perturbation, b).random(probability.size) < probability
 

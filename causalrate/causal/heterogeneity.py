@@ -260,8 +260,10 @@ def _condition(column: str, lo: float, hi: float) -> str:
             return f"the perturbed point is at least {nearest} points before the forecast origin"
         if nearest == 0:
             last = int(farthest) + 1
-            return "the perturbed point is the last input point" if last == 1 else (
-                f"the perturbed point is among the last {last} input points"
+            return (
+                "the perturbed point is the last input point"
+                if last == 1
+                else (f"the perturbed point is among the last {last} input points")
             )
         return f"the perturbed point is {nearest} to {int(farthest)} points before the forecast origin"
     if np.isfinite(lo) and np.isfinite(hi):
