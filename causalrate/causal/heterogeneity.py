@@ -323,7 +323,12 @@ def assess_heterogeneity(
     cfg = study.config.heterogeneity
     if not cfg.enabled:
         return None
-    _causalml()
+    try:
+        _causalml()
+    except UserError:
+        if "enabled" in cfg.model_fields_set:
+            raise  # asked for in the config: say how to install it
+        return None  # the default on a core install: fragility_spread is listed as not rated, with why
     with threadpool_limits(1):  # small fits: OpenMP threads only contend (the machine may be busy)
         return _assess(study, forecasts, outcomes, draws, identification)
 

@@ -132,7 +132,10 @@ class FragilitySpread(Score):
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         if evidence.heterogeneity is None:
-            self.unavailable = "the fragility map is switched off (heterogeneity.enabled: false)"
+            self.unavailable = (
+                "no fragility map: heterogeneity.enabled is false, or causalml is not installed "
+                "(pip install 'causalrate[heterogeneity]' && pip install --no-deps causalml==0.18.0)"
+            )
             return None
         return evidence.heterogeneity
 
