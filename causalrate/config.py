@@ -266,6 +266,28 @@ class RigorConfig(Strict):
     refute_simulations: int = Field(5, ge=1, description="simulations per dowhy refuter")
 
 
+class HeterogeneityConfig(Strict):
+    """Where a system is fragile (METHOD §5.5): a causalml causal tree on each system × perturbation."""
+
+    enabled: bool = Field(True, description="fit the fragility map (needs the heterogeneity extra: causalml)")
+    covariates: list[str] = Field(
+        default_factory=lambda: ["level", "volatility", "trend_strength", "seasonality_strength", "adf_pvalue"],
+        description="window characteristics the tree may split on (besides the attributes and the perturbed offset)",
+    )
+    max_depth: int = Field(3, ge=1, le=6, description="depth of the causal tree: rules have at most this many terms")
+    min_leaf: float = Field(0.02, gt=0, lt=0.5, description="smallest leaf, as a share of the windows (at least 5)")
+    rules: int = Field(3, ge=1, description="leaves reported as rules, largest effect first")
+    selfcheck: bool = Field(True, description="score causalml meta-learners against the true ITEs")
+    selfcheck_draws: int = Field(1, ge=1, description="observational draws per confounded scheme for the self-check")
+
+    @field_validator("covariates")
+    @classmethod
+    def _known_characteristics(cls, names: list[str]) -> list[str]:
+        from causalrate.data.characteristics import CHARACTERISTICS
+
+        return _known(CHARACTERISTICS, names)
+
+
 class StudySettings(Strict):
     """Everything a study and a model YAML share."""
 
@@ -282,6 +304,7 @@ class StudySettings(Strict):
     rating: RatingConfig = Field(default_factory=RatingConfig)
     forecast: ForecastConfig = Field(default_factory=ForecastConfig)
     rigor: RigorConfig = Field(default_factory=RigorConfig)
+    heterogeneity: HeterogeneityConfig = Field(default_factory=HeterogeneityConfig)
 
     @field_validator("outcome")
     @classmethod

@@ -12,6 +12,7 @@ import pandas as pd
 
 from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
 from causalrate.causal.graph import Identification
+from causalrate.causal.heterogeneity import assess_heterogeneity
 from causalrate.causal.rigor import Rigor, add_stability, assess_rigor
 from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.selfcheck import judge
@@ -411,6 +412,7 @@ class Result:
     headlines: dict[str, dict[str, dict]] = field(default_factory=dict)  # system → family → headline
     checks: list[dict] = field(default_factory=list)  # the judged self-check (causal.selfcheck)
     recency_profile: list[dict] = field(default_factory=list)  # APE by distance of the corruption from the origin
+    heterogeneity: dict = field(default_factory=dict)  # ratings.json's fragility map (§5.5)
 
 
 def withhold_inconclusive(rated: pd.DataFrame, rigor: Rigor) -> pd.DataFrame:
@@ -458,6 +460,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "ape_adj", "pie"])
     )
     severity = {p.id: (p.family, p.severity) for p in study.suite if p.severity is not None}
+    fragility = assess_heterogeneity(study, forecasts, outcomes, settings, identification)
     evidence = Evidence(
         forecasts=forecasts,
         wrs=wrs_table,
@@ -469,6 +472,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         recency_perturbations=tuple(p.id for p in study.suite if p.positional and p.placement.name != "worst"),
         worst_perturbations=tuple(p.id for p in study.suite if p.placement.name == "worst"),
         table=table,
+        heterogeneity=fragility.spreads if fragility else None,
     )
     raw, unavailable = [], {}
     for name in cfg.rating.scores or SCORES.names():
@@ -521,6 +525,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         identification=identification,
         unavailable=unavailable,
         recency_profile=recency_profile(evidence, replicates=cfg.rigor.replicates, seed=cfg.seed),
+        heterogeneity=fragility.doc if fragility else {},
     )
 
 

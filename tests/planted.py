@@ -116,3 +116,13 @@ def effect_huge(inputs, horizon):
 def ignores_input(inputs, horizon):
     """Predicts 100 whatever it sees: no perturbation can change its forecast."""
     return np.full((inputs.shape[0], horizon), 100.0)
+
+
+FRAGILE_ABOVE = 650.0  # the planted threshold of fragile_when_high
+
+
+def fragile_when_high(inputs, horizon):
+    """Robust median, but 50 % too high when it sees a zero in a window that trades above FRAGILE_ABOVE."""
+    median = np.nanmedian(inputs, axis=1)
+    hit = (inputs == 0).any(axis=1) & (median > FRAGILE_ABOVE)
+    return np.repeat(np.where(hit, 1.5 * median, median)[:, None], horizon, axis=1)

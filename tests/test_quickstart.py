@@ -48,6 +48,7 @@ def test_outputs_and_schema(quickstart):
         "crps",
         "sign_accuracy",
         "failure_rate",
+        "fragility_spread",
     }
     for p in ("P1", "P2", "P3"):
         assert {r["score"] for r in doc["ratings"] if r["perturbation"] == p} == scores
@@ -72,6 +73,13 @@ def test_outputs_and_schema(quickstart):
     assert set(doc["overall_stability"]) == set(doc["overall"])
     assert doc["wrs_tests"] and {"pairs", "rejections_bh_5pct"} <= set(doc["wrs_tests"][0])
     assert {r["refuter"] for r in doc["refutations"]} == {"placebo_treatment", "random_common_cause", "data_subset"}
+    # the fragility map: every system × perturbation; arima breaks when the perturbed point is recent
+    assert {(s, p) for s, per in doc["heterogeneity"].items() for p in per} == {
+        (s, p) for s in doc["overall"] for p in ("P1", "P2", "P3")
+    }
+    arima = doc["heterogeneity"]["arima"]["P1"]
+    assert arima["drivers"][0]["covariate"] == "distance" and "among the last" in arima["rules"][0]["text"]
+    assert "Where it is fragile" in (quickstart / "cards" / "arima.html").read_text()
 
 
 def test_acceptance_checks(quickstart):

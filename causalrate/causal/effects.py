@@ -62,6 +62,21 @@ def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.nda
     return (np.hstack(parts) if parts else np.zeros((len(table), 0))), names, strata
 
 
+def scheme_probabilities(windows: pd.DataFrame, settings: DrawSettings) -> dict[str, np.ndarray]:
+    """P(perturbed | window) per scheme: the observational assignment every draw samples from."""
+    return {
+        name: SCHEMES.get(name)().probabilities(windows, high=settings.high, low=settings.low)
+        for name in settings.schemes
+    }
+
+
+def treatment_draw(
+    settings: DrawSettings, scheme: str, perturbation: str, b: int, probability: np.ndarray
+) -> np.ndarray:
+    """Draw b of the scheme's assignment: depends only on (seed, scheme, perturbation, b), never on the system."""
+    return rng(settings.seed, scheme, perturbation, b).random(probability.size) < probability
+
+
 def ape_true(outcomes: np.ndarray, control: np.ndarray) -> tuple[float, int]:
     """Mean paired difference (same window, perturbed vs clean) over windows where both exist."""
     valid = np.isfinite(outcomes) & np.isfinite(control)
@@ -86,10 +101,7 @@ def estimate_effects(
     """
     rows = []
     fitted: dict[tuple, np.ndarray] = {}  # propensities depend on the draw and the valid windows, not the system
-    probabilities = {
-        name: SCHEMES.get(name)().probabilities(windows, high=settings.high, low=settings.low)
-        for name in settings.schemes
-    }
+    probabilities = scheme_probabilities(windows, settings)
     for system, table in outcomes.items():
         base = table[control].to_numpy()
         for perturbation in [c for c in table.columns if c != control]:
@@ -100,7 +112,7 @@ def estimate_effects(
                 adjust = identification[scheme].adjustment_set
                 features, names, strata = design_matrix(windows.loc[valid], adjust)
                 for b in range(settings.draws):
-                    draw = rng(settings.seed, scheme, perturbation, b).random(len(windows)) < probabilities[scheme]
+                    draw = treatment_draw(settings, scheme, perturbation, b, probabilities[scheme])
                     t = draw[valid]
                     if t.all() or not t.any():
                         continue

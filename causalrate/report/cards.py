@@ -166,6 +166,7 @@ def report_context(run: Run, system: str, slug: str, failures: dict[str, Any]) -
         "checks": [c for c in doc.get("checks") or [] if c.get("system") == system],
         "refutations": [r for r in doc.get("refutations", []) if r["system"] == system],
         "warnings": warnings(doc, system, failures=failures["total"]),
+        "fragility": fragility_rules(doc, system),
         "study": doc["study"],
         "outcome": doc["outcome"],
         "method_note": doc["provenance"]["method_note"],
@@ -224,6 +225,9 @@ def card_figures(run: Run, system: str) -> list[Figure]:
                 f"severity grid, beside the reference systems ({', '.join(references) or 'none'}).",
             )
         )
+    fragile = fragility_figure(doc, system)
+    if fragile:
+        out.append(fragile)
     effects = [e for e in doc["effects"] if e["system"] == system]
     if effects:
         perts = [p["id"] for p in doc["perturbations"][1:]]
@@ -275,6 +279,31 @@ def optional_figures(doc: dict[str, Any], system: str) -> list[Figure]:
             )
         )
     return out
+
+
+def fragility_rules(doc: dict[str, Any], system: str) -> list[dict[str, Any]]:
+    """Per perturbation: the fragility map's rules in words (empty when the map is off or absent)."""
+    per = doc.get("heterogeneity", {}).get(system, {})
+    return [
+        {"perturbation": p, "spread": fmt(h.get("spread")), "rules": [r["text"] for r in h.get("rules", [])]}
+        for p, h in per.items()
+        if h.get("rules")
+    ]
+
+
+def fragility_figure(doc: dict[str, Any], system: str) -> Figure | None:
+    """The main driver's chart for the perturbation whose effect is most uneven (largest spread)."""
+    per = {p: h for p, h in doc.get("heterogeneity", {}).get(system, {}).items() if h.get("profile")}
+    if not per:
+        return None
+    p = max(sorted(per), key=lambda k: per[k].get("spread") or 0.0)
+    profile = per[p]["profile"]
+    return Figure(
+        "driver",
+        figures.png(figures.fragility(profile, title=f"{system}, {p}: where it is fragile", outcome=doc["outcome"])),
+        alt=f"Line chart: {system}'s mean individual effect of {p} along {profile['covariate']}, "
+        "the covariate that separates its effects most, against the average effect.",
+    )
 
 
 def dose_curves(run: Run, systems: list[str]) -> dict[str, dict[str, list[tuple[float, float]]]]:

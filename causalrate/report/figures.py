@@ -301,6 +301,27 @@ def dose_response(
     return fig
 
 
+def fragility(profile: dict, *, title: str, outcome: str) -> plt.Figure:
+    """Mean individual effect (ITE) along the main driver of the fragility map, with the overall average."""
+    points = profile["points"]
+    x = [p["x"] for p in points]
+    y = np.array([_num(p["ite"]) for p in points])
+    n = np.array([p["n"] for p in points])
+    fig, ax = plt.subplots(figsize=(5.6, 3.2))
+    if all(isinstance(v, str) for v in x):
+        ax.bar(range(len(x)), y, color=PALETTE[0])
+        ax.set_xticks(range(len(x)))
+        ax.set_xticklabels(x, fontsize=8, rotation=30, ha="right")
+    else:
+        ax.plot(x, y, "o-", color=PALETTE[0], linewidth=2)
+    ax.axhline(float(np.sum(y * n) / max(n.sum(), 1)), color=GREY, linestyle="--", linewidth=1, label="average")
+    ax.set_xlabel(profile["covariate"])
+    ax.set_ylabel(f"mean ITE ({outcome})")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
 def scatter_parameters(points: dict[str, tuple[float, float]], *, levels: int, colours: dict[str, str]) -> plt.Figure:
     """Parameter count vs mean robustness rating, one labelled point per system."""
     fig, ax = plt.subplots(figsize=(6, 3.6))

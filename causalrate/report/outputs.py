@@ -154,6 +154,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
             for row in result.recency_profile
         ],
         "effects": effect_rows,
+        "heterogeneity": _clean(result.heterogeneity),
         "identification": {
             scheme: {"adjustment_set": list(ident.adjustment_set), "estimand": ident.estimand}
             for scheme, ident in result.identification.items()
@@ -194,6 +195,15 @@ def placement_record(p, study: Study) -> dict[str, Any]:
         values = p.calibrations([s.values for s in series])
         record["calibration"] = {s.id: clean_float(v) for s, v in zip(series, values, strict=True)}
     return record
+
+
+def _clean(value: Any) -> Any:
+    """Nested dicts / lists with every float made JSON-clean."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return clean_float(value) if isinstance(value, float) else value
 
 
 def _extras(result: Result, key: tuple[str, str, str]) -> dict[str, Any]:

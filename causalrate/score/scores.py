@@ -29,6 +29,7 @@ class Evidence:
     recency_k: int = 5  # k_r: `recency` is the APE when the perturbed point is among the last k_r
     recency_perturbations: tuple[str, ...] = ()  # positional, fixed placement: the recency views
     worst_perturbations: tuple[str, ...] = ()  # placement worst: rated by ape_worst, not ape
+    heterogeneity: pd.DataFrame | None = None  # system, perturbation, raw: fragility spreads (None: switched off)
 
 
 class Score:
@@ -181,6 +182,24 @@ def dose_auc(severity: pd.Series, ape: pd.Series) -> float:
         return np.nan
     x = (x - x[0]) / (x[-1] - x[0])
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2))
+
+
+@SCORES.register("fragility_spread")
+class FragilitySpread(Score):
+    label = "Fragility spread"
+    description = (
+        "how unevenly the perturbation hurts: spread of its effect across the sub-populations a causal tree "
+        "finds (share of the average clean error; 0 = the same effect everywhere)"
+    )
+
+    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+        if evidence.heterogeneity is None:
+            self.unavailable = (
+                "no fragility map: heterogeneity.enabled is false, or causalml is not installed "
+                "(pip install 'causalrate[heterogeneity]' && pip install --no-deps causalml==0.18.0)"
+            )
+            return None
+        return evidence.heterogeneity
 
 
 class SchemeScore(Score):

@@ -1,0 +1,439 @@
+"""Where a system is fragile (METHOD §5.5): heterogeneous perturbation effects with causalml.
+
+The full factorial gives every window's individual effect exactly, ITE = R(p) − R(P0) on the same
+window. causalml's causal tree, fit on both potential outcomes of every window (the clean and the
+perturbed row stacked with a treatment indicator), splits the windows where the effect differs most:
+its split gains are the drivers, its leaves readable rules. A cross-fitted copy says how much of the
+ITE spread the covariates explain on windows it did not see (the dose of heterogeneity). The
+self-check scores causalml meta-learners on the confounded observational draws against the true ITEs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm, spearmanr, ttest_ind
+from threadpoolctl import threadpool_limits
+
+from causalrate.causal.effects import DrawSettings, design_matrix, scheme_probabilities, treatment_draw
+from causalrate.causal.matching import propensity
+from causalrate.causal.schemes import SCHEMES
+from causalrate.data.characteristics import compute_characteristics
+from causalrate.errors import UserError
+from causalrate.seeding import stable_seed
+
+if TYPE_CHECKING:
+    from causalrate.perturb import Perturbation
+    from causalrate.pipeline import Study
+
+DISTANCE = "distance"  # input points between the latest perturbed point and the forecast origin (0 = the last)
+MIN_LEAF_WINDOWS = 5
+PROPENSITY_CLIP = 0.01  # the X- and DR-learners divide by p and 1 − p
+MERGE_ALPHA = 0.05  # sibling leaves whose effects do not differ at this level are reported as one rule
+
+
+def _causalml():
+    """causalml's estimators, imported on first use (an optional extra; its import is slow)."""
+    logging.getLogger("duecredit").setLevel(logging.CRITICAL)  # forestci logs an error when duecredit is absent
+    try:
+        from causalml.inference.meta import BaseDRRegressor, BaseXRegressor
+        from causalml.inference.tree import CausalTreeRegressor
+    except ImportError as exc:
+        raise UserError(
+            f"heterogeneity: the fragility map needs causalml ({exc}); install it with "
+            "pip install 'causalrate[heterogeneity]' && pip install --no-deps causalml==0.18.0, "
+            "or switch it off with heterogeneity: {enabled: false}"
+        ) from None
+    return CausalTreeRegressor, BaseXRegressor, BaseDRRegressor
+
+
+@dataclass(frozen=True)
+class Covariates:
+    """The tree's feature matrix: numeric covariates as they are, categorical attributes one-hot (every level)."""
+
+    x: np.ndarray  # [windows, columns]
+    columns: list[str]  # "level", "industry=Technology", ...
+    sources: list[str]  # the covariate each column comes from ("industry"), for the drivers
+
+    @classmethod
+    def build(cls, table: pd.DataFrame, names: list[str]) -> Covariates:
+        parts, columns, sources = [], [], []
+        for name in names:
+            values = table[name]
+            if values.dtype.kind in "fiu":
+                parts.append(values.to_numpy(dtype=float)[:, None])
+                columns.append(name)
+                sources.append(name)
+                continue
+            levels = sorted(values.dropna().unique())
+            parts.append(np.stack([(values == v).to_numpy(dtype=float) for v in levels], axis=1))
+            columns += [f"{name}={v}" for v in levels]
+            sources += [name] * len(levels)
+        x = np.hstack(parts) if parts else np.zeros((len(table), 0))
+        return cls(np.nan_to_num(x, nan=0.0), columns, sources)
+
+
+@dataclass(frozen=True)
+class Rule:
+    text: str
+    cate: float  # mean ITE of the leaf's windows
+    interval: tuple[float, float]  # normal 95 % interval of that mean
+    share: float  # share of the windows in the leaf
+    ratio: float  # cate / mean ITE over all windows
+
+
+@dataclass(frozen=True)
+class FragilityMap:
+    drivers: list[tuple[str, float]]  # (covariate, share of the ITE variance it explains), most important first
+    rules: list[Rule]
+    spread: float  # fragility_spread: SD of the explained part of the ITE / mean clean outcome
+    explained: float  # held-out share of the ITE variance the tree's CATE explains, in [0, 1]
+
+
+def perturbed_distance(mask: np.ndarray) -> np.ndarray:
+    """Per window [w, n]: points between the latest perturbed input point and the forecast origin; n if none."""
+    n = mask.shape[1]
+    last = n - 1 - np.argmax(mask[:, ::-1], axis=1)
+    return np.where(mask.any(axis=1), n - 1 - last, n).astype(float)
+
+
+def offsets_mask(offsets: pd.Series, windows: int, n: int) -> np.ndarray:
+    """The perturbed-point mask from forecast rows' recorded `offsets` (JSON lists, 0 = oldest), indexed by window."""
+    mask = np.zeros((windows, n), dtype=bool)
+    for window, value in offsets.items():
+        points = json.loads(value) if isinstance(value, str) else (value or [])
+        mask[int(window), [int(p) for p in points]] = True
+    return mask
+
+
+def fit_tree(x: np.ndarray, control: np.ndarray, treated: np.ndarray, *, depth: int, leaf: int, seed: int):
+    """causalml's causal tree on both potential outcomes of every window (control rows T=0, perturbed rows T=1).
+
+    Both rows of a window share their covariates, so they share a leaf and each leaf's value is the
+    exact paired mean ITE of its windows. causalml's honest split would separate a window's two rows
+    and lose that pairing; overfitting is measured by cross-fitting instead (heldout_explained).
+    """
+    tree_cls, _, _ = _causalml()
+    n = len(x)
+    tree = tree_cls(
+        max_depth=depth,
+        min_samples_leaf=2 * leaf,
+        min_samples_split=4 * leaf,
+        min_group_samples=leaf,
+        honesty=False,
+        control_name=0,
+        random_state=seed,
+    )
+    treatment = np.r_[np.zeros(n, dtype=int), np.ones(n, dtype=int)]
+    return tree.fit(X=np.vstack([x, x]), treatment=treatment, y=np.r_[control, treated])
+
+
+def heldout_explained(
+    x: np.ndarray, control: np.ndarray, treated: np.ndarray, blocks: np.ndarray, *, depth: int, leaf: int, seed: int
+) -> float:
+    """Two-fold cross-fitted R² of the ITE on the tree's CATE, clipped to [0, 1].
+
+    Folds are whole blocks of neighbouring windows (overlapping windows share noise), so a tree that
+    chased noise predicts the other fold no better than the mean: explained ≈ 0 for a homogeneous effect.
+    """
+    ite = treated - control
+    codes = np.unique(blocks, return_inverse=True)[1]
+    order = np.random.default_rng(seed).permutation(codes.max() + 1)
+    fold = order[codes] % 2
+    total = float(np.sum((ite - ite.mean()) ** 2))
+    if total == 0 or fold.min() == fold.max():
+        return 0.0
+    pred = np.empty_like(ite)
+    for k in (0, 1):
+        train = fold != k
+        tree = fit_tree(x[train], control[train], treated[train], depth=depth, leaf=leaf, seed=seed)
+        pred[~train] = tree.predict(x[~train].astype(np.float32))
+    return float(np.clip(1 - np.sum((ite - pred) ** 2) / total, 0.0, 1.0))
+
+
+def fragility_map(
+    cov: Covariates,
+    control: np.ndarray,
+    treated: np.ndarray,
+    blocks: np.ndarray,
+    *,
+    depth: int,
+    min_leaf: float,
+    rules: int,
+    seed: int,
+) -> FragilityMap:
+    """Drivers, rules and dose of heterogeneity of one system × perturbation (rows: windows where both exist)."""
+    ite = treated - control
+    leaf = max(MIN_LEAF_WINDOWS, int(np.ceil(min_leaf * len(ite))))
+    tree = fit_tree(cov.x, control, treated, depth=depth, leaf=leaf, seed=seed)
+    explained = heldout_explained(cov.x, control, treated, blocks, depth=depth, leaf=leaf, seed=seed)
+    clean = float(np.mean(control))
+    spread = float(np.std(ite) * np.sqrt(explained) / abs(clean)) if clean != 0 else np.nan
+    return FragilityMap(
+        drivers=drivers(tree.feature_importances_, cov.sources, explained),
+        rules=leaf_rules(tree, cov, ite)[:rules],
+        spread=spread,
+        explained=explained,
+    )
+
+
+def drivers(importances: np.ndarray, sources: list[str], explained: float) -> list[tuple[str, float]]:
+    """Per covariate (one-hot columns summed): its share of the tree's split gain times the held-out share
+    of ITE variance explained, so the importances add up to `explained` and are all 0 when nothing is
+    (a tree always splits somewhere, even on noise). Most important first, ties by name."""
+    gain: dict[str, float] = dict.fromkeys(sources, 0.0)
+    for value, source in zip(np.clip(importances, 0.0, None), sources, strict=True):
+        gain[source] += float(value)
+    total = sum(gain.values())
+    shares = {k: (explained * v / total if total > 0 else 0.0) for k, v in gain.items()}
+    return sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def leaf_rules(tree, cov: Covariates, ite: np.ndarray, *, alpha: float = MERGE_ALPHA) -> list[Rule]:
+    """The tree's leaves as rules (their paths' conditions in words), largest effect first.
+
+    Two sibling leaves whose windows' ITEs do not differ (Welch's t-test at `alpha`, Bonferroni over the
+    tree's splits: the tree chose each split for its difference) are merged, bottom-up, so a rule keeps
+    only the conditions that separate effects and reads as short as it can.
+    """
+    average = float(ite.mean())
+    z = float(norm.ppf(0.975))
+    splits = max(1, int(np.sum(tree.tree_.children_left != -1)))
+    out = []
+    for bounds, members in _readable_leaves(tree.tree_, cov.x.astype(np.float32), ite, alpha / splits):
+        values = ite[members]
+        cate = float(values.mean())
+        half = z * float(values.std(ddof=1)) / np.sqrt(values.size) if values.size > 1 else np.nan
+        ratio = cate / average if average != 0 else np.nan
+        where = " and ".join(_condition(cov.columns[f], lo, hi) for f, (lo, hi) in sorted(bounds.items()))
+        text = (
+            f"effect {ratio:.2g}× the average ({cate:.3g} vs {average:.3g}) when {where}"
+            if where
+            else f"effect {cate:.3g} on every window (no covariate separates the windows)"
+        )
+        out.append(Rule(text, cate, (cate - half, cate + half), values.size / ite.size, ratio))
+    return sorted(out, key=lambda r: (-r.cate, r.text))
+
+
+def _readable_leaves(t, x: np.ndarray, ite: np.ndarray, alpha: float) -> list[tuple[dict, np.ndarray]]:
+    """(bounds {feature: (lower, upper]}, window mask) per leaf of a fitted sklearn-style tree, with sibling
+    leaves of indistinguishable effect merged into their parent."""
+
+    def visit(node: int, members: np.ndarray, bounds: dict) -> list[tuple[dict, np.ndarray]]:
+        left, right = t.children_left[node], t.children_right[node]
+        if left == -1 or not members.any():
+            return [(bounds, members)]
+        f, thr = int(t.feature[node]), float(t.threshold[node])
+        lo, hi = bounds.get(f, (-np.inf, np.inf))
+        goes_left = x[:, f] <= thr  # the tree's own test, on float32 features
+        lower = visit(left, members & goes_left, {**bounds, f: (lo, min(hi, thr))})
+        upper = visit(right, members & ~goes_left, {**bounds, f: (max(lo, thr), hi)})
+        if len(lower) == len(upper) == 1 and not _differ(ite[lower[0][1]], ite[upper[0][1]], alpha):
+            return [(bounds, members)]
+        return [leaf for leaf in lower + upper if leaf[1].any()]
+
+    return visit(0, np.ones(len(x), dtype=bool), {})
+
+
+def _differ(a: np.ndarray, b: np.ndarray, alpha: float) -> bool:
+    """Whether two groups' mean ITEs differ (Welch); constant groups differ when their values do."""
+    if a.size == 0 or b.size == 0:
+        return False
+    if a.size < 2 or b.size < 2 or (np.ptp(a) == 0 and np.ptp(b) == 0):
+        return bool(a.mean() != b.mean())
+    return bool(ttest_ind(a, b, equal_var=False).pvalue < alpha)
+
+
+def _condition(column: str, lo: float, hi: float) -> str:
+    """lo < column ≤ hi in plain words."""
+    if "=" in column:
+        name, value = column.split("=", 1)
+        return f"{name} is {value}" if lo >= 0.5 else f"{name} is not {value}"
+    if column == DISTANCE:
+        nearest, farthest = int(np.floor(lo)) + 1 if np.isfinite(lo) else 0, np.floor(hi)
+        if not np.isfinite(hi):
+            return f"the perturbed point is at least {nearest} points before the forecast origin"
+        if nearest == 0:
+            last = int(farthest) + 1
+            return (
+                "the perturbed point is the last input point"
+                if last == 1
+                else (f"the perturbed point is among the last {last} input points")
+            )
+        return f"the perturbed point is {nearest} to {int(farthest)} points before the forecast origin"
+    if np.isfinite(lo) and np.isfinite(hi):
+        return f"{lo:.4g} < {column} ≤ {hi:.4g}"
+    return f"{column} > {lo:.4g}" if np.isfinite(lo) else f"{column} ≤ {hi:.4g}"
+
+
+def meta_learners(seed: int) -> dict:
+    """causalml's X-learner and doubly robust learner on small scikit-learn gradient-boosted trees."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    _, x_learner, dr_learner = _causalml()
+
+    def base():
+        return HistGradientBoostingRegressor(max_iter=40, max_depth=3, min_samples_leaf=10, random_state=seed % 2**32)
+
+    return {"x_learner": x_learner(learner=base()), "dr_learner": dr_learner(learner=base())}
+
+
+def selfcheck_draw(
+    features: np.ndarray, treated: np.ndarray, y: np.ndarray, ite: np.ndarray, propensity: np.ndarray, *, seed: int
+) -> list[dict]:
+    """PEHE and Spearman rank correlation of each meta-learner's CATE vs the true ITEs on one draw,
+    beside the PEHE of the naive difference in means taken as a constant CATE."""
+    naive = float(y[treated].mean() - y[~treated].mean())
+    p = np.clip(propensity, PROPENSITY_CLIP, 1 - PROPENSITY_CLIP)
+    rows = []
+    for name, learner in meta_learners(seed).items():
+        t = treated.astype(int)
+        if name == "dr_learner":
+            learner.fit(X=features, treatment=t, y=y, p=p, seed=seed % 2**32)
+        else:
+            learner.fit(X=features, treatment=t, y=y, p=p)
+        cate = np.asarray(learner.predict(X=features, p=p, verbose=False), dtype=float).ravel()
+        corr = spearmanr(cate, ite).statistic if np.ptp(cate) > 0 and np.ptp(ite) > 0 else np.nan
+        rows.append(
+            {
+                "learner": name,
+                "pehe": float(np.sqrt(np.mean((cate - ite) ** 2))),
+                "rank_corr": float(corr),
+                "pehe_naive": float(np.sqrt(np.mean((naive - ite) ** 2))),
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class Heterogeneity:
+    doc: dict  # the ratings.json section: {system: {perturbation: {drivers, rules, spread, explained, ...}}}
+    spreads: pd.DataFrame  # system, perturbation, raw (= spread): the fragility_spread score
+
+
+def assess_heterogeneity(
+    study: Study, forecasts: pd.DataFrame, outcomes: dict[str, pd.DataFrame], draws: DrawSettings, identification: dict
+) -> Heterogeneity | None:
+    """The fragility map (and self-check) of every system × perturbation; None when switched off."""
+    cfg = study.config.heterogeneity
+    if not cfg.enabled:
+        return None
+    try:
+        _causalml()
+    except UserError:
+        if "enabled" in cfg.model_fields_set:
+            raise  # asked for in the config: say how to install it
+        return None  # the default on a core install: fragility_spread is listed as not rated, with why
+    with threadpool_limits(1):  # small fits: OpenMP threads only contend (the machine may be busy)
+        return _assess(study, forecasts, outcomes, draws, identification)
+
+
+def _assess(
+    study: Study, forecasts: pd.DataFrame, outcomes: dict[str, pd.DataFrame], draws: DrawSettings, identification: dict
+) -> Heterogeneity:
+    cfg = study.config.heterogeneity
+    table, n = study.table, study.config.windows.input_length
+    missing = [c for c in cfg.covariates if c not in table]
+    extra = compute_characteristics(study.windows.inputs, missing, period=study.config.causal.stl_period)
+    frame = table.assign(**extra)
+    names = [*study.dataset.attribute_names, *cfg.covariates, DISTANCE]
+    blocks = (table["series"].astype(str) + ":" + (table["start"] // n).astype(str)).to_numpy()
+    probabilities = scheme_probabilities(table, draws)
+    doc: dict = {}
+    spreads = []
+    for system, wide in outcomes.items():
+        for p in study.suite[1:]:
+            control, treated = wide[study.control].to_numpy(), wide[p.id].to_numpy()
+            valid = np.isfinite(control) & np.isfinite(treated)
+            if valid.sum() < 4 * MIN_LEAF_WINDOWS:
+                continue
+            mask = _perturbed_mask(forecasts, system, p, table["start"].to_numpy(), n)
+            local = frame.assign(**{DISTANCE: perturbed_distance(mask)}).loc[valid]
+            cov = Covariates.build(local, names)
+            seed = stable_seed(study.config.seed, "heterogeneity", system, p.id) % 2**32
+            fmap = fragility_map(
+                cov, control[valid], treated[valid], blocks[valid],
+                depth=cfg.max_depth, min_leaf=cfg.min_leaf, rules=cfg.rules, seed=seed,
+            )  # fmt: skip
+            ite = treated[valid] - control[valid]
+            main = fmap.drivers[0][0] if fmap.drivers and fmap.drivers[0][1] > 0 else None
+            checks = (
+                selfcheck(table.loc[valid], cov, control[valid], treated[valid], p.id, draws, identification,
+                          probabilities={k: v[valid] for k, v in probabilities.items()}, limit=cfg.selfcheck_draws)
+                if cfg.selfcheck else []
+            )  # fmt: skip
+            doc.setdefault(system, {})[p.id] = {
+                "drivers": [{"covariate": c, "importance": v} for c, v in fmap.drivers],
+                "rules": [r.__dict__ | {"interval": list(r.interval)} for r in fmap.rules],
+                "spread": fmap.spread,
+                "explained": fmap.explained,
+                "profile": driver_profile(main, local, ite),
+                "selfcheck": checks,
+            }
+            spreads.append({"system": system, "perturbation": p.id, "raw": fmap.spread})
+    return Heterogeneity(doc, pd.DataFrame(spreads, columns=["system", "perturbation", "raw"]))
+
+
+def _perturbed_mask(forecasts: pd.DataFrame, system: str, p: Perturbation, starts: np.ndarray, n: int) -> np.ndarray:
+    """Which input points each window had perturbed: the forecast rows' recorded offsets when the store has
+    them (placements that vary per window), else the suite's own positions."""
+    if "offsets" in forecasts:
+        rows = forecasts[(forecasts["system"] == system) & (forecasts["perturbation"] == p.id)]
+        recorded = rows.set_index("window")["offsets"].dropna()
+        if len(recorded):
+            return offsets_mask(recorded, len(starts), n)
+    return p.mask(starts, n)
+
+
+def driver_profile(driver: str | None, frame: pd.DataFrame, ite: np.ndarray, bins: int = 8) -> dict:
+    """Mean ITE along the main driver (quantile bins, or one point per category): the card's chart."""
+    if driver is None:
+        return {}
+    values = frame[driver].reset_index(drop=True)
+    numeric = values.dtype.kind in "fiu"
+    groups = pd.qcut(values.rank(method="first"), q=min(bins, values.size), labels=False) if numeric else values
+    points = []
+    for key, idx in pd.Series(range(values.size)).groupby(groups.to_numpy(), sort=True):
+        members = idx.to_numpy()
+        x = float(values.iloc[members].median()) if numeric else str(key)
+        points.append({"x": x, "ite": float(ite[members].mean()), "n": int(members.size)})
+    return {"covariate": driver, "points": points}
+
+
+def selfcheck(
+    windows: pd.DataFrame,
+    cov: Covariates,
+    control: np.ndarray,
+    treated: np.ndarray,
+    perturbation: str,
+    draws: DrawSettings,
+    identification: dict,
+    *,
+    probabilities: dict[str, np.ndarray],
+    limit: int,
+) -> list[dict]:
+    """Meta-learners on the first `limit` draws of every confounded scheme (the draws APE_adj uses), averaged."""
+    ite = treated - control
+    out = []
+    for scheme in draws.schemes:
+        if not SCHEMES.get(scheme).confounders:
+            continue  # randomized: nothing to deconfound
+        features, _, strata = design_matrix(windows, identification[scheme].adjustment_set)
+        x = np.hstack([features, cov.x])
+        rows = []
+        for b in range(min(limit, draws.draws)):
+            t = treatment_draw(draws, scheme, perturbation, b, probabilities[scheme])
+            if t.all() or not t.any():
+                continue
+            score = propensity(features, t, strata=strata)
+            seed = stable_seed(draws.seed, "selfcheck", scheme, perturbation, b)
+            rows += selfcheck_draw(x, t, np.where(t, treated, control), ite, score, seed=seed)
+        if rows:
+            means = pd.DataFrame(rows).groupby("learner", sort=True).mean()
+            out += [{"scheme": scheme, "learner": name, **row} for name, row in means.to_dict("index").items()]
+    return out
