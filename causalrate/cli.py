@@ -6,10 +6,12 @@ import argparse
 import os
 import sys
 import time
+import traceback
 from datetime import date
 from pathlib import Path
 
 from causalrate.errors import UserError
+from causalrate.redact import scrub
 
 
 def _assess(args: argparse.Namespace) -> int:
@@ -253,8 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except UserError as exc:
-        print(f"causalrate: error: {exc}", file=sys.stderr)
+        print(scrub(f"causalrate: error: {exc}"), file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:  # a fault of ours: its traceback is shown, scrubbed like every other text
+        sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
+        return 1
     except KeyboardInterrupt:
         print("causalrate: interrupted; finished forecasts are kept in the run's forecasts.sqlite", file=sys.stderr)
         return 130

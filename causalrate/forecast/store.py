@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.errors import UserError
+from causalrate.redact import scrub, scrub_optional
 
 SCHEMA_VERSION = "causalrate/forecasts-v2"  # v2: sample paths and per-row info
 READ_ONLY_SCHEMAS = ("causalrate/forecasts-v1",)  # older runs can still be re-rated and exported
@@ -119,8 +120,9 @@ class ForecastStore:
             values = [None if failed or not np.isfinite(metrics[m][i]) else float(metrics[m][i]) for m in self.metrics]
             forecast = None if failed else json.dumps(forecasts[i].tolist())
             paths = None if failed or samples[i] is None else samples_to_bytes(samples[i])
-            facts = None if info[i] is None else json.dumps(info[i], sort_keys=True)
-            row = (system, int(window), perturbations[i], forecast, errors[i], float(seconds[i]), paths, facts)
+            facts = None if info[i] is None else scrub(json.dumps(info[i], sort_keys=True))
+            error = scrub_optional(errors[i])  # the boundary every stored error text crosses
+            row = (system, int(window), perturbations[i], forecast, error, float(seconds[i]), paths, facts)
             rows.append((*row, *values))
         marks = ", ".join("?" * (8 + len(self.metrics)))
         with self.conn:
