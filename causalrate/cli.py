@@ -19,6 +19,11 @@ def _assess(args: argparse.Namespace) -> int:
     from causalrate.pipeline import assess
 
     config, base_dir = load_config(args.config, seed=args.seed)
+    if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
+        raise UserError(
+            f"--out {args.out} with --resume {args.resume}: a run is resumed in place, in its own folder; "
+            "drop --out (or give the same folder)"
+        )
     out = Path(args.resume or args.out or Path("runs") / config.name)
     started = time.perf_counter()
     try:

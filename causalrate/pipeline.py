@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,6 +161,7 @@ def assess(
             for name in RUN_FILES:  # only the run's own files: --out may hold other things
                 for path in out.glob(name):
                     path.unlink()
+            shutil.rmtree(out / "cards", ignore_errors=True)  # no stale card of a system no longer in the run
         out.mkdir(parents=True, exist_ok=True)
         store = ForecastStore.create(store_path, metrics=METRICS.names())
         store.put_meta("config", config.model_dump(mode="json"))

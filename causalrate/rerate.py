@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -97,6 +98,12 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
         raise UserError("export needs pyarrow: pip install 'causalrate[parquet]'") from None
     store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
     try:
+        if store.get_meta("status") != "forecasted":  # exported anyway: partial rows are still worth a look
+            print(
+                f"causalrate: warning: {run_dir}: the run's forecasting is unfinished; the export holds only the "
+                f"forecasts made so far (finish it with causalrate assess CONFIG --resume {run_dir})",
+                file=sys.stderr,
+            )
         rows = store.forecasts(samples=True)
         windows = pd.read_sql_query("SELECT window, first_forecast_date, input, truth FROM windows", store.conn)
         series = pd.read_sql_query("SELECT id AS series, attributes FROM series", store.conn)

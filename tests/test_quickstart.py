@@ -77,21 +77,59 @@ def test_acceptance_checks(quickstart):
             assert abs(e["ape_adj"] - e["ape_true"]) < abs(e["ape_obs"] - e["ape_true"])
 
 
-def test_reference_ratings_do_not_drift(quickstart):
-    """ratings/quickstart is what this study produces; regenerate with `python -m tests.make_reference`."""
-    new, ref = load(quickstart), load(REFERENCE)
-    assert new["overall"] == ref["overall"]
+# Raw scores move in the 5th-6th digit across CPUs and BLAS builds with the same library versions (ARIMA's
+# optimiser above all); ratings must not move at all. Same-machine determinism is checked byte for byte below.
+DRIFT_REL = 1e-3
+
+
+def drift(new: dict, ref: dict) -> list[str]:
+    """Where a run differs from the reference: any rating, or a raw score / effect beyond DRIFT_REL."""
+    problems = [] if new["overall"] == ref["overall"] else [f"overall {new['overall']} != {ref['overall']}"]
     key = lambda r: (r["perturbation"], r["score"], r["system"])  # noqa: E731
     new_rows, ref_rows = sorted(new["ratings"], key=key), sorted(ref["ratings"], key=key)
-    assert [key(r) for r in new_rows] == [key(r) for r in ref_rows]
+    if [key(r) for r in new_rows] != [key(r) for r in ref_rows]:
+        return [*problems, "the rated (perturbation, score, system) rows differ"]
+
+    def close(a: float | None, b: float | None) -> bool:
+        return (a is None and b is None) or (
+            a is not None and b is not None and math.isclose(a, b, rel_tol=DRIFT_REL, abs_tol=1e-9)
+        )
+
     for a, b in zip(new_rows, ref_rows, strict=True):
-        assert a["rating"] == b["rating"], key(a)
-        assert (a["raw"] is None and b["raw"] is None) or math.isclose(a["raw"], b["raw"], rel_tol=1e-5, abs_tol=1e-9)
+        if a["rating"] != b["rating"]:
+            problems.append(f"{key(a)}: rating {a['rating']} != {b['rating']}")
+        if not close(a["raw"], b["raw"]):
+            problems.append(f"{key(a)}: raw {a['raw']} != {b['raw']}")
     for a, b in zip(new["effects"], ref["effects"], strict=True):
-        for field in ("ape_true", "ape_obs", "ape_adj", "pie"):
-            assert math.isclose(a[field], b[field], rel_tol=1e-5, abs_tol=1e-9), (a["system"], field)
-    assert new["provenance"]["data_hash"] == ref["provenance"]["data_hash"]
-    assert new["provenance"]["config"] == ref["provenance"]["config"]
+        problems += [
+            f"{a['system']} {a['perturbation']} {a['scheme']}: {field} {a[field]} != {b[field]}"
+            for field in ("ape_true", "ape_obs", "ape_adj", "pie")
+            if not close(a[field], b[field])
+        ]
+    for field in ("data_hash", "config"):
+        if new["provenance"][field] != ref["provenance"][field]:
+            problems.append(f"provenance.{field} differs")
+    return problems
+
+
+def test_reference_ratings_do_not_drift(quickstart):
+    """ratings/quickstart is what this study produces; regenerate with `python -m tests.make_reference`."""
+    assert drift(load(quickstart), load(REFERENCE)) == []
+
+
+def test_drift_check_tolerates_float_noise_but_no_rating_change():
+    ref = load(REFERENCE)
+    noisy = json.loads(json.dumps(ref))
+    for row in noisy["ratings"]:
+        row["raw"] = None if row["raw"] is None else row["raw"] * (1 + 3e-5)  # what another CPU/BLAS gives
+    assert drift(noisy, ref) == []
+    flipped = json.loads(json.dumps(noisy))
+    flipped["ratings"][0]["rating"] += 1
+    assert drift(flipped, ref) == [f"{tuple(flipped['ratings'][0][k] for k in ('perturbation', 'score', 'system'))}"
+                                   f": rating {flipped['ratings'][0]['rating']} != {ref['ratings'][0]['rating']}"]
+    moved = json.loads(json.dumps(ref))
+    moved["effects"][0]["ape_adj"] *= 1.01
+    assert len(drift(moved, ref)) == 1
 
 
 def test_same_config_and_seed_give_identical_bytes(synthetic_study, tmp_path):

@@ -2,7 +2,7 @@
 
 Reads only RUN_DIR/ratings.json and RUN_DIR/forecasts.sqlite. Writes RUN_DIR/cards/:
 <slug>.html (self-contained: inline CSS, images as data URIs, no JavaScript), <slug>.png
-(a headless-Chromium screenshot of that HTML), <slug>.md (+ <slug>-*.png figures) and
+(a headless-Chromium screenshot of that HTML), <slug>.md (+ <slug>.<figure>.png figures) and
 comparison.html. Every user-supplied string is escaped by jinja2's autoescaping.
 """
 
@@ -113,6 +113,12 @@ def slugify(name: str, taken: set[str]) -> str:
         unique, k = f"{slug}-{k}", k + 1
     taken.add(unique.lower())
     return unique
+
+
+def figure_file(slug: str, figure: str) -> str:
+    """A Markdown card's figure file: '.' never occurs in a slug, so `naive.ape.png` (a figure of `naive`)
+    cannot collide with `naive-ape.png` (the card of a system named `naive-ape`)."""
+    return f"{slug}.{figure}.png"
 
 
 def generated_line() -> str:
@@ -522,7 +528,7 @@ def render_cards(
                 written.remove(html_path)
         if "md" in formats:
             for fig in context["figures"]:
-                (out / f"{slug}-{fig.name}.png").write_bytes(fig.png)
+                (out / figure_file(slug, fig.name)).write_bytes(fig.png)
             md = env.get_template("card.md.j2").render(**context)
             (out / f"{slug}.md").write_text(md, encoding="utf-8")
             written.append(out / f"{slug}.md")
@@ -570,17 +576,25 @@ def chromium(browser: str, *args: str, timeout: float = 120) -> subprocess.Compl
         )
 
 
+SCREEN_HEIGHTS = (8000, 16000, 32000)  # window heights tried in turn until the page ends inside the window
+
+
 def screenshot(browser: str, html: Path, png_path: Path, *, width: int = 1000) -> Path:
-    """Full-page PNG of a local HTML file: a tall window, then the blank bottom cropped away."""
+    """Full-page PNG of a local HTML file: a tall window (taller while the content reaches its bottom edge),
+    then the blank bottom cropped away."""
     from PIL import Image
 
-    result = chromium(browser, f"--window-size={width},8000", f"--screenshot={png_path}", html.resolve().as_uri())
-    if not png_path.is_file():
-        raise UserError(f"Chromium could not screenshot {html}: {result.stderr.decode(errors='replace')[-500:]}")
-    with Image.open(png_path) as image:
-        rgb = np.asarray(image.convert("RGB"))
-    content_rows = np.flatnonzero((rgb < 250).any(axis=(1, 2)))
-    bottom = int(content_rows[-1]) + 24 if content_rows.size else rgb.shape[0]
+    for height in SCREEN_HEIGHTS:
+        window, uri = f"--window-size={width},{height}", html.resolve().as_uri()
+        result = chromium(browser, window, f"--screenshot={png_path}", uri)
+        if not png_path.is_file():
+            raise UserError(f"Chromium could not screenshot {html}: {result.stderr.decode(errors='replace')[-500:]}")
+        with Image.open(png_path) as image:
+            rgb = np.asarray(image.convert("RGB"))
+        content_rows = np.flatnonzero((rgb < 250).any(axis=(1, 2)))
+        bottom = int(content_rows[-1]) + 24 if content_rows.size else rgb.shape[0]
+        if bottom < rgb.shape[0]:  # a blank margin below the content: nothing was cut
+            break
     card = Image.fromarray(rgb[: min(bottom, rgb.shape[0])]).quantize(colors=256, method=Image.Quantize.MEDIANCUT)
     card.save(png_path, optimize=True)  # a 256-colour palette keeps text crisp at a quarter of the size
     return png_path
