@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import traceback
@@ -166,21 +167,27 @@ def _study_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+PLACEHOLDER = re.compile(r"\{(\w+)(:[^}]*)?\}")
+
+
 def _perturbations(args: argparse.Namespace) -> int:
     from causalrate.perturb.operators import OPERATORS
 
+    width = max(map(len, OPERATORS.names())) + 2
     for name, op in OPERATORS.items():
-        print(f"{name:14} {op.kind:10} {op.description}")
+        description = PLACEHOLDER.sub(r"<\1>", op.description)  # filled per suite entry; here it reads <param>
+        print(f"{name:{width}}{op.kind:11}{description}")
     return 0
 
 
 def _systems(args: argparse.Namespace) -> int:
     from causalrate.forecast import SYSTEMS
 
+    width = max(map(len, SYSTEMS.names())) + 2
     for name, cls in SYSTEMS.items():
-        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        doc = (cls.__doc__ or "").strip().splitlines()[0].replace("``", "")  # reStructuredText literals, as text
         settings = ", ".join(cls.Settings.model_fields) or "-"
-        print(f"{name:10} {doc}  [settings: {settings}]")
+        print(f"{name:{width}}{doc}  [settings: {settings}]")
     return 0
 
 
@@ -238,7 +245,7 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--out", required=True, help="kit directory")
     se.add_argument("--systems", help="comma-separated systems to compare (default: all of the run's)")
     se.add_argument("--questions", type=int, default=8, help="number of questions, even (default 8)")
-    se.add_argument("--per-question", type=int, default=3, help="systems shown per question (default 3)")
+    se.add_argument("--per-question", type=int, help="systems shown per question (default 3, or all if fewer)")
     se.add_argument("--participants", type=int, default=30, help="participant ids to assign (default 30)")
     se.add_argument("--seed", type=int, default=0, help="draws questions, letters, windows and assignments")
     se.set_defaults(func=_study_export)

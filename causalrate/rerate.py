@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import ValidationError
 
-from causalrate.config import StudyConfig, format_validation_error, import_plugins
+from causalrate.config import RatingConfig, StudyConfig, format_validation_error, import_plugins
 from causalrate.errors import UserError
 from causalrate.forecast.store import ForecastStore
 from causalrate.pipeline import Study, analyse, prepare
@@ -65,6 +65,11 @@ def rerate(
     out: Path | None = None,
 ) -> Path:
     """Causal analysis and ratings again from the stored forecasts, with other levels, systems or scores."""
+    if levels is not None:  # the flag, not the stored config, is what the user got wrong
+        try:
+            RatingConfig(levels=levels)
+        except ValidationError as exc:
+            raise UserError(f"--levels: {exc.errors()[0]['msg'].lower()}, got {levels}") from None
     raw, base_dir, data_hash, not_assessed, forecasts = read_run(run_dir)
     if levels is not None:
         raw["rating"]["levels"] = levels

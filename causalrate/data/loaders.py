@@ -34,6 +34,12 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
     start = pd.Timestamp(cfg.start) if cfg.start else None
     end = pd.Timestamp(cfg.end) if cfg.end else None
     frame = wide.loc[start:end, wanted]
+    if frame.empty:
+        covered = f"{wide.index.min().date()} to {wide.index.max().date()}" if len(wide) else "no dates"
+        raise UserError(
+            f"{source}: no data between data.start {cfg.start or '(first date)'} and data.end "
+            f"{cfg.end or '(last date)'}; the data cover {covered}"
+        )
     series = []
     for sid in wanted:
         column = frame[sid]

@@ -16,6 +16,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 from contextlib import closing
 from dataclasses import dataclass
@@ -508,7 +509,7 @@ def render_cards(
         message = "PNG cards need Chromium (Debian: apt-get install chromium); set CAUSALRATE_CHROMIUM to its path"
         if png_required:
             raise UserError(message)
-        print(f"causalrate: warning: {message}; wrote the other formats")
+        print(f"causalrate: warning: {message}; wrote the other formats", file=sys.stderr)
     out = run_dir / "cards"
     out.mkdir(exist_ok=True)
     taken: set[str] = {"comparison"}
