@@ -30,6 +30,7 @@ from causalrate.forecast.systems import System, build_system
 from causalrate.perturb import Perturbation, load_suite
 from causalrate.perturb.suite import perturbation_seeds
 from causalrate.rate.ratings import overall_ratings, rate_scores
+from causalrate.redact import scrub
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
 from causalrate.score.scores import SCORES, Evidence
@@ -81,7 +82,7 @@ def prepare(
             if check_systems:
                 system.check(dataset)
         except UserError as exc:
-            unavailable[spec.name] = str(exc)
+            unavailable[spec.name] = scrub(str(exc))  # stored in the run and its outputs
             continue
         systems[spec.name] = system
     if unavailable and check_systems:

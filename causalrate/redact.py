@@ -4,8 +4,8 @@ A system setting that names an environment variable holding a secret (an API key
 value) declares it with `declare` when the settings are validated, in every process that builds
 the system. `scrub` replaces the current value of every declared variable, also in its
 JSON- and repr-escaped forms, with ``***``. The boundary that calls it: every error text and
-per-forecast fact written to a run's store (`ForecastStore.put_forecasts`) and every message the
-CLI prints. Code that cuts a text short scrubs it first, so a cut never leaves half a secret.
+per-forecast fact written to a run's store (`ForecastStore.put_forecasts`), the reason a system
+cannot run (kept in the run and its outputs), and every message or traceback the CLI prints. Code that cuts a text short scrubs it first, so a cut never leaves half a secret.
 """
 
 from __future__ import annotations
