@@ -5,7 +5,8 @@ value) declares it with `declare` when the settings are validated, in every proc
 the system. `scrub` replaces the current value of every declared variable, also in its
 JSON- and repr-escaped forms, with ``***``. The boundary that calls it: every error text and
 per-forecast fact written to a run's store (`ForecastStore.put_forecasts`), the reason a system
-cannot run (kept in the run and its outputs), and every message or traceback the CLI prints. Code that cuts a text short scrubs it first, so a cut never leaves half a secret.
+cannot run (kept in the run and its outputs), and every message or traceback the CLI prints.
+Code that cuts a text short scrubs it first, so a cut never leaves half a secret.
 """
 
 from __future__ import annotations

@@ -173,7 +173,9 @@ def test_gemini_without_any_google_package_is_listed_not_a_crash(synthetic_study
     from causalrate.errors import UserError
     from causalrate.forecast.checkpoints import require
 
-    monkeypatch.setitem(sys.modules, "google", None)  # no `google` namespace package at all
+    for name in [m for m in sys.modules if m.startswith("google.")]:  # as if never imported
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "google", None)  # and no `google` namespace package at all
     with pytest.raises(UserError, match=r"pip install 'causalrate\[gemini\]'"):
         require("google.genai", "gemini", system="gemini")
     monkeypatch.setenv("SOME_KEY", "k")
