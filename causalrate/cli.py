@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
+import traceback
 from datetime import date
 from pathlib import Path
 
 from causalrate.errors import UserError
+from causalrate.redact import scrub
 
 
 def _assess(args: argparse.Namespace) -> int:
@@ -17,6 +20,11 @@ def _assess(args: argparse.Namespace) -> int:
     from causalrate.pipeline import assess
 
     config, base_dir = load_config(args.config, seed=args.seed)
+    if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
+        raise UserError(
+            f"--out {args.out} with --resume {args.resume}: a run is resumed in place, in its own folder; "
+            "drop --out (or give the same folder)"
+        )
     out = Path(args.resume or args.out or Path("runs") / config.name)
     started = time.perf_counter()
     try:
@@ -174,11 +182,16 @@ def _study_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+PLACEHOLDER = re.compile(r"\{(\w+)(:[^}]*)?\}")
+
+
 def _perturbations(args: argparse.Namespace) -> int:
     from causalrate.perturb.operators import OPERATORS
 
+    width = max(map(len, OPERATORS.names())) + 2
     for name, op in OPERATORS.items():
-        print(f"{name:14} {op.kind:10} {op.description}")
+        description = PLACEHOLDER.sub(r"<\1>", op.description)  # filled per suite entry; here it reads <param>
+        print(f"{name:{width}}{op.kind:11}{description}")
     return 0
 
 
@@ -208,12 +221,13 @@ def _systems(args: argparse.Namespace) -> int:
     from causalrate.forecast import SYSTEMS
     from causalrate.forecast.systems import nan_handling
 
+    width = max(map(len, SYSTEMS.names())) + 2
     for name, cls in SYSTEMS.items():
-        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        doc = (cls.__doc__ or "").strip().splitlines()[0].replace("``", "")  # reStructuredText literals, as text
         settings = ", ".join(cls.Settings.model_fields) or "-"
         own = getattr(cls, "environment_requirements", None)
         where = f"; own environment: {', '.join(own)}" if own else ""
-        print(f"{name:13} {doc}  [NaN: {nan_handling(cls)}; output: {cls.output}{where}; settings: {settings}]")
+        print(f"{name:{width}}{doc}  [NaN: {nan_handling(cls)}; output: {cls.output}{where}; settings: {settings}]")
     return 0
 
 
@@ -276,7 +290,7 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--out", required=True, help="kit directory")
     se.add_argument("--systems", help="comma-separated systems to compare (default: all of the run's)")
     se.add_argument("--questions", type=int, default=8, help="number of questions, even (default 8)")
-    se.add_argument("--per-question", type=int, default=3, help="systems shown per question (default 3)")
+    se.add_argument("--per-question", type=int, help="systems shown per question (default 3, or all if fewer)")
     se.add_argument("--participants", type=int, default=30, help="participant ids to assign (default 30)")
     se.add_argument("--seed", type=int, default=0, help="draws questions, letters, windows and assignments")
     se.set_defaults(func=_study_export)
@@ -304,8 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except UserError as exc:
-        print(f"causalrate: error: {exc}", file=sys.stderr)
+        print(scrub(f"causalrate: error: {exc}"), file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:  # a fault of ours: its traceback is shown, scrubbed like every other text
+        sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
+        return 1
     except KeyboardInterrupt:
         print("causalrate: interrupted; finished forecasts are kept in the run's forecasts.sqlite", file=sys.stderr)
         return 130

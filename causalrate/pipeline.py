@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from causalrate.perturb.worst import WorstCase
 from causalrate.rate.absolute import absolute_quantities, naive_clean_error
 from causalrate.rate.headlines import headline_ratings
 from causalrate.rate.ratings import RatingSettings, attach_coverage, coverage_table, levels_warning, rate_scores
+from causalrate.redact import scrub
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
 from causalrate.score.recency import recency_profile
@@ -88,7 +90,7 @@ def prepare(
             if check_systems:
                 system.check(dataset)
         except UserError as exc:
-            unavailable[spec.name] = str(exc)
+            unavailable[spec.name] = scrub(str(exc))  # stored in the run and its outputs
             continue
         systems[spec.name] = system
     if unavailable and check_systems:
@@ -171,6 +173,7 @@ def assess(
             for name in RUN_FILES:  # only the run's own files: --out may hold other things
                 for path in out.glob(name):
                     path.unlink()
+            shutil.rmtree(out / "cards", ignore_errors=True)  # no stale card of a system no longer in the run
         out.mkdir(parents=True, exist_ok=True)
         store = ForecastStore.create(store_path, metrics=METRICS.names())
         store.put_meta("config", config.model_dump(mode="json"))

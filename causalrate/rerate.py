@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from contextlib import closing
 from pathlib import Path
 
 import pandas as pd
 from pydantic import ValidationError
 
-from causalrate.config import StudyConfig, format_validation_error, import_plugins
+from causalrate.config import RatingConfig, StudyConfig, format_validation_error, import_plugins
 from causalrate.errors import UserError
 from causalrate.forecast.store import ForecastStore
 from causalrate.pipeline import Study, analyse, prepare
@@ -64,6 +65,11 @@ def rerate(
     out: Path | None = None,
 ) -> Path:
     """Causal analysis and ratings again from the stored forecasts, with other levels, systems or scores."""
+    if levels is not None:  # the flag, not the stored config, is what the user got wrong
+        try:
+            RatingConfig(levels=levels)
+        except ValidationError as exc:
+            raise UserError(f"--levels: {exc.errors()[0]['msg'].lower()}, got {levels}") from None
     raw, base_dir, data_hash, not_assessed, forecasts = read_run(run_dir)
     if levels is not None:
         raw["rating"]["levels"] = levels
@@ -97,6 +103,12 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
         raise UserError("export needs pyarrow: pip install 'causalrate[parquet]'") from None
     store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
     try:
+        if store.get_meta("status") != "forecasted":  # exported anyway: partial rows are still worth a look
+            print(
+                f"causalrate: warning: {run_dir}: the run's forecasting is unfinished; the export holds only the "
+                f"forecasts made so far (finish it with causalrate assess CONFIG --resume {run_dir})",
+                file=sys.stderr,
+            )
         rows = store.forecasts(samples=True)
         windows = pd.read_sql_query("SELECT window, first_forecast_date, input, truth FROM windows", store.conn)
         series = pd.read_sql_query("SELECT id AS series, attributes FROM series", store.conn)

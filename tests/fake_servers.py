@@ -25,7 +25,7 @@ class FakeServer:
     """Serves in a thread; `script` behaviours are used first, one per request, then 'good'."""
 
     def __init__(self, answer, *, script: list[str] | None = None) -> None:
-        self.answer = answer  # request JSON → response (status, body dict)
+        self.answer = answer  # (request JSON, behaviour, path, headers) → response (status, body dict or bytes)
         self.script = list(script or [])
         self.lock = threading.Lock()
         self.seen = Counter()
@@ -44,7 +44,7 @@ class FakeServer:
                     server.headers.append(dict(self.headers))
                 if behaviour == "slow":
                     time.sleep(2.5)
-                status, payload = server.answer(body, behaviour, self.path)
+                status, payload = server.answer(body, behaviour, self.path, dict(self.headers))
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -68,7 +68,7 @@ def recorded(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 
 
-def gemini_answer(body: dict, behaviour: str, path: str) -> tuple[int, dict]:
+def gemini_answer(body: dict, behaviour: str, path: str, headers: dict) -> tuple[int, dict]:
     """Answer a generateContent request the way the API does, per behaviour."""
     if behaviour == "429":
         return 429, recorded("rate_limited")
@@ -90,7 +90,7 @@ def gemini_answer(body: dict, behaviour: str, path: str) -> tuple[int, dict]:
     return 200, response
 
 
-def http_answer(body: dict, behaviour: str, path: str) -> tuple[int, dict | bytes]:
+def http_answer(body: dict, behaviour: str, path: str, headers: dict) -> tuple[int, dict | bytes]:
     """A served naive forecaster: repeats each row's last known value."""
     if behaviour in ("429", "500"):
         return int(behaviour), {"error": "try later"}
@@ -103,3 +103,30 @@ def http_answer(body: dict, behaviour: str, path: str) -> tuple[int, dict | byte
     if behaviour == "wrong-shape":
         forecast = np.asarray(forecast)[:, :-1].tolist()
     return 200, {"forecast": forecast}
+
+
+ECHO_PATHS = ("not-json", "no-forecast", "wrong-shape", "4xx", "5xx", "timeout")
+
+
+def echo_answer(body: dict, behaviour: str, path: str, headers: dict) -> tuple[int, dict | bytes]:
+    """A hostile endpoint: for the error path named in the URL it answers badly, echoing the request headers
+    (and so the secrets in them) in the body, for both the http protocol and Gemini's."""
+    secret_first = sorted(headers.items(), key=lambda kv: kv[0].lower() not in ("authorization", "x-goog-api-key"))
+    headers = dict(secret_first)
+    echo = json.dumps(headers)
+    kind = next(k for k in ECHO_PATHS if k in path)
+    if kind == "timeout":
+        time.sleep(2.5)
+    if kind == "not-json":
+        return 200, f"<html>you sent {echo}</html>".encode()
+    if kind == "no-forecast":
+        return 200, {"echo": headers}
+    if kind == "4xx":
+        return 401, {"error": {"code": 401, "message": f"bad credentials {echo}", "status": "UNAUTHENTICATED"}}
+    if kind == "5xx":
+        return 503, {"error": {"code": 503, "message": f"overloaded {echo}", "status": "UNAVAILABLE"}}
+    if "generateContent" in path:  # a well-formed Gemini reply whose answer is the echo: unparsable
+        response = recorded("ok")
+        response["candidates"][0]["content"]["parts"][0]["text"] = f"your headers: {echo}"
+        return 200, response
+    return 200, {"forecast": [[1.0]], "echo": headers}

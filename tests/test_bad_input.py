@@ -72,7 +72,7 @@ def test_missing_config_and_wrong_shape(tmp_path, cli):
     ("columns", "n", "expected"),
     [
         ({}, 12, "too short for one window"),
-        ({"FLAT": 5.0}, 60, "constant"),
+        ({"FLAT": 42.0}, 60, "the series is constant (42); nothing to forecast"),
         ({"EMPTY": np.nan}, 60, "all values are missing"),
         ({"WORDS": ["x"] * 60}, 60, "non-numeric value 'x'"),
         ({"GAPPY": [1.0, np.nan] * 30}, 60, "missing or infinite values"),
@@ -83,6 +83,7 @@ def test_bad_series(tmp_path, cli, columns, n, expected):
     config = write_yaml(tmp_path / "s.yaml", STUDY)
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
     assert code == 2 and expected in err and "prices.csv" in err, err
+    assert "np.float64" not in err
 
 
 def test_duplicate_dates(tmp_path, cli):
@@ -119,14 +120,18 @@ def test_yfinance_offline_without_cache(tmp_path, cli, monkeypatch):
 
 
 def test_yfinance_uses_the_disk_cache(tmp_path, cli, monkeypatch):
+    """cache_dir is relative to the YAML's folder (like every path in it), not to the working directory."""
     import sys
 
     monkeypatch.setitem(sys.modules, "yfinance", None)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
     (tmp_path / "c").mkdir()
     wide_csv(tmp_path / "c" / "AAA_2022-01-01_2022-12-31.csv")
     frame = pd.read_csv(tmp_path / "c" / "AAA_2022-01-01_2022-12-31.csv").rename(columns={"date": "Date"})
     frame.to_csv(tmp_path / "c" / "AAA_2022-01-01_2022-12-31.csv", index=False)
-    data = f"{{source: yfinance, series: [AAA], start: 2022-01-01, end: 2022-12-31, cache_dir: {tmp_path}/c}}"
+    data = "{source: yfinance, series: [AAA], start: 2022-01-01, end: 2022-12-31, cache_dir: c}"
     body = STUDY.replace("{source: csv, path: prices.csv}", data).replace("stride: 5", "stride: 20")
     body += "causal: {schemes: [uniform, level], draws: 2}\n"
     code, _out, err = cli(
@@ -146,43 +151,90 @@ def test_biased_needs_its_group(tmp_path, cli):
 
 
 def test_schemes_need_their_attribute(tmp_path, cli):
+    """The message lists the data's attributes, not the window table's own columns (level, start, series)."""
     wide_csv(tmp_path / "prices.csv")
     code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", STUDY))
     assert code == 2 and "needs attribute(s) ['industry']" in err
+    assert "the series have no attributes" in err and "data.attribute_columns" in err
+    assert "'level'" not in err and "'start'" not in err and "'series'" not in err
 
 
-def test_existing_run_is_not_overwritten(tmp_path, cli):
+def test_dates_outside_the_data(tmp_path, cli):
     wide_csv(tmp_path / "prices.csv")
-    body = STUDY + "causal: {schemes: [uniform], draws: 2}\n"
-    config = write_yaml(tmp_path / "s.yaml", body)
-    assert cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")[0] == 0
-    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
-    assert code == 2 and "--overwrite" in err
-    assert cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--overwrite", "--no-cards")[0] == 0
+    body = STUDY.replace("path: prices.csv", "path: prices.csv, start: 2030-01-01, end: 2030-12-31")
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--no-cards")
+    assert code == 2 and "no data between data.start 2030-01-01 and data.end 2030-12-31" in err, err
+    assert "the data cover 2022-01-03 to 2022-03-25" in err and "missing (NaN)" not in err
 
 
-def test_systems_that_cannot_run_are_listed_never_skipped_silently(synthetic_study, cli, tmp_path, monkeypatch):
-    monkeypatch.delenv("NO_SUCH_KEY", raising=False)
-    study = synthetic_study(
-        """\
-        - {name: naive, type: naive}
-        - {name: window_min, type: python, function: "planted.py:window_min"}
-        - {name: chronos, type: chronos, model: models/not-here}
-        - {name: gemini, type: gemini, api_key_env: NO_SUCH_KEY}
-        """
-    )
+def test_gemini_without_any_google_package_is_listed_not_a_crash(synthetic_study, cli, tmp_path, monkeypatch):
+    import sys
+
+    from causalrate.errors import UserError
+    from causalrate.forecast.checkpoints import require
+
+    for name in [m for m in sys.modules if m.startswith("google.")]:  # as if never imported
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "google", None)  # and no `google` namespace package at all
+    with pytest.raises(UserError, match=r"pip install 'causalrate\[gemini\]'"):
+        require("google.genai", "gemini", system="gemini")
+    monkeypatch.setenv("SOME_KEY", "k")
+    study = synthetic_study("- {name: naive, type: naive}\n- {name: g, type: gemini, api_key_env: SOME_KEY}\n")
     code, _, err = cli("assess", study, "--out", tmp_path / "run", "--no-cards")
-    assert code == 2
-    assert "2 system(s) cannot run here" in err and "- chronos:" in err and "- gemini:" in err
-    assert "NO_SUCH_KEY is not set" in err and "--skip-unavailable" in err
-    assert not (tmp_path / "run").exists()
-    code, _, err = cli("assess", study, "--out", tmp_path / "run", "--skip-unavailable")
+    assert code == 2 and "- g:" in err and "'google.genai'" in err and "Traceback" not in err, err
+
+
+@pytest.fixture
+def finished_run(tmp_path, cli):
+    wide_csv(tmp_path / "prices.csv", BBB=50 + np.arange(60.0) % 7)
+    body = STUDY.replace("systems:", "causal: {schemes: [uniform], draws: 2}\nsystems:")
+    body += "  - {name: random, type: random}\n"
+    config = write_yaml(tmp_path / "s.yaml", body)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
     assert code == 0, err
-    doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
-    assert [s["name"] for s in doc["not_assessed"]] == ["chronos", "gemini"]
-    assert {s["name"] for s in doc["systems"]} == {"naive", "window_min"}
-    assert "## Not assessed" in (tmp_path / "run" / "report.md").read_text()
-    assert "NO_SUCH_KEY" in (tmp_path / "run" / "cards" / "comparison.html").read_text()
-    code, _, err = cli("rate", tmp_path / "run", "--levels", "2", "--no-cards")
-    assert code == 0, err
-    assert json.loads((tmp_path / "run" / "ratings.json").read_text())["not_assessed"] == doc["not_assessed"]
+    return config, tmp_path / "run"
+
+
+def test_flag_mistakes_name_the_flag(finished_run, cli, tmp_path):
+    config, run = finished_run
+    code, _, err = cli("rate", run, "--levels", "0", "--no-cards")
+    assert code == 2 and "--levels: input should be greater than or equal to 2, got 0" in err, err
+    assert "rating.levels" not in err
+    code, _, err = cli("study", "export", run, "--out", tmp_path / "kit", "--per-question", "10")
+    assert code == 2 and "--per-question: from 2 to 2" in err and "--questions" not in err, err
+    code, _, err = cli("assess", config, "--resume", run, "--out", tmp_path / "other")
+    assert code == 2 and "--out" in err and "resumed in place" in err, err
+    assert not (tmp_path / "other").exists()
+
+
+def test_export_of_an_unfinished_run_warns(finished_run, cli, tmp_path):
+    import sqlite3
+
+    pytest.importorskip("pyarrow")
+    _, run = finished_run
+    with sqlite3.connect(run / "forecasts.sqlite") as conn:  # as a run killed while forecasting leaves it
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'status'", (json.dumps("forecasting"),))
+    code, out, err = cli("export", run, "--out", tmp_path / "rows.parquet")
+    assert code == 0 and "warning" in err and "unfinished" in err and "--resume" in err, err
+    assert "warning" not in out and (tmp_path / "rows.parquet").is_file()
+
+
+def test_missing_chromium_is_a_warning_on_stderr(finished_run, cli, monkeypatch, tmp_path):
+    _, run = finished_run
+    monkeypatch.setenv("CAUSALRATE_CHROMIUM", str(tmp_path / "no-chromium"))
+    code, out, err = cli("rate", run)
+    assert code == 0 and "PNG cards need Chromium" in err and "Chromium" not in out, (out, err)
+    assert "nan" not in (run / "report.md").read_text()
+
+
+def test_listings_are_aligned_plain_text(cli):
+    """`systems` and `perturbations`: descriptions in one column, no reStructuredText, no raw placeholders."""
+    for command in ("systems", "perturbations"):
+        code, out, _ = cli(command)
+        lines = out.splitlines()
+        assert code == 0 and len(lines) > 5
+        columns = {len(line) - len(line.split(maxsplit=1)[1]) for line in lines}
+        assert len(columns) == 1, f"{command}: descriptions start at columns {columns}"
+        assert "``" not in out
+    out = cli("perturbations")[1]
+    assert "spike" in out and "<factor> times" in out and "{factor" not in out

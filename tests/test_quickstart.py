@@ -101,21 +101,76 @@ def test_acceptance_checks(quickstart):
             assert abs(e["ape_adj"] - e["ape_true"]) < abs(e["ape_obs"] - e["ape_true"])
 
 
-def test_reference_ratings_do_not_drift(quickstart):
-    """ratings/quickstart is what this study produces; regenerate with `python -m tests.make_reference`."""
-    new, ref = load(quickstart), load(REFERENCE)
-    assert new["overall"] == ref["overall"]
+# Raw scores move in the 5th-6th digit across CPUs and BLAS builds with the same library versions (ARIMA's
+# optimiser above all), and a small effect (a difference of two close errors) or a PIE% with a small
+# denominator moves much more in relative terms: a value is compared to within DRIFT_REL of the largest
+# value of the same quantity in the run. Ratings must not move at all. Same-machine determinism is
+# checked byte for byte below.
+DRIFT_REL = 1e-3
+EFFECTS = ("ape_true", "ape_obs", "ape_adj", "pie")
+
+
+def _close(a: float | None, b: float | None, scale: float) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(a, b, rel_tol=DRIFT_REL, abs_tol=DRIFT_REL * scale)
+
+
+def _scale(values) -> float:
+    return max((abs(v) for v in values if v is not None), default=0.0)
+
+
+def drift(new: dict, ref: dict) -> list[str]:
+    """Where a run differs from the reference: any rating, or a raw score / effect beyond the tolerance."""
+    problems = [] if new["overall"] == ref["overall"] else [f"overall {new['overall']} != {ref['overall']}"]
     key = lambda r: (r["perturbation"], r["score"], r["system"])  # noqa: E731
     new_rows, ref_rows = sorted(new["ratings"], key=key), sorted(ref["ratings"], key=key)
-    assert [key(r) for r in new_rows] == [key(r) for r in ref_rows]
+    if [key(r) for r in new_rows] != [key(r) for r in ref_rows]:
+        return [*problems, "the rated (perturbation, score, system) rows differ"]
+    score_scale = {r["score"]: _scale(x["raw"] for x in ref_rows if x["score"] == r["score"]) for r in ref_rows}
     for a, b in zip(new_rows, ref_rows, strict=True):
-        assert a["rating"] == b["rating"], key(a)
-        assert (a["raw"] is None and b["raw"] is None) or math.isclose(a["raw"], b["raw"], rel_tol=1e-5, abs_tol=1e-9)
+        if a["rating"] != b["rating"]:
+            problems.append(f"{key(a)}: rating {a['rating']} != {b['rating']}")
+        if not _close(a["raw"], b["raw"], score_scale[b["score"]]):
+            problems.append(f"{key(a)}: raw {a['raw']} != {b['raw']}")
+    effect_scale = {field: _scale(e[field] for e in ref["effects"]) for field in EFFECTS}
     for a, b in zip(new["effects"], ref["effects"], strict=True):
-        for field in ("ape_true", "ape_obs", "ape_adj", "pie"):
-            assert math.isclose(a[field], b[field], rel_tol=1e-5, abs_tol=1e-9), (a["system"], field)
-    assert new["provenance"]["data_hash"] == ref["provenance"]["data_hash"]
-    assert new["provenance"]["config"] == ref["provenance"]["config"]
+        problems += [
+            f"{a['system']} {a['perturbation']} {a['scheme']}: {field} {a[field]} != {b[field]}"
+            for field in EFFECTS
+            if not _close(a[field], b[field], effect_scale[field])
+        ]
+    for field in ("data_hash", "config"):
+        if new["provenance"][field] != ref["provenance"][field]:
+            problems.append(f"provenance.{field} differs")
+    return problems
+
+
+def test_reference_ratings_do_not_drift(quickstart):
+    """ratings/quickstart is what this study produces; regenerate with `python -m tests.make_reference`."""
+    assert drift(load(quickstart), load(REFERENCE)) == []
+
+
+def test_drift_check_tolerates_float_noise_but_no_rating_change():
+    ref = load(REFERENCE)
+    copy = lambda: json.loads(json.dumps(ref))  # noqa: E731
+    noisy = copy()
+    for row in noisy["ratings"]:
+        row["raw"] = None if row["raw"] is None else row["raw"] * (1 + 3e-5)  # what another CPU/BLAS gives
+    for field in EFFECTS:  # a small effect moves by a share of the largest one, not of itself
+        largest = max(abs(e[field]) for e in ref["effects"])
+        for effect in noisy["effects"]:
+            effect[field] += 2e-4 * largest
+    assert drift(noisy, ref) == []
+    flipped = copy()
+    flipped["ratings"][0]["rating"] += 1
+    problems = drift(flipped, ref)
+    assert len(problems) == 1 and "rating" in problems[0]
+    moved = copy()
+    smallest = min(moved["effects"], key=lambda e: abs(e["pie"]))
+    smallest["pie"] += 0.01 * max(abs(e["pie"]) for e in ref["effects"])
+    problems = drift(moved, ref)
+    assert len(problems) == 1 and "pie" in problems[0]
 
 
 def test_same_config_and_seed_give_identical_bytes(synthetic_study, tmp_path):

@@ -25,9 +25,13 @@ class Scheme:
     def check(self, table: pd.DataFrame) -> None:
         missing = [c for c in self.confounders if c not in table.columns]
         if missing:
+            from causalrate.data.characteristics import CHARACTERISTICS
+
+            internal = {"series", "start", *CHARACTERISTICS.names()}  # the window table's own columns
+            attributes = sorted(c for c in table.columns if c not in internal and not c.endswith("_tercile"))
             raise UserError(
-                f"causal.schemes: scheme {type(self).__name__} needs attribute(s) {missing}; "
-                f"the data has {sorted(table.columns)}"
+                f"causal.schemes: scheme {SCHEMES.name_of(type(self))!r} needs attribute(s) {missing}; the series "
+                f"have {attributes or 'no attributes'} (give them with data.attributes or data.attribute_columns)"
             )
 
     def probabilities(self, table: pd.DataFrame, *, high: float, low: float) -> np.ndarray:

@@ -62,4 +62,4 @@ def validate_series(*, series_id: str, dates: np.ndarray, values: np.ndarray, mi
             f"{where}: {values.size} points is too short for one window (input_length + horizon = {min_length})"
         )
     if np.ptp(values) == 0:
-        raise UserError(f"{where}: the series is constant ({values[0]!r}); nothing to forecast")
+        raise UserError(f"{where}: the series is constant ({float(values[0]):g}); nothing to forecast")

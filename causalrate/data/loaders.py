@@ -20,7 +20,7 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
     if cfg.source == "embedded":
         wide, attributes, source = _embedded()
     elif cfg.source == "yfinance":
-        wide, source = _yfinance(cfg)
+        wide, source = _yfinance(cfg, base_dir)
         attributes = {}
     else:
         wide, attributes, source = _table(cfg, base_dir)
@@ -34,6 +34,12 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
     start = pd.Timestamp(cfg.start) if cfg.start else None
     end = pd.Timestamp(cfg.end) if cfg.end else None
     frame = wide.loc[start:end, wanted]
+    if frame.empty:
+        covered = f"{wide.index.min().date()} to {wide.index.max().date()}" if len(wide) else "no dates"
+        raise UserError(
+            f"{source}: no data between data.start {cfg.start or '(first date)'} and data.end "
+            f"{cfg.end or '(last date)'}; the data cover {covered}"
+        )
     series = []
     for sid in wanted:
         column = frame[sid]
@@ -108,8 +114,10 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
     return wide.sort_index(), attributes, source
 
 
-def _yfinance(cfg: DataConfig) -> tuple[pd.DataFrame, str]:
-    cache_dir = Path(cfg.cache_dir or Path.home() / ".cache" / "causalrate" / "yfinance").expanduser()
+def _yfinance(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, str]:
+    """Prices from the on-disk cache (`cache_dir`, relative to the YAML's folder like every path), else downloaded."""
+    default = Path.home() / ".cache" / "causalrate" / "yfinance"
+    cache_dir = base_dir / Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default
     cache = cache_dir / f"{'_'.join(cfg.series)}_{cfg.start}_{cfg.end}.csv"
     if not cache.exists():
         _download_yfinance(cfg, cache)

@@ -36,11 +36,19 @@ class CheckpointSettings(BaseModel):
 
 def require(module: str, extra: str, *, system: str, how: str | None = None) -> None:
     """UserError (exit 2) naming the extra to install when an optional library is missing."""
-    if find_spec(module) is None:
+    if not installed(module):
         raise UserError(
             f"system type {system} needs the Python package {module!r}: "
             + (how or f"pip install 'causalrate[{extra}]'")
         )
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported; a dotted name whose parent package is absent is not (no raise)."""
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def locate(model: str, *, base_dir: Path, system: str, download: bool) -> Path:

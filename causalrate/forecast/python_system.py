@@ -9,6 +9,7 @@ import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,12 +36,19 @@ class PythonFunction(System):
         self.function = load_callable(settings.function, base_dir=base_dir)
 
     def identity(self) -> dict:
-        """The function's module source is part of the identity: editing it invalidates cached forecasts."""
-        try:
-            source = inspect.getsource(inspect.getmodule(self.function))
-        except (OSError, TypeError):
-            source = getattr(self.function, "__qualname__", repr(self.function))
-        return {**super().identity(), "source": hashlib.sha256(source.encode()).hexdigest()}
+        """The function's module source is part of the identity: editing it invalidates cached forecasts.
+
+        For a file it is the hash of the bytes loaded (the module's own record), never a module looked up by name.
+        """
+        module = inspect.getmodule(self.function)
+        digest = getattr(module, "__causalrate_sha256__", None)
+        if digest is None:
+            try:
+                source = inspect.getsource(module)
+            except (OSError, TypeError):
+                source = getattr(self.function, "__qualname__", repr(self.function))
+            digest = hashlib.sha256(source.encode()).hexdigest()
+        return {**super().identity(), "source": digest}
 
     def forecast(self, batch: Batch) -> np.ndarray:
         return np.asarray(self.function(batch.inputs.copy(), batch.horizon), dtype=np.float64)
@@ -50,19 +58,7 @@ def load_callable(target: str, *, base_dir: Path) -> Callable:
     """Import ``module:function`` or ``path/to/file.py:function`` (relative to the YAML file)."""
     where, _, name = target.rpartition(":")
     try:
-        if where.endswith(".py"):
-            path = (base_dir / where).resolve()
-            module_name = f"causalrate_user_{path.stem}"
-            module = sys.modules.get(module_name)
-            if module is None:
-                spec = importlib.util.spec_from_file_location(module_name, path)
-                if spec is None or not path.is_file():
-                    raise FileNotFoundError(path)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[module_name] = module
-                spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(where)
+        module = _load_file((base_dir / where).resolve()) if where.endswith(".py") else importlib.import_module(where)
         function = getattr(module, name)
     except FileNotFoundError as exc:
         raise UserError(f"system type python: function: no file {exc}") from None
@@ -71,3 +67,27 @@ def load_callable(target: str, *, base_dir: Path) -> Callable:
     if not callable(function):
         raise UserError(f"system type python: function: {target!r} is not callable")
     return function
+
+
+def _load_file(path: Path) -> ModuleType:
+    """The module of a .py file, once per (resolved path, content): two files named model.py in different
+    folders, or one file edited between two loads, are different modules (and different cache keys)."""
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    where = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    module_name = f"causalrate_user_{path.stem}_{where}_{digest[:12]}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None:
+            raise FileNotFoundError(path)
+        module = importlib.util.module_from_spec(spec)
+        module.__causalrate_sha256__ = digest
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+    return module

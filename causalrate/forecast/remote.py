@@ -3,7 +3,8 @@
 Both retry rate limits (429), server errors (5xx), timeouts and dropped connections with
 exponential backoff, give up after `max_attempts`, and never let a secret reach an error text,
 a log, the cache or a card: secrets come from environment variables named in the config,
-and every error text is scrubbed of their values before it leaves this module.
+declared to `causalrate.redact` (the boundary every stored or shown text crosses), and every
+error text is scrubbed here too, before anything cuts it short.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
 from causalrate.forecast.checkpoints import require
 from causalrate.forecast.llm import Answer, ChatSettings, ChatSystem, Request
 from causalrate.forecast.systems import SYSTEMS, Batch, System
+from causalrate.redact import declare, scrub
 
 T = TypeVar("T")
 
@@ -62,14 +64,8 @@ def with_retries(call: Callable[[], T], settings: RetrySettings, *, secrets: lis
     raise AssertionError("unreachable")
 
 
-def scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
-
-
 def secret_from_env(name: str, *, system: str, field: str) -> str:
+    declare(name)
     value = os.environ.get(name, "")
     if not value:
         raise UserError(f"system type {system}: {field}: environment variable {name} is not set")
@@ -81,6 +77,11 @@ class GeminiSettings(ChatSettings, RetrySettings):
     api_key_env: str = Field("GEMINI_API_KEY", description="environment variable that holds the API key")
     base_url: str | None = Field(None, description="another endpoint (a proxy or gateway); null: Google's")
     concurrency: int = Field(4, ge=1, description="requests in flight at once per worker process")
+
+    @model_validator(mode="after")
+    def _declare_secret(self) -> GeminiSettings:
+        declare(self.api_key_env)
+        return self
 
 
 @SYSTEMS.register("gemini")
@@ -167,6 +168,11 @@ class HttpSettings(RetrySettings):
     max_attempts: int = Field(3, ge=1)
     backoff: float = Field(1.0, ge=0)
 
+    @model_validator(mode="after")
+    def _declare_secrets(self) -> HttpSettings:
+        declare(*self.headers_env.values())
+        return self
+
 
 @SYSTEMS.register("http")
 class Http(System):
@@ -201,7 +207,7 @@ class Http(System):
                 with urllib.request.urlopen(request, timeout=self.settings.timeout) as response:
                     return response.read()
             except urllib.error.HTTPError as exc:
-                detail = exc.read()[:300].decode(errors="replace")
+                detail = scrub(exc.read().decode(errors="replace"), secrets)[:300]
                 if exc.code == 429 or exc.code >= 500:
                     raise Transient(f"HTTP {exc.code} from {self.settings.url}: {detail}") from None
                 raise ValueError(f"HTTP {exc.code} from {self.settings.url}: {detail}") from None
@@ -210,19 +216,20 @@ class Http(System):
 
         try:
             raw, _ = with_retries(post, self.settings, secrets=secrets)
+            return _forecast_rows(raw, rows=len(inputs), horizon=batch.horizon, secrets=secrets)
         except Exception as exc:
             raise type(exc)(scrub(str(exc), secrets)) from None
-        return _forecast_rows(raw, rows=len(inputs), horizon=batch.horizon)
 
 
-def _forecast_rows(raw: bytes, *, rows: int, horizon: int) -> np.ndarray:
+def _forecast_rows(raw: bytes, *, rows: int, horizon: int, secrets: list[str]) -> np.ndarray:
     """The endpoint's answer checked: JSON, a `forecast` key, [rows][horizon] finite numbers."""
+    excerpt = repr(scrub(raw.decode(errors="replace"), secrets)[:200])  # scrubbed before the cut
     try:
         answer = json.loads(raw)
     except ValueError:
-        raise ValueError(f"response is not JSON: {raw[:200]!r}") from None
+        raise ValueError(f"response is not JSON: {excerpt}") from None
     if not isinstance(answer, dict) or "forecast" not in answer:
-        raise ValueError(f"response has no 'forecast' key: {raw[:200]!r}")
+        raise ValueError(f"response has no 'forecast' key: {excerpt}")
     try:
         values = np.asarray(answer["forecast"], dtype=np.float64)
     except (TypeError, ValueError):

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.errors import UserError
+from causalrate.redact import scrub, scrub_optional
 
 SCHEMA_VERSION = "causalrate/forecasts-v3"  # v2: sample paths and per-row info; v3: perturbed offsets
 READ_ONLY_SCHEMAS = (
@@ -125,9 +126,10 @@ class ForecastStore:
             values = [None if failed or not np.isfinite(metrics[m][i]) else float(metrics[m][i]) for m in self.metrics]
             forecast = None if failed else json.dumps(forecasts[i].tolist())
             paths = None if failed or samples[i] is None else samples_to_bytes(samples[i])
-            facts = None if info[i] is None else json.dumps(info[i], sort_keys=True)
+            facts = None if info[i] is None else scrub(json.dumps(info[i], sort_keys=True))
+            error = scrub_optional(errors[i])  # the boundary every stored error text crosses
             placed = json.dumps([int(o) for o in offsets[i]])
-            row = (system, int(window), perturbations[i], forecast, errors[i], float(seconds[i]), paths, facts, placed)
+            row = (system, int(window), perturbations[i], forecast, error, float(seconds[i]), paths, facts, placed)
             rows.append((*row, *values))
         marks = ", ".join("?" * (9 + len(self.metrics)))
         with self.conn:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import numpy as np
@@ -268,7 +269,7 @@ def _resolve(
     )
 
 
-def _find_suite(spec: str, base_dir: Path) -> Path:
+def _find_suite(spec: str, base_dir: Path) -> Path | Traversable:
     if spec.endswith((".yaml", ".yml")) or "/" in spec:
         path = (base_dir / spec).resolve()
         if not path.is_file():
@@ -277,17 +278,22 @@ def _find_suite(spec: str, base_dir: Path) -> Path:
     catalog = catalog_dir()
     shipped = catalog / f"{spec}.yaml"
     if not shipped.is_file():
-        names = sorted(p.stem for p in catalog.glob("*.yaml"))
+        names = sorted(p.name.removesuffix(".yaml") for p in catalog.iterdir() if p.name.endswith(".yaml"))
         raise UserError(f"perturbations: unknown suite {spec!r}; shipped suites: {names}, or give a YAML path")
     return shipped
 
 
-def catalog_dir() -> Path:
-    """The shipped suite catalogs: the checkout's top-level perturbations/ or, installed, causalrate.suites."""
-    checkout = Path(__file__).resolve().parents[2] / "perturbations"
-    if checkout.is_dir():
-        return checkout
-    return Path(str(resources.files("causalrate.suites")))
+def catalog_dir() -> Traversable:
+    """The shipped suite catalogs: installed, the `causalrate.suites` package data; in a source checkout
+    (or an editable install that maps only `causalrate`), the top-level perturbations/ folder.
+
+    A Traversable, not a Path: an installed `causalrate.suites` has no `__init__.py`, so it is a namespace
+    package whose `files()` is a MultiplexedPath (its `str()` is not a path).
+    """
+    try:
+        return resources.files("causalrate.suites")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "perturbations"
 
 
 def series_history(dataset, windows) -> list[np.ndarray]:

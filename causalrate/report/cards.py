@@ -2,7 +2,7 @@
 
 Reads only RUN_DIR/ratings.json and RUN_DIR/forecasts.sqlite. Writes RUN_DIR/cards/, per system:
 <slug>.html (the label: one screen, one printed page) with <slug>.png and <slug>.pdf,
-<slug>.report.html (the detailed report) with <slug>.md (+ <slug>-*.png figures),
+<slug>.report.html (the detailed report) with <slug>.md (+ <slug>.<figure>.png figures),
 <slug>.model-card.json (Model Card Toolkit fields) and <slug>.model-index.yaml (Hugging Face);
 for the run, comparison.html (+ .png) and index.html. Pages are self-contained (inline CSS,
 images as data URIs, no JavaScript); every user-supplied string is escaped by jinja2.
@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sqlite3
+import sys
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -104,6 +105,12 @@ def slugify(name: str, taken: set[str]) -> str:
         unique, k = f"{slug}-{k}", k + 1
     taken.add(unique.lower())
     return unique
+
+
+def figure_file(slug: str, figure: str) -> str:
+    """A Markdown card's figure file: '.' never occurs in a slug, so `naive.ape.png` (a figure of `naive`)
+    cannot collide with `naive-ape.png` (the card of a system named `naive-ape`)."""
+    return f"{slug}.{figure}.png"
 
 
 def generated_line() -> str:
@@ -456,7 +463,7 @@ def render_cards(
     if problem:
         if png_required:
             raise UserError(problem)
-        print(f"causalrate: warning: {problem}; wrote the other formats")
+        print(f"causalrate: warning: {problem}; wrote the other formats", file=sys.stderr)
         pictures = []
     out = run_dir / "cards"
     out.mkdir(exist_ok=True)
@@ -509,8 +516,8 @@ def write_pages(
             written.append(write(out / f"{slug}.report.html", env.get_template("report.html.j2").render(**context)))
         if "md" in formats:
             for fig in context["figures"]:
-                (out / f"{slug}-{fig.name}.png").write_bytes(fig.png)
-                written.append(out / f"{slug}-{fig.name}.png")
+                (out / figure_file(slug, fig.name)).write_bytes(fig.png)
+                written.append(out / figure_file(slug, fig.name))
             written.append(write(out / f"{slug}.md", env.get_template("report.md.j2").render(**context)))
         if "json" in formats:
             card = model_card(run.doc, system, failures=failures[system]["total"], report=f"{slug}.report.html")

@@ -237,10 +237,14 @@ def write_outputs(*, study: Study, result: Result, out: Path) -> None:
 
 
 def _cell(row: dict[str, Any]) -> str:
-    """'rating (raw)', with '≥ k' when inconclusive and ⚠ when the rating is unstable."""
-    text = f"{row.get('display') or row['rating']} ({_fmt(row['raw'])})" + (
-        " insufficient" if row.get("insufficient") else ""
-    )
+    """'rating (raw)', with '≥ k' when inconclusive and ⚠ when the rating is unstable.
+
+    `row` comes from a DataFrame of all rating rows, so a row without `display` holds NaN there (truthy),
+    and its rating may be a float: only a string is a display text.
+    """
+    display, rating = row.get("display"), row["rating"]
+    shown = display if isinstance(display, str) else "—" if pd.isna(rating) else str(int(rating))
+    text = f"{shown} ({_fmt(row['raw'])})" + (" insufficient" if row.get("insufficient") is True else "")
     return text + (" ⚠" if row.get("stable") is False else "")
 
 
@@ -252,7 +256,7 @@ def _fmt_headline(h: dict | None) -> str:
 
 
 def _fmt(x: float | None) -> str:
-    return "—" if x is None else f"{x:.4g}"
+    return "—" if x is None or pd.isna(x) else f"{x:.4g}"
 
 
 def render_report(doc: dict[str, Any], result: Result) -> str:

@@ -55,7 +55,7 @@ def export_kit(
     out: Path,
     systems: list[str] | None = None,
     questions: int = 8,
-    per_question: int = 3,
+    per_question: int | None = None,
     participants: int = 30,
     seed: int = 0,
 ) -> Path:
@@ -68,9 +68,11 @@ def export_kit(
     unknown = sorted(set(names) - {s["name"] for s in doc["systems"]})
     if unknown:
         raise UserError(f"--systems: {unknown} are not in {run_dir}")
-    k = min(per_question, len(names))
-    if k < 2:
+    if len(names) < 2:
         raise UserError("a user study compares at least 2 systems")
+    k = min(3, len(names)) if per_question is None else per_question  # default: 3, or all if fewer
+    if not 2 <= k <= len(names):
+        raise UserError(f"--per-question: from 2 to {len(names)} (the systems compared), got {k}")
     perturbations = [p for p in study.suite[1:] if (p.id, ROBUST_SCORE, names[0]) in ratings.index]
     pool = [(p, combo) for p in perturbations for combo in itertools.combinations(names, k)]
     if questions > len(pool) or questions < 2 or questions % 2:

@@ -1,0 +1,108 @@
+"""Secrets never leave the process: a hostile endpoint that echoes the request headers on every error path.
+
+Every remote system type (`http`, `gemini`, `gemini-vision`) meets every error path (a non-JSON 200,
+JSON without a forecast, a wrong shape or unparsable answer, 4xx, 5xx, a timeout) on a real localhost
+server; neither secret, nor a piece of one, may appear in any file of the run, its cards, the
+forecast cache, or what the CLI printed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from causalrate.redact import declare, scrub
+from tests.conftest import synthetic_long_csv, write_yaml
+from tests.fake_servers import ECHO_PATHS, FakeServer, echo_answer
+
+pytest.importorskip("google.genai")
+
+TOKEN = "Bearer s3cr3t-ECHO-4242"
+KEY = "AIzaECHOkey-s3cr3t-777"
+PIECES = ("s3cr3t-ECHO", "ECHOkey", "s3cr3t-777")
+
+
+def _systems(url: str) -> str:
+    lines = ["  - {name: naive, type: naive}"]
+    for kind in ECHO_PATHS:
+        lines.append(
+            f"  - {{name: http-{kind}, type: http, url: '{url}/{kind}', headers_env: {{Authorization: ECHO_TOKEN}},"
+            " timeout: 1, max_attempts: 1, backoff: 0}"
+        )
+        for kind_type in ("gemini", "gemini-vision"):
+            lines.append(
+                f"  - {{name: {kind_type}-{kind}, type: {kind_type}, model: {kind}, base_url: '{url}',"
+                " api_key_env: ECHO_KEY, timeout: 1, max_attempts: 1, backoff: 0, parse_retries: 0}"
+            )
+    return "\n".join(lines)
+
+
+@pytest.mark.slow
+def test_no_error_path_of_any_remote_system_leaks_a_secret(tmp_path, monkeypatch, cli):
+    monkeypatch.setenv("ECHO_TOKEN", TOKEN)
+    monkeypatch.setenv("ECHO_KEY", KEY)
+    cache = tmp_path / "forecast-cache"
+    synthetic_long_csv(tmp_path / "prices.csv")
+    with FakeServer(echo_answer) as server:
+        study = write_yaml(
+            tmp_path / "study.yaml",
+            f"""\
+name: echo
+data: {{source: csv, path: prices.csv, layout: long, attribute_columns: [industry, company], series: [A1, B1]}}
+windows: {{input_length: 40, horizon: 10, stride: 60}}
+perturbations:
+  - {{id: P0, operator: none}}
+  - {{id: P1, operator: drop_to_zero}}
+outcome: rmax_scaled
+causal: {{schemes: [uniform, industry], draws: 3}}
+rigor: {{replicates: 0}}
+forecast: {{timeout: 60, retries: 0}}
+systems:
+{_systems(server.url)}
+""",
+        )
+        run = tmp_path / "run"
+        code, out, err = cli("assess", study, "--out", run, "--workers", "2", "--no-cards")
+        assert code == 0, err
+        card = cli("card", run, "--format", "html,md")
+        assert card[0] == 0, card[2]
+    assert {h.get("Authorization") for h in server.headers} >= {TOKEN}  # the secrets were sent (and echoed)
+    assert any(h.get("x-goog-api-key") == KEY for h in server.headers)
+
+    with sqlite3.connect(run / "forecasts.sqlite") as conn:
+        rows = pd.read_sql("SELECT system, error FROM forecasts", conn)
+    errors = rows.dropna().groupby("system")["error"].first()
+    assert set(errors.index) == set(rows["system"]) - {"naive"}, "every echoing system must fail"
+    for kind in ("not-json", "no-forecast", "4xx", "5xx"):
+        assert "***" in errors[f"http-{kind}"], errors[f"http-{kind}"]  # echoed, then scrubbed
+    for kind in ("4xx", "wrong-shape"):
+        assert "***" in errors[f"gemini-{kind}"], errors[f"gemini-{kind}"]
+
+    printed = out + err + card[1] + card[2]
+    files = [p for folder in (run, cache) for p in folder.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".html" for p in files) and (run / "ratings.json").is_file()
+    for piece in PIECES:
+        assert piece not in printed
+        for path in files:
+            assert piece.encode() not in path.read_bytes(), path
+
+
+def test_scrub_masks_escaped_forms_and_the_longest_secret_first(monkeypatch):
+    monkeypatch.setenv("UNIT_SCRUB", 'to"k\\en')
+    declare("UNIT_SCRUB")
+    assert scrub('a to"k\\en b') == "a *** b"
+    assert scrub('{"h": "to\\"k\\\\en"}') == '{"h": "***"}'
+    assert scrub("tok", extra=["tok", "tokenX"]) == "***"
+    assert scrub("tokenX") == "tokenX"
+
+
+def test_an_excerpt_is_scrubbed_before_it_is_cut():
+    """A secret that straddles the excerpt's end must not leave its first half behind."""
+    from causalrate.forecast.remote import _forecast_rows
+
+    raw = ("x" * 190 + TOKEN + "tail").encode()
+    with pytest.raises(ValueError) as info:
+        _forecast_rows(raw, rows=1, horizon=1, secrets=[TOKEN])
+    assert "Bearer" not in str(info.value) and "***" in str(info.value)

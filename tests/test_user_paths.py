@@ -1,0 +1,70 @@
+"""Paths a user takes that once went quietly wrong: same-named model files, card files, tall cards."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from causalrate.forecast.python_system import PythonFunction
+from tests.test_cards import browser_or_skip
+
+MODEL = "import numpy as np\n\ndef predict(inputs, horizon):\n    return np.full((len(inputs), horizon), {value})\n"
+
+
+def test_two_model_files_with_one_stem_are_two_systems(tmp_path):
+    """a/model.py and b/model.py are different modules with different cache identities."""
+    for folder, value in (("a", 1.0), ("b", 2.0)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "model.py").write_text(MODEL.format(value=value))
+    systems = [
+        PythonFunction(PythonFunction.Settings(function=f"{folder}/model.py:predict"), base_dir=tmp_path)
+        for folder in ("a", "b")
+    ]
+    inputs = np.ones((2, 5))
+    assert [float(s.function(inputs, 3)[0, 0]) for s in systems] == [1.0, 2.0]
+    assert systems[0].identity()["source"] != systems[1].identity()["source"]
+    (tmp_path / "a" / "model.py").write_text(MODEL.format(value=3.0))  # an edit is a new module and identity
+    edited = PythonFunction(PythonFunction.Settings(function="a/model.py:predict"), base_dir=tmp_path)
+    assert float(edited.function(inputs, 3)[0, 0]) == 3.0
+    assert edited.identity()["source"] not in {s.identity()["source"] for s in systems}
+
+
+def test_card_files_never_collide_and_overwrite_leaves_no_stale_card(synthetic_study, cli, tmp_path):
+    both = synthetic_study("- {name: naive, type: naive}\n- {name: naive-ape, type: random}\n", draws=2, stride=10)
+    run = tmp_path / "run"
+    assert cli("assess", both, "--out", run, "--workers", "1", "--no-cards")[0] == 0
+    code, _, err = cli("card", run, "--format", "html,md")
+    assert code == 0, err
+    cards = run / "cards"
+    for slug in ("naive", "naive-ape"):
+        linked = re.findall(r"\]\(([^)]+\.png)\)", (cards / f"{slug}.md").read_text())
+        assert linked and all(name.startswith(f"{slug}.") for name in linked), linked
+        assert all((cards / name).is_file() for name in linked)
+    naive_figures = {p.name for p in cards.glob("naive.*.png")}
+    other_figures = {p.name for p in cards.glob("naive-ape.*.png")}
+    assert naive_figures and other_figures and not naive_figures & other_figures
+    assert (cards / "naive.ape.png").read_bytes() != (cards / "naive-ape.ape.png").read_bytes()
+
+    one = Path(str(both).replace("study.yaml", "one.yaml"))
+    one.write_text(both.read_text().replace("  - {name: naive-ape, type: random}\n", ""))
+    assert cli("assess", one, "--out", run, "--workers", "1", "--overwrite", "--no-cards")[0] == 0
+    assert not list(cards.glob("naive-ape*")), "a card of a system no longer in the run is stale"
+
+
+def test_a_tall_card_is_not_cut(tmp_path):
+    from PIL import Image
+
+    from causalrate.report.cards import screenshot
+
+    browser = browser_or_skip()
+    page = tmp_path / "tall.html"
+    page.write_text(
+        "<html><body style='margin:0;background:#fff'><div style='height:11000px;background:#fff'></div>"
+        "<div style='height:200px;background:#000'>end</div><div style='height:60px'></div></body></html>"
+    )
+    with Image.open(screenshot(browser, page, tmp_path / "tall.png", width=300)) as image:
+        rgb = np.asarray(image.convert("RGB"))
+    assert rgb.shape[0] >= 11200, rgb.shape  # the black block at the bottom is in the picture
+    assert (rgb[11050:11150] < 20).all()
