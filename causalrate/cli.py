@@ -9,7 +9,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from causalrate.errors import UserError
+from causalrate.errors import SystemsFailed, UserError
 
 
 def _assess(args: argparse.Namespace) -> int:
@@ -44,7 +44,23 @@ def _assess(args: argparse.Namespace) -> int:
 
         render_cards(out)
         print(f"wrote rating cards and the comparison page to {out}/cards/")
+    if not args.allow_failed_systems:
+        _fail_on_failed_systems(out)
     return 0
+
+
+def _fail_on_failed_systems(out: Path) -> None:
+    """Exit code 3 (after every output is written) when some system failed every forecast."""
+    from causalrate.forecast.store import ForecastStore
+    from causalrate.score.metrics import METRICS
+
+    store = ForecastStore.open(out / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
+    try:
+        failed = store.failed_systems()
+    finally:
+        store.close()
+    if failed:
+        raise SystemsFailed(failed)
 
 
 def _rate(args: argparse.Namespace) -> int:
@@ -75,6 +91,9 @@ def _export(args: argparse.Namespace) -> int:
 
 def _card(args: argparse.Namespace) -> int:
     from causalrate.report.cards import render_cards
+    from causalrate.rerate import load_run_plugins
+
+    load_run_plugins(Path(args.run_dir))
 
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
     systems = [args.system] if args.system else None
@@ -195,6 +214,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rate the systems that can run here; list the others (missing checkpoint, library or key) as not assessed",
     )
+    a.add_argument(
+        "--allow-failed-systems",
+        action="store_true",
+        help="exit 0 even when a system failed every forecast (default: exit code 3 after writing the outputs)",
+    )
     a.set_defaults(func=_assess)
     r = sub.add_parser("rate", help="recompute the causal analysis and ratings of a run, without forecasting")
     r.add_argument("run_dir")
@@ -252,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except UserError as exc:
+    except (UserError, SystemsFailed) as exc:
         print(f"causalrate: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from causalrate import plugins
 from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
 from causalrate.causal.graph import Identification
 from causalrate.causal.rigor import Rigor, assess_rigor
@@ -166,6 +167,7 @@ def assess(
         store.put_meta("base_dir", str(base_dir))
         store.put_meta("data_hash", study.dataset.content_hash())
         store.put_meta("not_assessed", study.not_assessed)
+        store.put_meta("plugins", plugins.resolve(config.plugins, base_dir=base_dir, where=base_dir))
         store.put_meta("status", "forecasting")
         _store_windows(store, study)
     cache = _open_cache(config, base_dir)
@@ -250,6 +252,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
             info=outcome.info,
         )
 
+    cfg_plugins = plugins.resolve(cfg.plugins, base_dir=study.base_dir, where=study.base_dir)
     jobs = []
     for p in study.suite:
         perturbed = p.apply(wd.inputs, wd.start, seeds=perturbation_seeds(cfg.seed, p.id, windows))
@@ -314,7 +317,8 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                         timeout=cfg.forecast.timeout,
                         batch=batch,
                         keys=[keys[c] for c in chunk],
-                        pinned=system.pinned,
+                        accelerator=system.accelerator,
+                        plugins=tuple(cfg_plugins),
                     )
                 )
 

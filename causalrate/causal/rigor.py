@@ -145,7 +145,7 @@ def assess_rigor(
                         replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
     for (score, p), per_system in replicates.items():
         _stability_from(rigor, rated, score, p, per_system, levels)
-    for score, (scheme, column) in DRAW_SCORES.items():
+    for score, (scheme, column) in DRAW_SCORES.items() if len(draws) else ():  # none when every forecast failed
         part = draws[draws["scheme"] == scheme].assign(abs_adj=lambda d: d["ape_adj"].abs())
         for p, group in part.groupby("perturbation"):
             per_system = {s: g.sort_values("draw")[column].to_numpy() for s, g in group.groupby("system")}

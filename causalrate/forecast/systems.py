@@ -95,7 +95,8 @@ class System:
     stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
     version: ClassVar[str] = "1"  # bump when the system's code changes its forecasts
     libraries: ClassVar[tuple[str, ...]] = ()  # packages whose version changes its forecasts
-    pinned: bool = False  # True: runs on a GPU, all its batches go to one worker process
+    accelerator: str | None = None  # the device it runs on ("cuda", "cuda:1", "mps"): one worker per device
+    uses_cores: ClassVar[bool] = False  # multi-threaded on the CPU: given its worker's share of the cores
 
     def __init__(self, settings: BaseModel, *, base_dir: Path) -> None:
         self.settings = settings
