@@ -296,7 +296,8 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                 )
                 record(spec.name, p.id, todo[hit], outcome, np.array([c.seconds for c in cached]))
             miss = np.flatnonzero(~hit)
-            for chunk in np.array_split(miss, max(1, -(-miss.size // cfg.forecast.batch_size))) if miss.size else []:
+            size = system.batch_size or cfg.forecast.batch_size  # a model's own batch, not capped by the run's
+            for chunk in np.array_split(miss, max(1, -(-miss.size // size))) if miss.size else []:
                 rows = todo[chunk]
                 batch = Batch(
                     inputs=seen[chunk],

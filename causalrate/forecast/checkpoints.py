@@ -20,6 +20,8 @@ from causalrate.errors import UserError
 from causalrate.forecast.systems import SYSTEMS, System
 
 BIG_FILE = 64 * 2**20  # files above this size are fingerprinted by size, head and tail only
+BATCH = {"accelerator": 256, "cpu": 32}  # default rows per forward pass: a GPU is only busy with full batches
+HOW_IT_RUNS = ("device", "dtype", "batch_size")  # settings replaced in the cache key by what they resolve to
 
 
 class CheckpointSettings(BaseModel):
@@ -31,7 +33,9 @@ class CheckpointSettings(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: bfloat16 on CUDA, float32 elsewhere"
     )
-    batch_size: int = Field(32, ge=1, description="rows per forward pass (the run's batch is split further)")
+    batch_size: int | None = Field(
+        None, ge=1, description="rows per forward pass; null: 256 on a GPU, 32 on the CPU (independent of the run's)"
+    )
 
 
 def require(module: str, extra: str, *, system: str, how: str | None = None) -> None:
@@ -159,10 +163,20 @@ class CheckpointSystem(System):
     def dtype(self) -> str:
         return dtype_name(self.settings.dtype, self.device)
 
+    @property
+    def batch_size(self) -> int:
+        """Rows per forward pass: the system's own, whatever the run's forecast.batch_size."""
+        return self.settings.batch_size or BATCH["cpu" if self.accelerator is None else "accelerator"]
+
     def identity(self) -> dict[str, Any]:
-        """The weights' hash, and the resolved device type and dtype: a bfloat16 GPU forecast is not a float32 one."""
+        """The weights' hash and the resolved device type and dtype (a bfloat16 GPU forecast is not a float32 one).
+
+        The batch size stays out: a row's forecast does not depend on the batch it is in.
+        """
+        identity = super().identity()
+        settings = {k: v for k, v in identity["settings"].items() if k not in HOW_IT_RUNS}
         resolved = {"device_type": self.device.split(":")[0], "dtype": self.dtype}
-        return {**super().identity(), "checkpoint": fingerprint(self.folder()), "resolved": resolved}
+        return {**identity, "settings": settings, "checkpoint": fingerprint(self.folder()), "resolved": resolved}
 
     @property
     def accelerator(self) -> str | None:

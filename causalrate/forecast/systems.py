@@ -96,6 +96,7 @@ class System:
     version: ClassVar[str] = "1"  # bump when the system's code changes its forecasts
     libraries: ClassVar[tuple[str, ...]] = ()  # packages whose version changes its forecasts
     accelerator: str | None = None  # the device it runs on ("cuda", "cuda:1", "mps"): one worker per device
+    batch_size: int | None = None  # rows per job; None: the run's forecast.batch_size
     uses_cores: ClassVar[bool] = False  # multi-threaded on the CPU: given its worker's share of the cores
 
     def __init__(self, settings: BaseModel, *, base_dir: Path) -> None:
