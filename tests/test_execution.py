@@ -1,4 +1,4 @@
-"""Issue 18 / 14: spawned workers carry plugins, die with their parent, take Ctrl-C quietly; failed systems fail the run."""
+"""Issues 18 and 14: spawned workers carry plugins, die with their parent, take Ctrl-C quietly; failed systems."""
 
 from __future__ import annotations
 
@@ -202,9 +202,7 @@ def test_ctrl_c_stops_quietly_and_the_run_resumes(synthetic_study, tmp_path):
 
 
 def test_a_system_that_fails_every_row_fails_the_run_after_writing_it(synthetic_study, cli, tmp_path):
-    config = synthetic_study(
-        '- {name: broken, type: python, function: "planted.py:wrong_shape"}\n', draws=2, stride=20
-    )
+    config = synthetic_study('- {name: broken, type: python, function: "planted.py:wrong_shape"}\n', draws=2, stride=20)
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
     assert code == 3
     assert "broken: ValueError: wrong shape" in err

@@ -1,4 +1,4 @@
-"""Issue 18: foundation models give the same numbers in any batch, dtype-safe scaling, honest cache keys, CPU threads."""
+"""Issue 18: same numbers in any batch, dtype-safe scaling, honest cache keys, CPU threads."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_the_cache_key_holds_the_resolved_device_and_dtype_not_the_batch(chronos
 
 def test_moment_in_bfloat16_keeps_prices_near_1000_exact_to_a_fraction_of_a_daily_move(tmp_path):
     pytest.importorskip("momentfm")
-    folder, head = tiny_models.build_moment(tmp_path / "moment", horizon=20)
+    _, head = tiny_models.build_moment(tmp_path / "moment", horizon=20)
     rng = np.random.default_rng(1)
     moves = rng.normal(0, 8.0, (16, 80))
     inputs = 1000 + np.cumsum(moves, axis=1)

@@ -119,9 +119,7 @@ class RowSampler:
         for warp in self.warpers:
             scores = warp(input_ids, scores)
         shape = (self.samples, scores.shape[-1])
-        race = torch.cat(
-            [torch.empty(shape, device=scores.device).exponential_(generator=g) for g in self.generators]
-        )
+        race = torch.cat([torch.empty(shape, device=scores.device).exponential_(generator=g) for g in self.generators])
         chosen = (scores.float() - race.log()).argmax(dim=-1, keepdim=True)
         return torch.full_like(scores, -torch.inf).scatter_(-1, chosen, 0.0)
 
