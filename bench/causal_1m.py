@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from common import arguments
 
 from causalrate.config import load_config

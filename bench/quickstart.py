@@ -72,7 +72,7 @@ def main() -> None:
     print(f"\n| stage | median s over {repeat} runs (workers={args.workers}) |\n|---|---|")
     for name in runs[0]:
         print(f"| {name} | {statistics.median(r[name] for r in runs):.1f} |")
-    print(f"| `causalrate assess` end to end (start-up, imports, all stages, no cards) | {statistics.median(whole):.1f} |")
+    print(f"| `causalrate assess` end to end (start-up, imports, stages, no cards) | {statistics.median(whole):.1f} |")
 
 
 if __name__ == "__main__":
