@@ -185,11 +185,14 @@ def die_with(parent: int) -> None:
 def _worker(tasks: multiprocessing.Queue, results: multiprocessing.Queue, parent: int, cores: int) -> None:
     from threadpoolctl import threadpool_limits
 
+    import causalrate.config  # noqa: F401  (what building a system needs: imported before any batch's clock runs)
+
     die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     threadpool_limits(1)  # workers run in parallel already; multi-threaded BLAS would oversubscribe the cores
     while (item := tasks.get()) is not None:
         index, job = item
+        results.put((index, None))  # started: the batch's clock starts now, not while this worker was starting up
         try:
             results.put((index, run_job(job, cores=cores)))
         except Exception as exc:  # e.g. the system cannot be built here
@@ -241,7 +244,7 @@ class LocalExecutor:
         home = {device: k % len(slots) for k, device in enumerate(devices)}  # one worker per device
         pending = list(range(len(jobs)))[::-1]
         attempts = [0] * len(jobs)
-        running: dict[int, tuple[int, float]] = {}  # slot → (job index, started)
+        running: dict[int, tuple[int, float | None]] = {}  # slot → (job index, when the worker took it up)
         interrupted = True
         with _progress(jobs, label) as bar:
             try:
@@ -254,26 +257,28 @@ class LocalExecutor:
                             pending.remove(index)
                             attempts[index] += 1
                             slots[slot][1].put((index, jobs[index]))
-                            running[slot] = (index, time.monotonic())
+                            running[slot] = (index, None)  # the clock starts when the worker takes it up
                     try:
                         index, outcome = results.get(timeout=0.5)
                     except queue.Empty:
                         pass
                     else:
                         slot = next((s for s, (i, _) in running.items() if i == index), None)
-                        if slot is None and index not in pending:
-                            continue  # a late answer from a worker that was killed: its batch is settled
-                        if slot is None:
-                            pending.remove(index)  # it answered just before being killed: take it
-                        else:
-                            del running[slot]
-                        if isinstance(outcome, str):
-                            outcome = Outcome.failed(jobs[index], outcome, 0.0)
-                        on_done(jobs[index], outcome)
-                        bar.update(jobs[index].size)
+                        if outcome is None:  # the worker took the batch up
+                            if slot is not None:
+                                running[slot] = (index, time.monotonic())
+                        elif slot is not None or index in pending:  # else: a killed worker's late answer, settled
+                            if slot is None:
+                                pending.remove(index)  # it answered just before being killed: take it
+                            else:
+                                del running[slot]
+                            if isinstance(outcome, str):
+                                outcome = Outcome.failed(jobs[index], outcome, 0.0)
+                            on_done(jobs[index], outcome)
+                            bar.update(jobs[index].size)
                     for slot, (index, started) in list(running.items()):
                         process = slots[slot][0]
-                        elapsed = time.monotonic() - started
+                        elapsed = 0.0 if started is None else time.monotonic() - started
                         hung = elapsed > jobs[index].timeout + GRACE_SECONDS
                         if not hung and process.is_alive():
                             continue
