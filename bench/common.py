@@ -25,12 +25,12 @@ def arguments(parser: argparse.ArgumentParser | None = None) -> argparse.Namespa
 
 
 def study(smoke: bool, folder: Path) -> Path:
-    """The quickstart YAML, or (smoke) a copy with four series, twenty-day strides and light rigor."""
+    """The quickstart YAML, or (smoke) a copy with four series, 40-day strides and light rigor."""
     if not smoke:
         return QUICKSTART
     raw = yaml.safe_load(QUICKSTART.read_text())
     raw["data"]["series"] = ["AAPL", "MSFT", "MRK", "PFE"]
-    raw["windows"]["stride"] = 20
+    raw["windows"]["stride"] = 40
     raw["causal"]["draws"] = 2
     raw["rigor"] = {"replicates": 10, "refute_simulations": 1}
     path = folder / "smoke.yaml"
