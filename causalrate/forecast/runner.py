@@ -199,6 +199,24 @@ def _worker(tasks: multiprocessing.Queue, results: multiprocessing.Queue, parent
             results.put((index, f"worker error: {type(exc).__name__}: {exc}"))
 
 
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """Children started here load every BLAS with one thread (set before their first import; models raise it)."""
+    previous = {name: os.environ.get(name) for name in BLAS_THREADS}
+    os.environ.update(dict.fromkeys(BLAS_THREADS, "1"))
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+
+
 @contextmanager
 def _sigint_ignored() -> Iterator[None]:
     """Children started here are born ignoring SIGINT (the disposition survives exec; Python keeps it)."""
@@ -233,7 +251,7 @@ class LocalExecutor:
         tasks = self.context.Queue()
         tasks.cancel_join_thread()  # a killed worker's unread queue must not block our exit
         process = self.context.Process(target=_worker, args=(tasks, results, os.getpid(), self.cores), daemon=True)
-        with _sigint_ignored():
+        with _sigint_ignored(), _one_blas_thread():
             process.start()
         return process, tasks
 
