@@ -16,11 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from common import arguments
 
 from causalrate.config import load_config
 from causalrate.pipeline import analyse, prepare
+from causalrate.score.metrics import METRICS
 
 SYSTEMS, SERIES, WINDOWS_PER_SERIES, N, D = 10, 40, 625, 80, 20
+SMOKE = {"SYSTEMS": 3, "SERIES": 8, "WINDOWS_PER_SERIES": 12}
 PERTURBATIONS = ["P0", "P1", "P2", "P3"]
 
 
@@ -63,9 +66,11 @@ def build(folder: Path):
         base = 0.05 + 0.02 * industry + rng.normal(0, 0.02, w)
         for j, p in enumerate(PERTURBATIONS):
             outcome = base + planted_effect(k, j) + rng.normal(0, 0.01, w)
+            metrics = {name: outcome * (1 + i) for i, name in enumerate(METRICS.names())}  # every metric, planted
             parts.append(
                 pd.DataFrame(
                     {
+                        **metrics,
                         "system": f"s{k}",
                         "window": np.arange(w),
                         "perturbation": p,
@@ -73,10 +78,6 @@ def build(folder: Path):
                         "error": None,
                         "seconds": 0.0,
                         "rmax_scaled": outcome,
-                        "rmax": outcome * 100,
-                        "mae": outcome * 50,
-                        "smape": outcome,
-                        "mase": outcome * 10,
                         "sign_accuracy": rng.uniform(0.3, 0.7, w),
                         "series": study.table["series"].to_numpy(),
                         "start": study.table["start"].to_numpy(),
@@ -87,6 +88,8 @@ def build(folder: Path):
 
 
 def main() -> None:
+    if arguments().smoke:
+        globals().update(SMOKE)
     with tempfile.TemporaryDirectory() as tmp:
         study, forecasts = build(Path(tmp))
         print(f"rows: {len(forecasts):,}; windows: {len(study.windows):,}; systems: {SYSTEMS}")

@@ -1,6 +1,6 @@
 """Benchmarks of the engine itself (issue 8): overhead, scaling, re-rating.
 
-Run: python bench/engine.py [--skip-ray]. Prints Markdown rows for bench/RESULTS.md.
+Run: python bench/engine.py [--skip-ray] [--smoke]. Prints Markdown rows for bench/RESULTS.md.
 
 1. Engine overhead: the ARIMA-only quickstart forecast stage (1,800 fits) through the engine
    (one worker process, SQLite store, metrics, no cache) vs the same fits in a bare loop.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ import time
 import warnings
 from pathlib import Path
 
+from common import arguments, causalrate, machine, study
 from threadpoolctl import threadpool_limits
 
 from causalrate.config import load_config
@@ -30,11 +30,9 @@ from causalrate.pipeline import _store_windows, forecast_all, prepare
 from causalrate.rerate import rerate
 from causalrate.score.metrics import METRICS
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def arima_study():
-    config, base_dir = load_config(ROOT / "studies" / "quickstart.yaml")
+def arima_study(path: Path):
+    config, base_dir = load_config(path)
     config = config.model_copy(update={"systems": [s for s in config.systems if s.type == "arima"]})
     config.forecast.cache = False
     return prepare(config, base_dir=base_dir)
@@ -77,25 +75,28 @@ def bare_loop(study) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-ray", action="store_true")
-    args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    study = arima_study()
-    bare = bare_loop(study)
-    one = engine_stage(study, LocalExecutor(1))
-    two = engine_stage(study, LocalExecutor(2))
+    args = arguments(parser)
+    print(machine())
+    folder = tempfile.TemporaryDirectory()
+    path = study(args.smoke, Path(folder.name))
+    arima = arima_study(path)
+    bare = bare_loop(arima)
+    one = engine_stage(arima, LocalExecutor(1))
+    two = engine_stage(arima, LocalExecutor(2))
+    fits = len(arima.windows) * len(arima.suite)
     rows = [
-        ("bare loop, 1,800 ARIMA fits, 1 thread", bare, ""),
+        (f"bare loop, {fits:,} ARIMA fits, 1 thread", bare, ""),
         ("engine, local executor, 1 worker", one, f"overhead {100 * (one / bare - 1):+.1f} % (target ≤ 10 %)"),
         ("engine, local executor, 2 workers", two, f"speed-up {one / two:.2f}× over 1 worker"),
     ]
-    if not args.skip_ray:
+    if not (args.skip_ray or args.smoke):
         import ray
 
         ray_times = {}
         for workers in (1, 2):
             executor = RayExecutor(workers)
-            engine_stage(study, executor)  # warm-up: workers start, imports happen
-            ray_times[workers] = engine_stage(study, executor)
+            engine_stage(arima, executor)  # warm-up: workers start, imports happen
+            ray_times[workers] = engine_stage(arima, executor)
             ray.shutdown()
         rows.append(("engine, Ray executor, 1 worker (warm)", ray_times[1], ""))
         rows.append(
@@ -108,18 +109,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "CAUSALRATE_CACHE_DIR": tmp}
         run = Path(tmp) / "run"
-        subprocess.run(
-            ["causalrate", "assess", str(ROOT / "studies" / "quickstart.yaml"), "--out", str(run), "--no-cards"],
-            check=True,
-            capture_output=True,
-            env=env,
-        )
+        subprocess.run(causalrate("assess", path, "--out", run, "--no-cards"), check=True, capture_output=True, env=env)
         rerate(run)  # warm imports (dowhy, sklearn) as a long-lived process would have them
         started = time.perf_counter()
         rerate(run)
         in_process = time.perf_counter() - started
         started = time.perf_counter()
-        subprocess.run(["causalrate", "rate", str(run), "--no-cards"], check=True, capture_output=True, env=env)
+        subprocess.run(causalrate("rate", run, "--no-cards"), check=True, capture_output=True, env=env)
         command = time.perf_counter() - started
     rows.append(("re-rate quickstart, in-process (`rerate()`)", in_process, "target ≤ 2 s"))
     rows.append(("re-rate quickstart, `causalrate rate` command (incl. start-up and imports)", command, ""))
@@ -127,6 +123,7 @@ def main() -> None:
     for name, seconds, note in rows:
         print(f"| {name} | {seconds:.2f} | {note} |")
     sys.stdout.flush()
+    folder.cleanup()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Benchmark (issue 6): the rating stage of the quickstart with and without the rigor layer.
 
-Run: python bench/rigor.py (needs a finished quickstart run; makes one in a temporary folder).
+Run: python bench/rigor.py [--smoke] (makes a quickstart run in a temporary folder first).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import arguments, causalrate, study
+
 from causalrate.causal import refute as refute_module
 from causalrate.config import load_config
 from causalrate.forecast.store import ForecastStore
 from causalrate.pipeline import analyse, prepare
 from causalrate.score.metrics import METRICS
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed(study, forecasts, repeat: int = 7) -> tuple[float, float]:
@@ -36,17 +36,14 @@ def timed(study, forecasts, repeat: int = 7) -> tuple[float, float]:
 
 
 def main() -> None:
+    args = arguments()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "CAUSALRATE_CACHE_DIR": tmp}
-        run = Path(tmp) / "run"
-        subprocess.run(
-            ["causalrate", "assess", str(ROOT / "studies/quickstart.yaml"), "--out", str(run), "--no-cards"],
-            check=True,
-            capture_output=True,
-            env=env,
-        )
+        run, path = Path(tmp) / "run", study(args.smoke, Path(tmp))
+        subprocess.run(causalrate("assess", path, "--out", run, "--no-cards"), check=True, capture_output=True, env=env)
         forecasts = ForecastStore.open(run / "forecasts.sqlite", metrics=METRICS.names()).forecasts()
-    config, base_dir = load_config(ROOT / "studies/quickstart.yaml")
+        config, base_dir = load_config(path)
+    repeat = 1 if args.smoke else 7
     rows = []
     for label, rigor in (
         ("without rigor (replicates: 0)", {"replicates": 0}),
@@ -54,7 +51,7 @@ def main() -> None:
         ("everything, with dowhy refuters (default)", {}),
     ):
         cfg = config.model_copy(update={"rigor": config.rigor.model_copy(update=rigor)})
-        rows.append((label, timed(prepare(cfg, base_dir=base_dir), forecasts)))
+        rows.append((label, timed(prepare(cfg, base_dir=base_dir), forecasts, repeat)))
     wall0, cpu0 = rows[0][1]
     print("| rating stage of the quickstart | wall s | × | CPU s | × |\n|---|---|---|---|---|")
     for label, (wall, cpu) in rows:

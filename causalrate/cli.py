@@ -11,7 +11,7 @@ import traceback
 from datetime import date
 from pathlib import Path
 
-from causalrate.errors import UserError
+from causalrate.errors import SystemsFailed, UserError
 from causalrate.redact import scrub
 
 
@@ -53,6 +53,8 @@ def _assess(args: argparse.Namespace) -> int:
         render_cards(out)
         print(f"wrote the labels, reports, model cards, comparison and index to {out}/cards/ (open index.html)")
     _summarise_checks(out)
+    if not args.allow_failed_systems:
+        _fail_on_failed_systems(out)
     return 0
 
 
@@ -69,6 +71,20 @@ def _summarise_checks(out: Path) -> None:
     )
     for c in failed:
         print(f"  - {c['system']} / {c['perturbation']} / {c['scheme']}: {c['reason']}", file=sys.stderr)
+
+
+def _fail_on_failed_systems(out: Path) -> None:
+    """Exit code 3 (after every output is written) when some system failed every forecast."""
+    from causalrate.forecast.store import ForecastStore
+    from causalrate.score.metrics import METRICS
+
+    store = ForecastStore.open(out / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
+    try:
+        failed = store.failed_systems()
+    finally:
+        store.close()
+    if failed:
+        raise SystemsFailed(failed)
 
 
 def _rate(args: argparse.Namespace) -> int:
@@ -99,6 +115,9 @@ def _export(args: argparse.Namespace) -> int:
 
 def _card(args: argparse.Namespace) -> int:
     from causalrate.report.cards import render_cards
+    from causalrate.rerate import load_run_plugins
+
+    load_run_plugins(Path(args.run_dir))
 
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
     systems = [args.system] if args.system else None
@@ -249,6 +268,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rate the systems that can run here; list the others (missing checkpoint, library or key) as not assessed",
     )
+    a.add_argument(
+        "--allow-failed-systems",
+        action="store_true",
+        help="exit 0 even when a system failed every forecast (default: exit code 3 after writing the outputs)",
+    )
     a.set_defaults(func=_assess)
     r = sub.add_parser("rate", help="recompute the causal analysis and ratings of a run, without forecasting")
     r.add_argument("run_dir")
@@ -317,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except UserError as exc:
+    except (UserError, SystemsFailed) as exc:
         print(scrub(f"causalrate: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except Exception as exc:  # a fault of ours: its traceback is shown, scrubbed like every other text

@@ -7,7 +7,6 @@ mistake is reported as a UserError naming the file, the field and what was expec
 
 from __future__ import annotations
 
-import importlib
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
+from causalrate import plugins
 from causalrate.errors import UserError
 
 QUICKSTART_SERIES = ["AAPL", "MSFT", "MRK", "PFE", "JPM", "BAC"]
@@ -292,7 +292,9 @@ class StudySettings(Strict):
     """Everything a study and a model YAML share."""
 
     seed: int = 0
-    plugins: list[str] = Field(default_factory=list, description="modules imported first (user registries)")
+    plugins: list[str] = Field(
+        default_factory=list, description="modules or .py files (relative to the YAML) imported first: user registries"
+    )
     data: DataConfig = Field(default_factory=default_data)
     windows: WindowsConfig = Field(default_factory=WindowsConfig)
     perturbations: str | list[PerturbationSpec] = "paper"
@@ -367,7 +369,7 @@ def load_config(path: str | Path, *, seed: int | None = None) -> tuple[StudyConf
         raise UserError(f"{path}: expected a mapping with 'systems:' (a study) or 'model:' (one model)")
     if ("model" in raw) == ("systems" in raw):
         raise UserError(f"{path}: give exactly one of 'systems:' (a study) or 'model:' (one model to assess)")
-    import_plugins(raw.get("plugins", []), path)
+    plugins.load(plugins.resolve(raw.get("plugins", []), base_dir=path.parent, where=path), where=path)
     if seed is not None:
         raw["seed"] = seed
     try:
@@ -399,16 +401,6 @@ def _one_line(exc: ValidationError) -> str:
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
         parts.append(f"{field}: {msg}")
     return "; ".join(parts)
-
-
-def import_plugins(modules: Any, path: Path) -> None:
-    if not isinstance(modules, list):
-        raise UserError(f"{path}: plugins: expected a list of module names")
-    for module in modules:
-        try:
-            importlib.import_module(str(module))
-        except Exception as exc:
-            raise UserError(f"{path}: plugins: cannot import {module!r}: {exc}") from None
 
 
 def _safe_name(name: str) -> str:

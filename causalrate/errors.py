@@ -11,3 +11,19 @@ class UserError(Exception):
     """
 
     exit_code = 2
+
+
+class SystemsFailed(Exception):
+    """Every forecast of at least one system failed (exit code 3): its ratings would only rate failures.
+
+    Raised after the run's outputs are written, so nothing is lost; `--allow-failed-systems` accepts it.
+    """
+
+    exit_code = 3
+
+    def __init__(self, failed: dict[str, str]) -> None:
+        lines = "\n".join(f"  - {name}: {error[:500]}" for name, error in failed.items())
+        super().__init__(
+            f"every forecast of {len(failed)} system(s) failed:\n{lines}\n"
+            "The run's files are written; fix the system(s), or pass --allow-failed-systems to accept this."
+        )

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from causalrate import plugins
 from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
 from causalrate.causal.graph import Identification
 from causalrate.causal.heterogeneity import assess_heterogeneity
@@ -180,6 +181,7 @@ def assess(
         store.put_meta("base_dir", str(base_dir))
         store.put_meta("data_hash", study.dataset.content_hash())
         store.put_meta("not_assessed", study.not_assessed)
+        store.put_meta("plugins", plugins.resolve(config.plugins, base_dir=base_dir, where=base_dir))
         store.put_meta("status", "forecasting")
         _store_windows(store, study)
     cache = _open_cache(config, base_dir)
@@ -286,6 +288,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
             offsets=placed_at,
         )
 
+    cfg_plugins = plugins.resolve(cfg.plugins, base_dir=study.base_dir, where=study.base_dir)
     jobs = []
     history = series_history(ds, wd)
     for p, variant in ((q, v) for q in study.suite for v in range(placed[q.id].shape[1])):
@@ -332,7 +335,8 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                 )
                 record(spec.name, p.id, todo[hit], outcome, np.array([c.seconds for c in cached]), variant)
             miss = np.flatnonzero(~hit)
-            for chunk in np.array_split(miss, max(1, -(-miss.size // cfg.forecast.batch_size))) if miss.size else []:
+            size = system.batch_size or cfg.forecast.batch_size  # a model's own batch, not capped by the run's
+            for chunk in np.array_split(miss, max(1, -(-miss.size // size))) if miss.size else []:
                 rows = todo[chunk]
                 batch = Batch(
                     inputs=seen[chunk],
@@ -353,7 +357,8 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                         timeout=cfg.forecast.timeout,
                         batch=batch,
                         keys=[keys[c] for c in chunk],
-                        pinned=system.pinned,
+                        accelerator=system.accelerator,
+                        plugins=tuple(cfg_plugins),
                         variant=variant,
                     )
                 )

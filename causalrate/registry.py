@@ -15,7 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
+from causalrate.errors import UserError
+
 T = TypeVar("T")
+
+
+class UnknownName(UserError, KeyError):
+    """A name no registry entry has (exit code 2): a typo, or a plugin that was not imported."""
+
+    __str__ = BaseException.__str__  # KeyError would quote the message
 
 
 class Registry(Generic[T]):
@@ -38,7 +46,10 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except KeyError:
-            raise KeyError(f"unknown {self.kind} {name!r}; known: {', '.join(self._entries)}") from None
+            raise UnknownName(
+                f"unknown {self.kind} {name!r}; known: {', '.join(self._entries)} "
+                "(is the plugin that registers it listed under plugins:?)"
+            ) from None
 
     def name_of(self, entry: T) -> str:
         """The name an entry was registered under."""

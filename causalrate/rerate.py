@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 from pydantic import ValidationError
 
-from causalrate.config import RatingConfig, StudyConfig, format_validation_error, import_plugins
+from causalrate import plugins
+from causalrate.config import RatingConfig, StudyConfig, format_validation_error
 from causalrate.errors import UserError
 from causalrate.forecast.store import ForecastStore
 from causalrate.pipeline import Study, analyse, prepare
@@ -40,9 +41,22 @@ def read_run(run_dir: Path) -> tuple[dict, Path, str, dict[str, str], pd.DataFra
         store.close()
 
 
+def load_run_plugins(run_dir: Path) -> None:
+    """Import the plugins a run was made with (its store records them), so its registered names resolve."""
+    store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
+    try:
+        entries = store.get_meta("plugins")
+        if entries is None:  # a run made before the list was recorded: its config's, against its YAML folder
+            raw, base_dir = store.get_meta("config") or {}, Path(store.get_meta("base_dir") or run_dir)
+            entries = plugins.resolve(raw.get("plugins", []), base_dir=base_dir, where=run_dir)
+    finally:
+        store.close()
+    plugins.load(entries, where=run_dir / "forecasts.sqlite")
+
+
 def study_of(run_dir: Path, raw: dict, *, base_dir: Path, data_hash: str, not_assessed: dict[str, str]) -> Study:
     """The run's study rebuilt from its stored config (systems not checked: nothing is forecast)."""
-    import_plugins(raw.get("plugins", []), run_dir)
+    load_run_plugins(run_dir)
     try:
         config = StudyConfig.model_validate(raw)
     except ValidationError as exc:
@@ -101,6 +115,7 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
         import pyarrow  # noqa: F401
     except ImportError:
         raise UserError("export needs pyarrow: pip install 'causalrate[parquet]'") from None
+    load_run_plugins(run_dir)
     store = ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
     try:
         if store.get_meta("status") != "forecasted":  # exported anyway: partial rows are still worth a look

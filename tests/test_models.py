@@ -137,7 +137,7 @@ def rows(run) -> pd.DataFrame:
 
 
 def test_every_adapter_runs_end_to_end(run):
-    assert run["code"] == 0
+    assert run["code"] == 3  # phi3-untrained fails every row by design: assess says so (exit 3) after writing all
     frame = rows(run)
     failed = frame.groupby("system")["error"].apply(lambda e: e.notna().mean())
     expected = ["naive", "chronos", "chronos-bolt", "phi3", "phi3-vision", "gemini", "gemini-vision", "served"]

@@ -111,7 +111,7 @@ def test_a_hung_worker_is_killed_and_replaced(synthetic_study, cli, tmp_path, mo
     )
     started = time.monotonic()
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "2")
-    assert code == 0, err
+    assert code == 3 and "stuck: worker hung and was killed" in err, err  # it failed every row: said so at the end
     assert time.monotonic() - started < 60
     with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as db:
         errors = dict(db.execute("SELECT system, group_concat(DISTINCT error) FROM forecasts GROUP BY system"))
@@ -191,8 +191,8 @@ def test_ray_executor_matches_local(synthetic_study, cli, tmp_path):
     assert (tmp_path / "local" / "ratings.json").read_bytes() == (tmp_path / "ray" / "ratings.json").read_bytes()
 
 
-def test_gpu_batches_stay_in_one_worker(tmp_path):
-    """Pinned (GPU) jobs all run in worker 0 while the other workers take the rest."""
+def test_accelerator_batches_stay_in_one_worker_per_device(tmp_path):
+    """Each device's jobs run in one (spawned) worker of their own while the other workers take the rest."""
     from causalrate.forecast.runner import Job, LocalExecutor
     from causalrate.forecast.systems import Batch
 
@@ -206,8 +206,10 @@ def test_gpu_batches_stay_in_one_worker(tmp_path):
         input_dates=np.zeros((2, 5), dtype="datetime64[D]"),
         truth_dates=np.zeros((2, 1), dtype="datetime64[D]"),
     )
-    jobs = [Job("pid", "P0", np.arange(2), spec, tmp_path, 30.0, batch, pinned=i % 2 == 0) for i in range(12)]
-    pids: dict[bool, set[float]] = {True: set(), False: set()}
-    LocalExecutor(3).run(jobs, lambda job, outcome: pids[job.pinned].add(outcome.forecasts[0, 0]))
-    assert len(pids[True]) == 1
-    assert pids[False] - pids[True]  # the unpinned jobs also ran elsewhere
+    devices = ["cuda:0", "cuda:1", None]
+    jobs = [Job("pid", "P0", np.arange(2), spec, tmp_path, 30.0, batch, accelerator=devices[i % 3]) for i in range(18)]
+    pids: dict[str | None, set[float]] = {d: set() for d in devices}
+    LocalExecutor(3).run(jobs, lambda job, outcome: pids[job.accelerator].add(outcome.forecasts[0, 0]))
+    assert len(pids["cuda:0"]) == len(pids["cuda:1"]) == 1
+    assert pids["cuda:0"] != pids["cuda:1"]
+    assert os.getpid() not in pids[None] and len(pids[None] - pids["cuda:0"] - pids["cuda:1"]) >= 1

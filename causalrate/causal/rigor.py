@@ -151,7 +151,7 @@ def assess_rigor(
                         column = frame.loc[system][p].reindex(range(len(table))).to_numpy(dtype=float)
                         replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
     bootstrap = set(replicates)
-    for score, (scheme, column) in DRAW_SCORES.items():
+    for score, (scheme, column) in DRAW_SCORES.items() if len(draws) else ():  # none when every forecast failed
         part = draws[draws["scheme"] == scheme].assign(abs_adj=lambda d: d["ape_adj"].abs())
         for p, group in part.groupby("perturbation"):
             per_system = {s: g.sort_values("draw")[column].to_numpy() for s, g in group.groupby("system")}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from functools import cache
+from functools import cache, cached_property
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -20,6 +20,8 @@ from causalrate.errors import UserError
 from causalrate.forecast.systems import SYSTEMS, System
 
 BIG_FILE = 64 * 2**20  # files above this size are fingerprinted by size, head and tail only
+BATCH = {"accelerator": 256, "cpu": 32}  # default rows per forward pass: a GPU is only busy with full batches
+HOW_IT_RUNS = ("device", "dtype", "batch_size")  # settings replaced in the cache key by what they resolve to
 
 
 class CheckpointSettings(BaseModel):
@@ -31,7 +33,9 @@ class CheckpointSettings(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: bfloat16 on CUDA, float32 elsewhere"
     )
-    batch_size: int = Field(32, ge=1, description="rows per forward pass (the run's batch is split further)")
+    batch_size: int | None = Field(
+        None, ge=1, description="rows per forward pass; null: 256 on a GPU, 32 on the CPU (independent of the run's)"
+    )
 
 
 def require(module: str, extra: str, *, system: str, how: str | None = None) -> None:
@@ -98,33 +102,36 @@ def fingerprint(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def torch_device(setting: str) -> str:
+def cuda_present() -> bool:
+    """Whether a CUDA device is present, asked through NVML so this process does not initialise CUDA.
+
+    A process that has initialised CUDA cannot hand it to forked children, and holds a context on
+    the device for nothing; the main process only plans, the workers (spawned) run the models.
+    """
+    if find_spec("torch") is None:
+        return False
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # torch then asks NVML, not the CUDA runtime
     import torch
 
+    return torch.cuda.device_count() > 0
+
+
+def torch_device(setting: str) -> str:
+    """The device a `device:` setting resolves to (auto: CUDA, else Apple's MPS, else CPU), without touching CUDA."""
     if setting != "auto":
         return setting
-    if torch.cuda.is_available():
+    if cuda_present():
         return "cuda"
+    import torch
+
     return "mps" if torch.backends.mps.is_available() else "cpu"
 
 
-def torch_dtype(setting: str, device: str):
-    import torch
-
+def dtype_name(setting: str, device: str) -> str:
+    """The dtype a `dtype:` setting resolves to on `device` (auto: bfloat16 on CUDA, float32 elsewhere)."""
     if setting == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    return getattr(torch, setting)
-
-
-def on_accelerator(settings: CheckpointSettings) -> bool:
-    """Whether the system runs on a GPU: its batches then go to one worker, which keeps the model on the device."""
-    if settings.device != "auto":
-        return settings.device != "cpu"
-    if find_spec("torch") is None:
-        return False
-    import torch
-
-    return bool(torch.cuda.is_available())
+        return "bfloat16" if device.startswith("cuda") else "float32"
+    return setting
 
 
 class CheckpointSystem(System):
@@ -133,6 +140,8 @@ class CheckpointSystem(System):
     Settings = CheckpointSettings
     package: ClassVar[tuple[str, str]]  # (module to import, causalrate extra that installs it)
     install: ClassVar[str | None] = None  # how to install it, when `pip install 'causalrate[extra]'` is not enough
+    t5_family: ClassVar[bool] = False  # T5 activations overflow float16: that dtype is refused
+    uses_cores = True
 
     def __init__(self, settings: CheckpointSettings, *, base_dir: Path) -> None:
         super().__init__(settings, base_dir=base_dir)
@@ -144,24 +153,50 @@ class CheckpointSystem(System):
 
     def check(self, dataset: Dataset) -> None:
         require(*self.package, system=self.type_name, how=self.install)
+        if self.t5_family and self.settings.dtype == "float16":
+            raise UserError(
+                f"system type {self.type_name}: dtype: float16 overflows in T5-based models (its activations "
+                "exceed float16's range and become inf/NaN); use bfloat16 or float32 (auto: bfloat16 on CUDA)"
+            )
         locate(self.settings.model, base_dir=self.base_dir, system=self.type_name, download=True)
 
     def folder(self) -> Path:
         return locate(self.settings.model, base_dir=self.base_dir, system=self.type_name, download=False)
 
-    def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "checkpoint": fingerprint(self.folder())}
+    @cached_property
+    def device(self) -> str:
+        return torch_device(self.settings.device)
+
+    @cached_property
+    def dtype(self) -> str:
+        return dtype_name(self.settings.dtype, self.device)
 
     @property
-    def pinned(self) -> bool:
-        return on_accelerator(self.settings)
+    def batch_size(self) -> int:
+        """Rows per forward pass: the system's own, whatever the run's forecast.batch_size."""
+        return self.settings.batch_size or BATCH["cpu" if self.accelerator is None else "accelerator"]
+
+    def identity(self) -> dict[str, Any]:
+        """The weights' hash and the resolved device type and dtype (a bfloat16 GPU forecast is not a float32 one).
+
+        The batch size stays out: a row's forecast does not depend on the batch it is in.
+        """
+        identity = super().identity()
+        settings = {k: v for k, v in identity["settings"].items() if k not in HOW_IT_RUNS}
+        resolved = {"device_type": self.device.split(":")[0], "dtype": self.dtype}
+        return {**identity, "settings": settings, "checkpoint": fingerprint(self.folder()), "resolved": resolved}
+
+    @property
+    def accelerator(self) -> str | None:
+        return None if self.device == "cpu" else self.device
 
     def loaded(self, horizon: int | None = None) -> Any:
         """The model (for this horizon, if its shape depends on it), loaded on first use in this process."""
         if horizon not in self._models:
-            device = torch_device(self.settings.device)
-            dtype = torch_dtype(self.settings.dtype, device)
-            self._models[horizon] = self.load(self.folder(), device=device, dtype=dtype, horizon=horizon)
+            import torch
+
+            dtype = getattr(torch, self.dtype)
+            self._models[horizon] = self.load(self.folder(), device=self.device, dtype=dtype, horizon=horizon)
         return self._models[horizon]
 
     def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:

@@ -65,8 +65,13 @@ class EnvironmentSystem(System):
     stochastic = property(lambda self: self._fact("stochastic"))
 
     @property
-    def pinned(self) -> bool:
-        return bool(self.hello()["facts"]["pinned"])
+    def accelerator(self) -> str | None:
+        """The device the real system runs on, as its worker resolves it (never initialising CUDA here)."""
+        return self.hello()["facts"]["accelerator"]
+
+    @property
+    def batch_size(self) -> int | None:
+        return self.hello()["facts"]["batch_size"]
 
     def identity(self) -> dict[str, Any]:
         """The real system's identity plus the environment's Python and package versions."""

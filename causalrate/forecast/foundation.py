@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +23,6 @@ class ChronosSettings(CheckpointSettings):
         [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
         description="quantiles kept (Chronos-Bolt and other quantile models)",
     )
-    row_seeds: bool = Field(
-        True,
-        description="sampling models draw each row under its own seed (batch-independent, reproducible "
-        "under resume and caching); false: one seeded draw per batch, faster on a GPU",
-    )
 
 
 @SYSTEMS.register("chronos")
@@ -38,6 +36,7 @@ class Chronos(CheckpointSystem):
 
     Settings = ChronosSettings
     package = ("chronos", "chronos")
+    t5_family = True
     family = "time-series FM"
     architecture = "encoder-decoder"
     stochastic = True
@@ -57,29 +56,72 @@ class Chronos(CheckpointSystem):
         pipeline, s = self.loaded(), self.settings
         context = torch.tensor(batch.inputs, dtype=torch.float32)
         if pipeline.forecast_type == ForecastType.SAMPLES:
-            options = {
-                "prediction_length": batch.horizon,
-                "num_samples": s.num_samples,
-                "limit_prediction_length": False,
-            }
-            if s.row_seeds:
-                parts = []
-                for i, seed in enumerate(batch.seeds):
-                    torch.manual_seed(int(seed) % 2**63)
-                    parts.append(pipeline.predict(context[i : i + 1], **options))
-                paths = torch.cat(parts)
-            else:
-                torch.manual_seed(int(batch.seeds[0]) % 2**63)
-                paths = torch.cat([pipeline.predict(c, **options) for c in context.split(s.batch_size)])
-            paths = paths.float().numpy().astype(np.float64)
+            parts = []
+            for rows in torch.arange(len(context)).split(self.batch_size):
+                with row_sampling(pipeline, batch.seeds[rows.numpy()], s.num_samples):
+                    parts.append(
+                        pipeline.predict(
+                            context[rows],
+                            prediction_length=batch.horizon,
+                            num_samples=s.num_samples,
+                            limit_prediction_length=False,
+                        )
+                    )
+            paths = torch.cat(parts).float().numpy().astype(np.float64)
             return Prediction(point=np.median(paths, axis=1), samples=paths)
         levels = sorted(set(s.quantile_levels) | {0.5})
         grids = [
             pipeline.predict_quantiles(c, prediction_length=batch.horizon, quantile_levels=levels)[0]
-            for c in context.split(s.batch_size)
+            for c in context.split(self.batch_size)
         ]
         grid = torch.cat(grids).float().numpy().astype(np.float64)  # [b, d, q]
         return Prediction(point=grid[..., levels.index(0.5)], samples=grid.transpose(0, 2, 1))
+
+
+@contextmanager
+def row_sampling(pipeline: Any, seeds: np.ndarray, samples: int) -> Iterator[None]:
+    """Inside, a sampling Chronos draws every row's paths from that row's own seed, in one batched call.
+
+    chronos-forecasting samples through transformers' `generate` (one multinomial draw over the
+    whole batch, so a row's paths would depend on its batch). This adds a logits processor that
+    applies the model's temperature, top-k and top-p and picks each row's token by the
+    exponential race (Gumbel-max) with that row's own generator, leaving one token possible.
+    """
+    from transformers import LogitsProcessorList
+
+    config = pipeline.model.config
+    sampler = RowSampler(seeds, samples, temperature=config.temperature, top_k=config.top_k, top_p=config.top_p)
+    inner = pipeline.model.model
+    inner.generate = functools.partial(inner.generate, logits_processor=LogitsProcessorList([sampler]))
+    try:
+        yield
+    finally:
+        del inner.generate  # the class's own method again
+
+
+class RowSampler:
+    """A transformers logits processor: next tokens drawn per row (rows are [row, sample] in row-major order)."""
+
+    def __init__(self, seeds: np.ndarray, samples: int, *, temperature: float, top_k: int, top_p: float) -> None:
+        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        self.seeds, self.samples = [int(s) % 2**63 for s in seeds], samples
+        self.warpers = [TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k)]
+        if top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(top_p))
+        self.generators: list[Any] | None = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self.generators is None:  # on the scores' device, made once: later steps continue each row's stream
+            self.generators = [torch.Generator(scores.device).manual_seed(seed) for seed in self.seeds]
+        for warp in self.warpers:
+            scores = warp(input_ids, scores)
+        shape = (self.samples, scores.shape[-1])
+        race = torch.cat([torch.empty(shape, device=scores.device).exponential_(generator=g) for g in self.generators])
+        chosen = (scores.float() - race.log()).argmax(dim=-1, keepdim=True)
+        return torch.full_like(scores, -torch.inf).scatter_(-1, chosen, 0.0)
 
 
 class MomentSettings(CheckpointSettings):
@@ -103,6 +145,7 @@ class Moment(CheckpointSystem):
 
     Settings = MomentSettings
     package = ("momentfm", "moment")
+    t5_family = True
     family = "time-series FM"
     architecture = "encoder-only"
     nan_policy = "native mask"
@@ -148,20 +191,35 @@ class Moment(CheckpointSystem):
         return model.to(device=device, dtype=dtype).eval()
 
     def forecast(self, batch: Batch) -> np.ndarray:
+        """Inputs standardised and outputs restored in float64 here; only unit-scale values meet the weights' dtype.
+
+        MOMENT's own RevIN would do the same in the weights' dtype: in bfloat16, prices near 1,000
+        snap to a grid of 4. Its RevIN then sees mean 0 and deviation 1 and changes nothing.
+        """
         import torch
 
         model = self.loaded(batch.horizon)
         x, mask = _moment_inputs(batch.inputs, self.settings.seq_len)
+        x, mean, scale = _standardise(x, mask)
         parameter = next(model.parameters())
         out = []
         with torch.no_grad():
-            for rows in np.array_split(np.arange(len(x)), max(1, -(-len(x) // self.settings.batch_size))):
+            for rows in np.array_split(np.arange(len(x)), max(1, -(-len(x) // self.batch_size))):
                 result = model(
                     x_enc=torch.tensor(x[rows], dtype=parameter.dtype, device=parameter.device),
                     input_mask=torch.tensor(mask[rows], dtype=parameter.dtype, device=parameter.device),
                 )
                 out.append(result.forecast[:, 0].float().cpu().numpy())
-        return np.concatenate(out).astype(np.float64)
+        return np.concatenate(out).astype(np.float64) * scale + mean
+
+
+def _standardise(x: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """RevIN's statistics in float64: per row the observed values' mean and deviation (+1e-5), as MOMENT uses."""
+    values = np.where(mask[:, None, :] > 0, x, np.nan)[:, 0]
+    mean = np.nanmean(values, axis=1, keepdims=True)
+    scale = np.sqrt(np.nanmean((values - mean) ** 2, axis=1, keepdims=True)) + 1e-5
+    z = np.where(mask > 0, (x[:, 0] - mean) / scale, 0.0)
+    return z[:, None, :], mean, scale
 
 
 def _load_state(path: Path) -> dict:
@@ -188,7 +246,8 @@ def fit_moment_head(
     """Train MOMENT's forecasting head on (input window, truth) pairs the paper's way and save it.
 
     Encoder and patch embedder stay frozen, the head trains with dropout 0.1 and weight decay 0
-    (Adam, MSE). `out` (.safetensors) is what the `moment` system's `head:` setting loads.
+    (Adam, MSE), in float32 whatever the system's dtype (Adam's small updates vanish in bfloat16).
+    `out` (.safetensors) is what the `moment` system's `head:` setting loads.
     Returns the mean training loss of the first and the last epoch. Runs in MOMENT's environment.
     """
     import torch
@@ -197,7 +256,7 @@ def fit_moment_head(
     out = Path(out)
     locate(system.settings.model, base_dir=system.base_dir, system="moment", download=True)
     torch.manual_seed(seed)
-    model = system.loaded(truth.shape[1])
+    model = system.load(system.folder(), device=system.device, dtype=torch.float32, horizon=truth.shape[1])
     n = system.settings.seq_len
     x, mask = _moment_inputs(inputs, n)
     parameter = next(model.parameters())

@@ -75,7 +75,7 @@ class Phi3(HFChat):
     def ask(self, requests: list[Request], *, attempt: int) -> list[Answer]:
         """Greedy first asks go in left-padded batches of batch_size; sampled retries one by one, seeded per row."""
         tokenizer, model = self.loaded()
-        size = self.settings.batch_size if attempt == 0 else 1
+        size = self.batch_size if attempt == 0 else 1
         answers = []
         for start in range(0, len(requests), size):
             chunk = requests[start : start + size]

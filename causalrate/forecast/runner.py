@@ -4,15 +4,23 @@ Inside a worker each batch runs under a time limit (SIGALRM). A batch that raise
 retried row by row so only the rows that really fail become failure rows. A worker that
 hangs where the alarm cannot reach it (C code) or crashes is killed and replaced by the
 executor, and its batch is tried again up to `retries` times, then recorded as failed.
+
+Workers are started with `spawn`: a fresh interpreter that inherits no CUDA state (a forked
+child of a process that touched CUDA cannot use it) and the current environment. Each job
+carries the study's plugins, imported in the worker before its system is built. Workers die
+with the main process (PR_SET_PDEATHSIG on Linux, a watching thread elsewhere) and ignore
+Ctrl-C, which the main process handles: it kills them and keeps the finished batches.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import queue
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +31,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from causalrate import plugins
 from causalrate.errors import UserError
 from causalrate.forecast.systems import Batch, Prediction, System, build_system
 
@@ -45,7 +54,8 @@ class Job:
     timeout: float
     batch: Batch  # inputs already imputed for systems that do not accept NaN
     keys: list[str] = field(default_factory=list)  # cache keys of the rows
-    pinned: bool = False  # runs on a GPU: always in the same worker, which keeps the model on the device
+    accelerator: str | None = None  # e.g. "cuda:1": all its jobs go to that device's worker, which keeps the model
+    plugins: tuple[str, ...] = ()  # resolved plugin entries, imported in the worker first
     variant: int = 0  # placement worst: which candidate offset the rows carry
 
     @property
@@ -89,8 +99,17 @@ _SYSTEMS: dict[str, System] = {}  # per-process cache: build each system once pe
 def _system(job: Job) -> System:
     key = json.dumps(job.spec, sort_keys=True, default=str)
     if key not in _SYSTEMS:
+        plugins.load(job.plugins)
         _SYSTEMS[key] = build_system(job.spec, base_dir=job.base_dir)
     return _SYSTEMS[key]
+
+
+def _use_cores(system: System, cores: int) -> None:
+    """A model on the CPU gets the worker's cores (torch threads); other systems keep one BLAS thread."""
+    if system.uses_cores and system.accelerator is None:
+        import torch
+
+        torch.set_num_threads(cores)
 
 
 def _call(system: System, batch: Batch, timeout: float) -> Prediction:
@@ -99,10 +118,11 @@ def _call(system: System, batch: Batch, timeout: float) -> Prediction:
     return Prediction.of(out, rows=batch.inputs.shape[0], horizon=batch.horizon)
 
 
-def run_job(job: Job) -> Outcome:
-    """Forecast one batch; never raises for a system's fault."""
+def run_job(job: Job, *, cores: int = 1) -> Outcome:
+    """Forecast one batch with `cores` threads for a CPU model; never raises for a system's fault."""
     started = time.perf_counter()
     system, batch = _system(job), job.batch
+    _use_cores(system, cores)
     b, d = batch.inputs.shape[0], batch.horizon
     forecasts = np.full((b, d), np.nan)
     errors: list[str | None] = [None] * b
@@ -142,69 +162,142 @@ def _progress(jobs: list[Job], label: str) -> tqdm:
     return tqdm(total=sum(j.size for j in jobs), desc=label, unit="fc", file=sys.stderr, disable=None, smoothing=0.1)
 
 
-def _worker(tasks: multiprocessing.Queue, results: multiprocessing.Queue) -> None:
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with(parent: int) -> None:
+    """End this process when `parent` ends: the kernel's parent-death signal on Linux, a watching thread elsewhere."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # it ended before the signal was armed
+            os._exit(1)
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _worker(tasks: multiprocessing.Queue, results: multiprocessing.Queue, parent: int, cores: int) -> None:
     from threadpoolctl import threadpool_limits
 
+    import causalrate.config  # noqa: F401  (what building a system needs: imported before any batch's clock runs)
+
+    die_with(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     threadpool_limits(1)  # workers run in parallel already; multi-threaded BLAS would oversubscribe the cores
     while (item := tasks.get()) is not None:
         index, job = item
+        results.put((index, None))  # started: the batch's clock starts now, not while this worker was starting up
         try:
-            results.put((index, run_job(job)))
+            results.put((index, run_job(job, cores=cores)))
         except Exception as exc:  # e.g. the system cannot be built here
             results.put((index, f"worker error: {type(exc).__name__}: {exc}"))
 
 
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """Children started here load every BLAS with one thread (set before their first import; models raise it)."""
+    previous = {name: os.environ.get(name) for name in BLAS_THREADS}
+    os.environ.update(dict.fromkeys(BLAS_THREADS, "1"))
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Children started here are born ignoring SIGINT (the disposition survives exec; Python keeps it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 class LocalExecutor:
-    """A pool of worker processes, each given one batch at a time and watched by the main process."""
+    """A pool of worker processes, each given one batch at a time and watched by the main process.
+
+    Jobs for an accelerator all go to one worker per device (its "home" slot), which loads the
+    model once and keeps it there; a model on the CPU uses the worker's share of the cores.
+    """
 
     def __init__(self, workers: int, *, retries: int = 1) -> None:
         self.workers = workers
         self.retries = retries
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        self.context = multiprocessing.get_context(method)
+        self.context = multiprocessing.get_context("spawn")
+        self.cores = max(1, available_cores() // max(workers, 1))
 
     def _start(self, results: multiprocessing.Queue) -> tuple[Any, multiprocessing.Queue]:
         tasks = self.context.Queue()
-        process = self.context.Process(target=_worker, args=(tasks, results), daemon=True)
-        process.start()
+        tasks.cancel_join_thread()  # a killed worker's unread queue must not block our exit
+        process = self.context.Process(target=_worker, args=(tasks, results, os.getpid(), self.cores), daemon=True)
+        with _sigint_ignored(), _one_blas_thread():
+            process.start()
         return process, tasks
 
     def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
         results = self.context.Queue()
         slots = [self._start(results) for _ in range(min(self.workers, len(jobs)) or 1)]
+        devices = sorted({j.accelerator for j in jobs if j.accelerator})
+        home = {device: k % len(slots) for k, device in enumerate(devices)}  # one worker per device
         pending = list(range(len(jobs)))[::-1]
         attempts = [0] * len(jobs)
-        running: dict[int, tuple[int, float]] = {}  # slot → (job index, started)
+        running: dict[int, tuple[int, float | None]] = {}  # slot → (job index, when the worker took it up)
+        interrupted = True
         with _progress(jobs, label) as bar:
             try:
                 while pending or running:
                     for slot in range(len(slots)):
-                        # GPU batches all go to worker 0: one model copy per device, no contention
-                        index = next((i for i in reversed(pending) if slot == 0 or not jobs[i].pinned), None)
+                        index = next(
+                            (i for i in reversed(pending) if home.get(jobs[i].accelerator, slot) == slot), None
+                        )
                         if slot not in running and index is not None:
                             pending.remove(index)
                             attempts[index] += 1
                             slots[slot][1].put((index, jobs[index]))
-                            running[slot] = (index, time.monotonic())
+                            running[slot] = (index, None)  # the clock starts when the worker takes it up
                     try:
                         index, outcome = results.get(timeout=0.5)
                     except queue.Empty:
                         pass
                     else:
                         slot = next((s for s, (i, _) in running.items() if i == index), None)
-                        if slot is None and index not in pending:
-                            continue  # a late answer from a worker that was killed: its batch is settled
-                        if slot is None:
-                            pending.remove(index)  # it answered just before being killed: take it
-                        else:
-                            del running[slot]
-                        if isinstance(outcome, str):
-                            outcome = Outcome.failed(jobs[index], outcome, 0.0)
-                        on_done(jobs[index], outcome)
-                        bar.update(jobs[index].size)
+                        if outcome is None:  # the worker took the batch up
+                            if slot is not None:
+                                running[slot] = (index, time.monotonic())
+                        elif slot is not None or index in pending:  # else: a killed worker's late answer, settled
+                            if slot is None:
+                                pending.remove(index)  # it answered just before being killed: take it
+                            else:
+                                del running[slot]
+                            if isinstance(outcome, str):
+                                outcome = Outcome.failed(jobs[index], outcome, 0.0)
+                            on_done(jobs[index], outcome)
+                            bar.update(jobs[index].size)
                     for slot, (index, started) in list(running.items()):
                         process = slots[slot][0]
-                        elapsed = time.monotonic() - started
+                        elapsed = 0.0 if started is None else time.monotonic() - started
                         hung = elapsed > jobs[index].timeout + GRACE_SECONDS
                         if not hung and process.is_alive():
                             continue
@@ -220,9 +313,13 @@ class LocalExecutor:
                                 jobs[index], Outcome.failed(jobs[index], f"worker {why} after {elapsed:.0f} s", elapsed)
                             )
                             bar.update(jobs[index].size)
+                interrupted = False
             finally:
-                for _, tasks in slots:
-                    tasks.put(None)
+                for process, tasks in slots:
+                    if interrupted:  # Ctrl-C or an error: stop now, the finished batches are stored
+                        process.kill()
+                    else:
+                        tasks.put(None)
                 for process, _ in slots:
                     process.join(timeout=5)
                     if process.is_alive():
@@ -247,42 +344,43 @@ class RayExecutor:
     def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
         ray = self.ray
         remote = ray.remote(max_retries=self.retries, num_cpus=1)(_ray_job)
-        on_gpu = remote.options(num_gpus=1)  # Ray places GPU batches on a worker that holds a device
+        on_gpu = remote.options(num_gpus=1)  # Ray places accelerator batches on a worker that holds a device
         pending = list(range(len(jobs)))[::-1]
         attempts = [0] * len(jobs)
         running: dict[Any, tuple[int, float]] = {}
         limit = max(2 * self.workers, 1)  # few in flight: submission time ≈ start time
         with _progress(jobs, label) as bar:
-            while pending or running:
-                while pending and len(running) < limit:
-                    index = pending.pop()
-                    attempts[index] += 1
-                    task = on_gpu if jobs[index].pinned else remote
-                    running[task.remote(jobs[index])] = (index, time.monotonic())
-                ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
-                for ref in ready:
-                    index, _ = running.pop(ref)
-                    try:
-                        outcome = ray.get(ref)
-                    except Exception as exc:  # a worker that died after its retries
-                        outcome = Outcome.failed(jobs[index], f"Ray task failed: {type(exc).__name__}", 0.0)
-                    on_done(jobs[index], outcome)
-                    bar.update(jobs[index].size)
-                for ref, (index, started) in list(running.items()):
-                    elapsed = time.monotonic() - started
-                    if elapsed > jobs[index].timeout * 2 + GRACE_SECONDS:  # queued time counts too: be lenient
+            try:
+                while pending or running:
+                    while pending and len(running) < limit:
+                        index = pending.pop()
+                        attempts[index] += 1
+                        task = on_gpu if jobs[index].accelerator else remote
+                        running[task.remote(jobs[index])] = (index, time.monotonic())
+                    ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+                    for ref in ready:
+                        index, _ = running.pop(ref)
+                        try:
+                            outcome = ray.get(ref)
+                        except Exception as exc:  # a worker that died after its retries
+                            outcome = Outcome.failed(jobs[index], f"Ray task failed: {type(exc).__name__}", 0.0)
+                        on_done(jobs[index], outcome)
+                        bar.update(jobs[index].size)
+                    for ref, (index, started) in list(running.items()):
+                        elapsed = time.monotonic() - started
+                        if elapsed <= jobs[index].timeout * 2 + GRACE_SECONDS:  # queued time counts: be lenient
+                            continue
                         ray.cancel(ref, force=True)
                         del running[ref]
                         if attempts[index] <= self.retries:
                             pending.append(index)
                         else:
-                            on_done(
-                                jobs[index],
-                                Outcome.failed(
-                                    jobs[index], f"Ray worker hung and was killed after {elapsed:.0f} s", elapsed
-                                ),
-                            )
+                            why = f"Ray worker hung and was killed after {elapsed:.0f} s"
+                            on_done(jobs[index], Outcome.failed(jobs[index], why, elapsed))
                             bar.update(jobs[index].size)
+            finally:  # after Ctrl-C or an error, nothing keeps running for this run
+                for ref in running:
+                    ray.cancel(ref, force=True)
 
 
 def _ray_job(job: Job) -> Outcome:

@@ -135,6 +135,14 @@ class ForecastStore:
         with self.conn:
             self.conn.executemany(f"INSERT INTO forecasts VALUES ({marks})", rows)
 
+    def failed_systems(self) -> dict[str, str]:
+        """Systems none of whose forecasts succeeded, each with its first error (in the order rows were written)."""
+        query = """
+            SELECT system, (SELECT error FROM forecasts AS f WHERE f.system = g.system ORDER BY rowid LIMIT 1)
+            FROM forecasts AS g GROUP BY system HAVING SUM(error IS NULL) = 0 ORDER BY system
+        """
+        return dict(self.conn.execute(query).fetchall())
+
     def forecasts(self, *, samples: bool = False) -> pd.DataFrame:
         """All forecast rows joined with their window's series and start, sorted for determinism.
 
@@ -146,7 +154,8 @@ class ForecastStore:
             f"SELECT {', '.join(f'f.[{n}]' for n in names)}, w.series, w.start "
             "FROM forecasts f JOIN windows w USING (window) ORDER BY f.system, f.perturbation, f.window"
         )
-        frame = pd.read_sql_query(query, self.conn)
+        metric_columns = {n: "float64" for n in names if n.startswith("m_")}  # all-NULL columns would be objects
+        frame = pd.read_sql_query(query, self.conn, dtype=metric_columns)
         if "offsets" not in frame:
             frame["offsets"] = None
         if samples:

@@ -99,7 +99,9 @@ class System:
     stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
     version: ClassVar[str] = "1"  # bump when the system's code changes its forecasts
     libraries: ClassVar[tuple[str, ...]] = ()  # packages whose version changes its forecasts
-    pinned: bool = False  # True: runs on a GPU, all its batches go to one worker process
+    accelerator: str | None = None  # the device it runs on ("cuda", "cuda:1", "mps"): one worker per device
+    batch_size: int | None = None  # rows per job; None: the run's forecast.batch_size
+    uses_cores: ClassVar[bool] = False  # multi-threaded on the CPU: given its worker's share of the cores
     # pip requirements of its own managed environment (`causalrate env create <type>`); empty: the engine's
     environment_requirements: ClassVar[tuple[str, ...]] = ()
 

@@ -1,0 +1,300 @@
+"""Benchmark (issue 18): forecasts/s of foundation models through the engine vs the model alone, GPU busy %.
+
+Run on a GPU machine:   python bench/gpu.py            (device: auto → CUDA, bfloat16)
+Smoke run on a CPU:     python bench/gpu.py --smoke    (tiny checkpoints, seconds)
+
+Models are randomly initialised from configs of their real sizes (no download): Chronos
+(t5-small: d_model 512, 6+6 layers, 4,096 bins, 20 sample paths), Chronos-Bolt (small), MOMENT
+(a t5-small-sized encoder, seq_len 512) and a Phi-3-sized chat model (hidden 3,072, 32 heads,
+vocab 32,064) cut to 2 layers. Each runs the quickstart's windows (6 series, 2022, 80 in, 20
+ahead) under the paper's four perturbations (the chat model writes 40 new tokens per answer):
+
+- engine: the `assess` forecast stage (`forecast_all`: a spawned worker per device, jobs of the
+  system's own batch size, store and metrics, no cache), worker start and model load included;
+- model alone: the same system's `forecast()` on the same inputs in batches of its batch size,
+  in this process, after loading (load time shown apart).
+
+GPU busy % is nvidia-smi's utilization.gpu, sampled every 0.2 s during each phase.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from common import ROOT, arguments, machine
+
+sys.path.insert(0, str(ROOT))  # tests.tiny_models: the tokenizer builder
+
+SIZES = {  # (full, smoke)
+    "t5": ({"d_model": 512, "d_ff": 2048, "num_layers": 6, "num_heads": 8, "d_kv": 64}, {"d_model": 16, "d_ff": 32}),
+    "phi3": (
+        {"hidden_size": 3072, "intermediate_size": 8192, "num_attention_heads": 32, "vocab_size": 32064},
+        {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "vocab_size": 700},
+    ),
+}
+
+
+def t5(smoke: bool, **extra):
+    from transformers import T5Config
+
+    size = SIZES["t5"][smoke]
+    base = {"num_layers": 1, "num_heads": 2, "d_kv": 8} if smoke else {}
+    return T5Config(**{**base, **size, "num_decoder_layers": size.get("num_layers", 1)}, **extra)
+
+
+def build_chronos(folder: Path, smoke: bool) -> None:
+    from transformers import T5ForConditionalGeneration
+
+    bins = 64 if smoke else 4096
+    config = t5(smoke, vocab_size=bins + 2, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    config.chronos_config = {
+        "tokenizer_class": "MeanScaleUniformBins",
+        "tokenizer_kwargs": {"low_limit": -15.0, "high_limit": 15.0},
+        "context_length": 512,
+        "prediction_length": 64,
+        "n_tokens": bins + 2,
+        "n_special_tokens": 2,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "use_eos_token": True,
+        "model_type": "seq2seq",
+        "num_samples": 20,
+        "temperature": 1.0,
+        "top_k": 50,
+        "top_p": 1.0,
+    }
+    T5ForConditionalGeneration(config).save_pretrained(folder)
+
+
+def build_bolt(folder: Path, smoke: bool) -> None:
+    from chronos.chronos_bolt import ChronosBoltModelForForecasting
+
+    config = t5(smoke, vocab_size=2, decoder_start_token_id=0, pad_token_id=0)
+    config.chronos_config = {
+        "context_length": 2048,
+        "prediction_length": 64,
+        "input_patch_size": 16,
+        "input_patch_stride": 16,
+        "quantiles": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+        "use_reg_token": True,
+    }
+    config.chronos_pipeline_class = "ChronosBoltPipeline"
+    config.architectures = ["ChronosBoltModelForForecasting"]
+    ChronosBoltModelForForecasting(config).save_pretrained(folder)
+
+
+def build_moment(folder: Path, smoke: bool) -> Path:
+    from momentfm import MOMENTPipeline
+    from safetensors.torch import save_file
+
+    t5_config = {**t5(smoke).to_dict(), "vocab_size": 32, "feed_forward_proj": "gated-gelu", "model_type": "t5"}
+    config = {
+        "task_name": "reconstruction",
+        "model_name": "MOMENT",
+        "transformer_type": "encoder_only",
+        "d_model": None,
+        "seq_len": 512,
+        "patch_len": 8,
+        "patch_stride_len": 8,
+        "transformer_backbone": "google/flan-t5-small",
+        "t5_config": t5_config,
+        "revin_affine": False,
+        "add_positional_embedding": True,
+        "value_embedding_bias": False,
+        "orth_gain": 1.41,
+        "mask_ratio": 0.0,
+        "enable_gradient_checkpointing": False,
+        "randomly_initialize_backbone": False,
+        "device": "cpu",
+    }
+    model = MOMENTPipeline(config=config, model_kwargs={"task_name": "reconstruction"})
+    model.init()
+    model.save_pretrained(folder)
+    forecaster = MOMENTPipeline(config=config, model_kwargs={"task_name": "forecasting", "forecast_horizon": 20})
+    forecaster.init()
+    head = folder.parent / "moment-head.safetensors"
+    save_file({k: v.contiguous() for k, v in forecaster.head.state_dict().items()}, str(head))
+    return head
+
+
+def build_phi3(folder: Path, smoke: bool) -> None:
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    from tests.tiny_models import build_tokenizer
+
+    tokenizer = build_tokenizer([f"({i}, {i * 1.5:.2f}) <forecast> 2022-01-{i % 28 + 1:02d}" for i in range(500)])
+    size = SIZES["phi3"][smoke]
+    config = Phi3Config(
+        **size,
+        num_hidden_layers=2,
+        num_key_value_heads=size["num_attention_heads"],
+        max_position_embeddings=4096,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    tokenizer.save_pretrained(folder)
+    Phi3ForCausalLM(config).save_pretrained(folder)
+
+
+SYSTEMS = {
+    "chronos": "{name: chronos, type: chronos, model: ckpt/chronos, num_samples: 20}",
+    "chronos-bolt": "{name: chronos-bolt, type: chronos, model: ckpt/bolt}",
+    "moment": "{name: moment, type: moment, model: ckpt/moment, head: ckpt/moment-head.safetensors, seq_len: 512}",
+    "phi3": "{name: phi3, type: phi3, model: ckpt/phi3, max_new_tokens: %d, parse_retries: 0}",
+}
+
+
+def study(folder: Path, system: str, smoke: bool) -> Path:
+    series = "[AAPL, MSFT]" if smoke else "[AAPL, MSFT, MRK, PFE, JPM, BAC]"
+    path = folder / f"{system}.yaml"
+    path.write_text(
+        f"""name: gpu-{system}
+data: {{source: embedded, series: {series}, start: 2022-01-01, end: 2022-12-31}}
+windows: {{input_length: 80, horizon: 20, stride: {40 if smoke else 1}}}
+forecast: {{cache: false, timeout: 600}}
+systems: [{SYSTEMS[system].replace("%d", "8" if smoke else "40")}]
+"""
+    )
+    return path
+
+
+class GpuBusy:
+    """Mean utilization.gpu (nvidia-smi) over the block; None without nvidia-smi."""
+
+    def __enter__(self) -> GpuBusy:
+        self.samples: list[float] = []
+        self.running = shutil.which("nvidia-smi") is not None
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while self.running:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+            self.samples.append(float(out[0]) if out else np.nan)
+            time.sleep(0.2)
+
+    def __exit__(self, *exc: object) -> None:
+        self.running = False
+        self.thread.join()
+
+    @property
+    def busy(self) -> str:
+        return f"{np.nanmean(self.samples):.0f} %" if self.samples else "—"
+
+
+def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
+    from causalrate.config import load_config
+    from causalrate.forecast.runner import LocalExecutor
+    from causalrate.forecast.store import ForecastStore
+    from causalrate.pipeline import _store_windows, forecast_all, prepare
+    from causalrate.score.metrics import METRICS
+
+    config, base_dir = load_config(study(folder, name, smoke))
+    prepared = prepare(config, base_dir=base_dir)
+    store = ForecastStore.create(folder / f"{name}.sqlite", metrics=METRICS.names())
+    _store_windows(store, prepared)
+    with GpuBusy() as engine_busy:
+        started = time.perf_counter()
+        rows = forecast_all(prepared, store, cache=None, executor=LocalExecutor(1))["made"]
+        engine = time.perf_counter() - started
+    inputs = store.forecasts()  # the same rows, forecast again by the model alone
+    store.close()
+    system = prepared.systems[name]
+    batch = batches(prepared)
+    started = time.perf_counter()
+    system.forecast(batch[0].row(0))  # loads the model (and forecasts one row)
+    load = time.perf_counter() - started
+    with GpuBusy() as alone_busy:
+        started = time.perf_counter()
+        for part in batch:
+            system.forecast(part)
+        alone = time.perf_counter() - started
+    assert len(inputs) == rows == sum(len(b.inputs) for b in batch)
+    return (
+        name,
+        str(system.device),
+        str(system.batch_size),
+        f"{rows:,}",
+        f"{rows / engine:.1f}",
+        engine_busy.busy,
+        f"{rows / alone:.1f}",
+        alone_busy.busy,
+        f"{load:.1f}",
+        f"{100 * (alone + load) / engine:.0f} %",
+    )
+
+
+def batches(prepared) -> list:
+    """The forecast stage's own inputs: every perturbation of every window, in the system's batch size."""
+    from causalrate.forecast.impute import impute
+    from causalrate.forecast.systems import Batch
+    from causalrate.perturb.suite import perturbation_seeds
+    from causalrate.seeding import row_seeds
+
+    wd, ds, cfg = prepared.windows, prepared.dataset, prepared.config
+    (name,) = prepared.systems
+    system = prepared.systems[name]
+    keys = [(ds.series[i].id, int(s)) for i, s in zip(wd.series_index, wd.start, strict=True)]
+    out = []
+    for p in prepared.suite:
+        seen = p.apply(wd.inputs, wd.start, seeds=perturbation_seeds(cfg.seed, p.id, keys))
+        if not system.accepts_nan:
+            seen = impute(seen, cfg.forecast.imputation)
+        seeds = row_seeds(cfg.seed, name, keys=[(*k, p.id) for k in keys])
+        dates = p.apply_dates(wd.input_dates, wd.start)
+        for rows in np.array_split(np.arange(len(wd)), max(1, -(-len(wd) // system.batch_size))):
+            out.append(
+                Batch(
+                    inputs=seen[rows],
+                    horizon=wd.horizon,
+                    seeds=seeds[rows],
+                    attributes=tuple(ds.series[wd.series_index[i]].attributes for i in rows),
+                    input_dates=dates[rows],
+                    truth_dates=wd.truth_dates[rows],
+                )
+            )
+    return out
+
+
+def main() -> None:
+    args = arguments()
+    print(machine())
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        build_chronos(folder / "ckpt" / "chronos", args.smoke)
+        build_bolt(folder / "ckpt" / "bolt", args.smoke)
+        build_moment(folder / "ckpt" / "moment", args.smoke)
+        build_phi3(folder / "ckpt" / "phi3", args.smoke)
+        rows = [measure(folder, name, args.smoke) for name in SYSTEMS]
+    head = (
+        "system",
+        "device",
+        "batch",
+        "forecasts",
+        "engine fc/s",
+        "GPU busy",
+        "model alone fc/s",
+        "GPU busy",
+        "load s",
+        "engine vs alone+load",
+    )
+    print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()

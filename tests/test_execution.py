@@ -1,0 +1,211 @@
+"""Issues 18 and 14: spawned workers carry plugins, die with their parent, take Ctrl-C quietly; failed systems."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+PLUGIN = '''
+import numpy as np
+
+from causalrate.causal.schemes import SCHEMES, Scheme
+from causalrate.forecast.systems import SYSTEMS, System
+from causalrate.perturb.operators import OPERATORS, Operator
+from causalrate.score.scores import SCORES, Score
+
+
+@OPERATORS.register("negate")
+class Negate(Operator):
+    description = "a value's sign is flipped"
+
+    def apply(self, values, mask, *, seeds, **params):
+        values[mask] = -values[mask]
+        return values
+
+
+@SYSTEMS.register("last-plus-one")
+class LastPlusOne(System):
+    """The last value plus one."""
+
+    accepts_nan = False
+
+    def forecast(self, batch):
+        return np.repeat(batch.inputs[:, -1:], batch.horizon, axis=1) + 1.0
+
+
+@SCORES.register("mean_outcome")
+class MeanOutcome(Score):
+    label = "mean outcome"
+    description = "the mean of the outcome metric"
+
+    def compute(self, evidence):
+        rows = evidence.forecasts.groupby(["system", "perturbation"], as_index=False)["outcome"].mean()
+        return rows.rename(columns={"outcome": "raw"})
+
+
+@SCHEMES.register("even_first")
+class EvenFirst(Scheme):
+    description = "even windows are perturbed more often"
+
+    def probabilities(self, table, *, high, low):
+        return np.where(np.arange(len(table)) % 2 == 0, high, low)
+'''
+
+
+def run_cli(*args, cwd: Path, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    """The CLI in a fresh interpreter: nothing the test process imported helps it."""
+    return subprocess.run(
+        [sys.executable, "-m", "causalrate", *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def plugin_study(folder: Path, synthetic_study, plugins: str) -> Path:
+    config = synthetic_study(
+        "- {name: plus-one, type: last-plus-one}\n- {name: naive, type: naive}\n",
+        draws=2,
+        stride=20,
+        extra=textwrap.dedent(f"""\
+            plugins: {plugins}
+            rigor: {{replicates: 0}}
+            """),
+    )
+    (folder / "my_plugin.py").write_text(PLUGIN)
+    text = config.read_text().replace("operator: halve", "operator: negate")
+    config.write_text(text.replace("causal: {draws: 2}", "causal: {draws: 2, schemes: [uniform, even_first]}"))
+    return config
+
+
+def check_plugin_run(run: Path, cwd: Path, env: dict | None = None) -> None:
+    ratings = json.loads((run / "ratings.json").read_text())
+    text = json.dumps(ratings)
+    assert "mean_outcome" in text and "even_first" in text and "P2" in text
+    with sqlite3.connect(run / "forecasts.sqlite") as db:
+        failed = db.execute("SELECT count(*) FROM forecasts WHERE system = 'plus-one' AND error IS NOT NULL")
+        assert failed.fetchone()[0] == 0  # the plugin system forecast in every worker
+    # card, rate and export import the run's plugins themselves (fresh processes)
+    for command in (["card", run, "--format", "md"], ["rate", run, "--no-cards"], ["export", run]):
+        done = run_cli(*command, cwd=cwd, env=env)
+        assert done.returncode == 0, (command, done.stderr)
+
+
+def test_plugin_file_of_each_kind_travels_to_spawned_workers_and_run_commands(synthetic_study, tmp_path):
+    config = plugin_study(tmp_path, synthetic_study, "[my_plugin.py]")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()  # the plugin file is found relative to the YAML, not the working directory
+    done = run_cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "2", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    check_plugin_run(tmp_path / "run", cwd=elsewhere)
+
+
+def test_plugin_module_of_each_kind_travels_to_ray_workers(synthetic_study, tmp_path):
+    pytest.importorskip("ray")
+    config = plugin_study(tmp_path, synthetic_study, "[my_plugin]")
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    run = tmp_path / "run"
+    done = run_cli(
+        "assess", config, "--out", run, "--no-cards", "--workers", "1", "--executor", "ray", cwd=tmp_path, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    check_plugin_run(run, cwd=tmp_path, env=env)
+
+
+def test_an_unknown_registered_name_is_a_user_error(synthetic_study, cli):
+    config = synthetic_study("- {name: naive, type: naive}\n", draws=2, stride=20)
+    config.write_text(config.read_text().replace("operator: halve", "operator: negate"))
+    code, _, err = cli("assess", config, "--no-cards")
+    assert code == 2 and "negate" in err and "Traceback" not in err
+
+
+def children(pid: int) -> set[int]:
+    """Processes whose parent is pid (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def start_slow_run(synthetic_study, tmp_path: Path) -> tuple[subprocess.Popen, Path, list]:
+    systems = '- {name: slow, type: python, function: "planted.py:slow_last"}\n- {name: naive, type: naive}\n'
+    config = synthetic_study(systems, draws=2, stride=6, extra="forecast: {batch_size: 4, cache: false}\n")
+    command = [sys.executable, "-m", "causalrate", "assess", str(config), "--no-cards", "--workers", "2"]
+    run = tmp_path / "run"
+    process = subprocess.Popen(
+        [*command, "--out", str(run)], stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path
+    )
+    deadline, rows = time.monotonic() + 90, 0
+    while time.monotonic() < deadline and rows < 12:
+        time.sleep(0.2)
+        try:
+            with sqlite3.connect(run / "forecasts.sqlite") as db:
+                rows = db.execute("SELECT count(*) FROM forecasts").fetchone()[0]
+        except sqlite3.OperationalError:
+            pass
+    assert rows >= 12, "the run did not get going"
+    return process, run, command
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_workers_die_with_a_killed_parent(synthetic_study, tmp_path):
+    process, _, _ = start_slow_run(synthetic_study, tmp_path)
+    workers = children(process.pid)
+    assert len(workers) >= 2
+    process.kill()  # kill -9 of the main process only: no clean-up of its own
+    process.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(p) for p in workers):
+        time.sleep(0.2)
+    assert not [p for p in workers if alive(p)]
+
+
+def test_ctrl_c_stops_quietly_and_the_run_resumes(synthetic_study, tmp_path):
+    process, run, command = start_slow_run(synthetic_study, tmp_path)
+    os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert f"--resume {run}" in err
+    resumed = subprocess.run([*command, "--resume", str(run)], capture_output=True, text=True, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    with sqlite3.connect(run / "forecasts.sqlite") as db:
+        total, distinct = db.execute(
+            "SELECT count(*), count(DISTINCT system || window || perturbation) FROM forecasts"
+        ).fetchone()
+    assert total == distinct == 2 * 4 * 6 * 19
+
+
+def test_a_system_that_fails_every_row_fails_the_run_after_writing_it(synthetic_study, cli, tmp_path):
+    config = synthetic_study('- {name: broken, type: python, function: "planted.py:wrong_shape"}\n', draws=2, stride=20)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
+    assert code == 3
+    assert "broken: ValueError: wrong shape" in err
+    assert (tmp_path / "run" / "ratings.json").is_file()  # written before the exit: nothing lost
+    code, _, err = cli("assess", config, "--out", tmp_path / "ok", "--no-cards", "--allow-failed-systems")
+    assert code == 0, err
