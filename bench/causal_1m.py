@@ -76,6 +76,7 @@ def build(folder: Path):
                         "perturbation": p,
                         "forecast": None,
                         "error": None,
+                        "offsets": None,  # no recorded placement: the recency views are empty
                         "seconds": 0.0,
                         "rmax_scaled": outcome,
                         "sign_accuracy": rng.uniform(0.3, 0.7, w),
