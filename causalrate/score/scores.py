@@ -57,6 +57,22 @@ class Score:
 SCORES: Registry[type[Score]] = Registry("score")
 
 
+def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Every score's raw rows (column `score` added; the control's only for on_control scores), and why
+    each score the run cannot provide is unavailable. `names` defaults to every registered score."""
+    raw, unavailable = [], {}
+    for name in names or SCORES.names():
+        score = SCORES.get(name)()
+        values = score.compute(evidence)
+        if values is None:
+            unavailable[name] = score.unavailable
+            continue
+        if not score.on_control:
+            values = values[values["perturbation"] != evidence.control]
+        raw.append(values.assign(score=name))
+    return pd.concat(raw, ignore_index=True), unavailable
+
+
 class WrsScore(Score):
     family = "bias"
     coverage = "perturbed"
