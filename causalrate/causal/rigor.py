@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from causalrate.causal.refute import refute
+from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.uncertainty import (
     bootstrap_counts,
     interval,
@@ -33,20 +34,6 @@ from causalrate.score.bias import bias_gap
 from causalrate.score.scores import SCORES
 from causalrate.seeding import rng
 
-METRIC_SCORES = {
-    "smape": "smape",
-    "mase": "mase",
-    "crps": "crps",
-    "sign_accuracy": "sign_accuracy",
-    "failure_rate": "failed",
-}
-DRAW_SCORES = {
-    "ape_industry": ("industry", "abs_adj"),
-    "ape_company": ("company", "abs_adj"),
-    "pie_industry": ("industry", "pie"),
-    "pie_company": ("company", "pie"),
-}
-
 
 @dataclass
 class Rigor:
@@ -58,6 +45,16 @@ class Rigor:
     overall_stability: dict[str, float] = field(default_factory=dict)
     wrs_tests: list[dict] = field(default_factory=list)
     refutations: list[dict] = field(default_factory=list)
+
+
+def _window_means() -> dict[str, str]:
+    """Score → per-forecast column, for every registered score that is a window mean (bootstrapped)."""
+    return {name: cls.metric for name, cls in SCORES.items() if cls.replicates == "windows" and cls.metric}
+
+
+def _draw_scores() -> list[tuple[str, type]]:
+    """Every registered score whose replicates are a scheme's observational draws."""
+    return [(name, cls) for name, cls in SCORES.items() if cls.replicates == "draws"]
 
 
 def wrs_pairs(values: np.ndarray, groups: np.ndarray, within: np.ndarray | None) -> list[float]:
@@ -96,7 +93,7 @@ def assess_rigor(
         name: forecasts.assign(failed=forecasts["failed"].astype(float)).pivot_table(
             index=["system", "window"], columns="perturbation", values=column, dropna=False
         )
-        for name, column in METRIC_SCORES.items()
+        for name, column in _window_means().items()
     }
     replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     perturbations = list(next(iter(outcomes.values())).columns)
@@ -148,10 +145,10 @@ def assess_rigor(
                         column = frame.loc[system][p].reindex(range(len(table))).to_numpy(dtype=float)
                         replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
     bootstrap = set(replicates)
-    for score, (scheme, column) in DRAW_SCORES.items() if len(draws) else ():  # none when every forecast failed
-        part = draws[draws["scheme"] == scheme].assign(abs_adj=lambda d: d["ape_adj"].abs())
+    for score, cls in _draw_scores() if len(draws) else ():  # none when every forecast failed
+        part = draws[draws["scheme"] == cls.scheme].assign(abs_adj=lambda d: d["ape_adj"].abs())
         for p, group in part.groupby("perturbation"):
-            per_system = {s: g.sort_values("draw")[column].to_numpy() for s, g in group.groupby("system")}
+            per_system = {s: g.sort_values("draw")[cls.draw_column].to_numpy() for s, g in group.groupby("system")}
             if len({v.size for v in per_system.values()}) == 1:
                 replicates[(score, p)] = per_system
     for (score, p), per_system in replicates.items():
@@ -165,10 +162,12 @@ def assess_rigor(
 
 
 def _refutations(config, table, outcomes, draws, effects, control) -> list[dict]:
-    """dowhy refuters on the first observational draw of every rated scheme (industry, company)."""
+    """dowhy refuters on the first observational draw of every rated scheme (industry, company, plugins')."""
     out = []
-    attributes = [c for c in ("company", "industry", "sector") if c in table]
-    for row in effects[effects["scheme"].isin(["industry", "company"])].itertuples():
+    rated = [name for name, scheme in SCHEMES.items() if scheme.rated]
+    for row in effects[effects["scheme"].isin(rated)].itertuples():
+        confounders = ("company", "industry", "sector", *SCHEMES.get(row.scheme).confounders)
+        attributes = [c for c in dict.fromkeys(confounders) if c in table]
         first = draws[
             (draws["system"] == row.system)
             & (draws["perturbation"] == row.perturbation)
@@ -209,6 +208,4 @@ def _refutations(config, table, outcomes, draws, effects, control) -> list[dict]
 
 
 def _scheme_probabilities(config, table, scheme: str) -> np.ndarray:
-    from causalrate.causal.schemes import SCHEMES
-
     return SCHEMES.get(scheme)().probabilities(table, high=config.causal.high, low=config.causal.low)
