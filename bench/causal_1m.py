@@ -19,8 +19,9 @@ import pandas as pd
 from common import arguments
 
 from causalrate.config import load_config
-from causalrate.pipeline import analyse, prepare
+from causalrate.pipeline import analyse
 from causalrate.score.metrics import METRICS
+from causalrate.study import prepare
 
 SYSTEMS, SERIES, WINDOWS_PER_SERIES, N, D = 10, 40, 625, 80, 20
 SMOKE = {"SYSTEMS": 3, "SERIES": 8, "WINDOWS_PER_SERIES": 12}

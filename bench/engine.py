@@ -23,12 +23,13 @@ from common import arguments, causalrate, machine, study
 from threadpoolctl import threadpool_limits
 
 from causalrate.config import load_config
+from causalrate.forecast.plan import forecast_all, store_windows
 from causalrate.forecast.runner import LocalExecutor, RayExecutor
 from causalrate.forecast.store import ForecastStore
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
-from causalrate.pipeline import _store_windows, forecast_all, prepare
 from causalrate.rerate import rerate
 from causalrate.score.metrics import METRICS
+from causalrate.study import prepare
 
 
 def arima_study(path: Path):
@@ -41,7 +42,7 @@ def arima_study(path: Path):
 def engine_stage(study, executor) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         store = ForecastStore.create(Path(tmp) / "f.sqlite", metrics=METRICS.names())
-        _store_windows(store, study)
+        store_windows(store, study)
         started = time.perf_counter()
         forecast_all(study, store, cache=None, executor=executor)
         elapsed = time.perf_counter() - started

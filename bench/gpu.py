@@ -197,15 +197,16 @@ class GpuBusy:
 
 def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
     from causalrate.config import load_config
+    from causalrate.forecast.plan import forecast_all, store_windows
     from causalrate.forecast.runner import LocalExecutor
     from causalrate.forecast.store import ForecastStore
-    from causalrate.pipeline import _store_windows, forecast_all, prepare
     from causalrate.score.metrics import METRICS
+    from causalrate.study import prepare
 
     config, base_dir = load_config(study(folder, name, smoke))
     prepared = prepare(config, base_dir=base_dir)
     store = ForecastStore.create(folder / f"{name}.sqlite", metrics=METRICS.names())
-    _store_windows(store, prepared)
+    store_windows(store, prepared)
     with GpuBusy() as engine_busy:
         started = time.perf_counter()
         rows = forecast_all(prepared, store, cache=None, executor=LocalExecutor(1))["made"]

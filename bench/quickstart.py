@@ -18,11 +18,13 @@ from pathlib import Path
 from common import arguments, causalrate, machine, study
 
 from causalrate.config import load_config
+from causalrate.forecast.plan import forecast_all, store_windows
 from causalrate.forecast.runner import LocalExecutor
 from causalrate.forecast.store import ForecastStore
-from causalrate.pipeline import _store_windows, analyse, forecast_all, prepare
+from causalrate.pipeline import analyse
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
+from causalrate.study import prepare
 
 
 def stages(path: Path, workers: int) -> dict[str, float]:
@@ -34,7 +36,7 @@ def stages(path: Path, workers: int) -> dict[str, float]:
     times["data + perturb + systems"] = time.perf_counter() - t
     with tempfile.TemporaryDirectory() as tmp:
         store = ForecastStore.create(Path(tmp) / "forecasts.sqlite", metrics=METRICS.names())
-        _store_windows(store, study)
+        store_windows(store, study)
         t = time.perf_counter()
         counts = forecast_all(study, store, cache=None, executor=LocalExecutor(workers))
         times[f"forecast ({counts['made']:,} forecasts)"] = time.perf_counter() - t

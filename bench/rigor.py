@@ -17,8 +17,9 @@ from common import arguments, causalrate, study
 from causalrate.causal import refute as refute_module
 from causalrate.config import load_config
 from causalrate.forecast.store import ForecastStore
-from causalrate.pipeline import analyse, prepare
+from causalrate.pipeline import analyse
 from causalrate.score.metrics import METRICS
+from causalrate.study import prepare
 
 
 def timed(study, forecasts, repeat: int = 7) -> tuple[float, float]:

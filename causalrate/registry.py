@@ -32,15 +32,22 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._entries: dict[str, T] = {}
+        self._hooks: list[Callable[[str, T], None]] = []
 
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(entry: T) -> T:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             self._entries[name] = entry
+            for hook in self._hooks:
+                hook(name, entry)
             return entry
 
         return decorator
+
+    def on_register(self, hook: Callable[[str, T], None]) -> None:
+        """Call hook(name, entry) for every entry registered from now on (e.g. a scheme's scores)."""
+        self._hooks.append(hook)
 
     def get(self, name: str) -> T:
         try:

@@ -15,9 +15,10 @@ from causalrate import plugins
 from causalrate.config import RatingConfig, StudyConfig, format_validation_error
 from causalrate.errors import UserError
 from causalrate.forecast.store import ForecastStore
-from causalrate.pipeline import Study, analyse, prepare
+from causalrate.pipeline import analyse
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
+from causalrate.study import Study, prepare
 
 
 def read_run(run_dir: Path) -> tuple[dict, Path, str, dict[str, str], pd.DataFrame]:

@@ -16,8 +16,8 @@ from causalrate.config import PerturbationSpec, load_config
 from causalrate.data.characteristics import compute_characteristics, terciles
 from causalrate.errors import UserError
 from causalrate.perturb import load_suite
-from causalrate.pipeline import prepare
 from causalrate.score.scores import dose_auc
+from causalrate.study import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 X = np.array([[10.0, 12.0, 11.0, 13.0, 14.0]])

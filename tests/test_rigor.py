@@ -16,8 +16,8 @@ from causalrate.causal.uncertainty import (
     stability,
 )
 from causalrate.causal.wrs import wrs
-from causalrate.pipeline import withhold_inconclusive
 from causalrate.rate.binning import bin_ratings
+from causalrate.rate.inconclusive import withhold_inconclusive
 
 
 def test_block_bootstrap_keeps_each_series_size():

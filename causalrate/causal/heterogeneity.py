@@ -29,7 +29,7 @@ from causalrate.seeding import stable_seed
 
 if TYPE_CHECKING:
     from causalrate.perturb import Perturbation
-    from causalrate.pipeline import Study
+    from causalrate.study import Study
 
 DISTANCE = "distance"  # input points between the latest perturbed point and the forecast origin (0 = the last)
 MIN_LEAF_WINDOWS = 5

@@ -5,7 +5,7 @@
   B observational draws they already have;
 - power: the one-sided test of "no effect" for every APE, its achieved power against the minimal
   effect of interest, n_min, and an inconclusive flag (no effect seen, too little power to say so);
-- stability: the share of replicates (bootstrap or draws) in which a system keeps its rating;
+- stability (rate.stability): the share of replicates in which a system keeps its rating;
 - multiple testing: Benjamini–Hochberg over the pairwise tests behind each WRS;
 - refutation: dowhy's placebo, random-common-cause and data-subset refuters on APE_adj.
 """
@@ -21,34 +21,18 @@ import pandas as pd
 from scipy import stats
 
 from causalrate.causal.refute import refute
+from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.uncertainty import (
     bootstrap_counts,
     interval,
     power_analysis,
     replicate_means,
     replicate_wrs,
-    stability,
 )
 from causalrate.config import StudyConfig
-from causalrate.rate.binning import bin_ratings
-from causalrate.rate.headlines import robustness_rows
 from causalrate.score.bias import bias_gap
 from causalrate.score.scores import SCORES
 from causalrate.seeding import rng
-
-METRIC_SCORES = {
-    "smape": "smape",
-    "mase": "mase",
-    "crps": "crps",
-    "sign_accuracy": "sign_accuracy",
-    "failure_rate": "failed",
-}
-DRAW_SCORES = {
-    "ape_industry": ("industry", "abs_adj"),
-    "ape_company": ("company", "abs_adj"),
-    "pie_industry": ("industry", "pie"),
-    "pie_company": ("company", "pie"),
-}
 
 
 @dataclass
@@ -61,6 +45,16 @@ class Rigor:
     overall_stability: dict[str, float] = field(default_factory=dict)
     wrs_tests: list[dict] = field(default_factory=list)
     refutations: list[dict] = field(default_factory=list)
+
+
+def _window_means() -> dict[str, str]:
+    """Score → per-forecast column, for every registered score that is a window mean (bootstrapped)."""
+    return {name: cls.metric for name, cls in SCORES.items() if cls.replicates == "windows" and cls.metric}
+
+
+def _draw_scores() -> list[tuple[str, type]]:
+    """Every registered score whose replicates are a scheme's observational draws."""
+    return [(name, cls) for name, cls in SCORES.items() if cls.replicates == "draws"]
 
 
 def wrs_pairs(values: np.ndarray, groups: np.ndarray, within: np.ndarray | None) -> list[float]:
@@ -90,7 +84,7 @@ def assess_rigor(
     control: str,
     wrs_plans: list[tuple[str, np.ndarray, np.ndarray | None]],
 ) -> Rigor:
-    """Intervals, power, replicates, BH counts and refutations; stability comes after rating (add_stability)."""
+    """Intervals, power, replicates, BH counts and refutations; stability comes after rating (rate.stability)."""
     cfg = config.rigor
     rigor = Rigor()
     systems = sorted(outcomes)
@@ -99,7 +93,7 @@ def assess_rigor(
         name: forecasts.assign(failed=forecasts["failed"].astype(float)).pivot_table(
             index=["system", "window"], columns="perturbation", values=column, dropna=False
         )
-        for name, column in METRIC_SCORES.items()
+        for name, column in _window_means().items()
     }
     replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     perturbations = list(next(iter(outcomes.values())).columns)
@@ -151,10 +145,10 @@ def assess_rigor(
                         column = frame.loc[system][p].reindex(range(len(table))).to_numpy(dtype=float)
                         replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
     bootstrap = set(replicates)
-    for score, (scheme, column) in DRAW_SCORES.items() if len(draws) else ():  # none when every forecast failed
-        part = draws[draws["scheme"] == scheme].assign(abs_adj=lambda d: d["ape_adj"].abs())
+    for score, cls in _draw_scores() if len(draws) else ():  # none when every forecast failed
+        part = draws[draws["scheme"] == cls.scheme].assign(abs_adj=lambda d: d["ape_adj"].abs())
         for p, group in part.groupby("perturbation"):
-            per_system = {s: g.sort_values("draw")[column].to_numpy() for s, g in group.groupby("system")}
+            per_system = {s: g.sort_values("draw")[cls.draw_column].to_numpy() for s, g in group.groupby("system")}
             if len({v.size for v in per_system.values()}) == 1:
                 replicates[(score, p)] = per_system
     for (score, p), per_system in replicates.items():
@@ -167,60 +161,13 @@ def assess_rigor(
     return rigor
 
 
-def add_stability(rigor: Rigor, rated: pd.DataFrame, *, levels: int, control: str) -> None:
-    """Share of replicates in which each rating (and each overall rating) is kept, by rank-based binning."""
-    for (score, p), per_system in rigor.replicates.items():
-        _stability_from(rigor, rated, score, p, per_system, levels)
-    bootstrap = {k: v for k, v in rigor.replicates.items() if k in rigor.bootstrap}
-    rigor.overall_stability = _overall_stability(rated, bootstrap, levels, control)
-
-
-def _stability_from(rigor: Rigor, rated: pd.DataFrame, score: str, p: str, per_system: dict, levels: int) -> None:
-    observed = rated[(rated["score"] == score) & (rated["perturbation"] == p)].set_index("system")
-    observed = observed[~observed["insufficient"] & observed["display"].ne("—")]
-    systems = [s for s in observed.index if s in per_system]
-    if not systems:
-        return
-    matrix = np.column_stack([per_system[s] for s in systems])
-    higher = SCORES.get(score).higher_is_better
-    ratings = np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
-    shares = stability(ratings, observed.loc[systems, "rating"].to_numpy())
-    for s, share in zip(systems, shares, strict=True):
-        extra = rigor.rows.setdefault((p, score, s), {})
-        extra["stability"] = float(share)
-
-
-def _overall_stability(rated: pd.DataFrame, replicates: dict, levels: int, control: str) -> dict[str, float]:
-    """Re-derive the overall rating in every bootstrap replicate (scores without replicates keep their rating)."""
-    robust = robustness_rows(rated, control=control)
-    systems = sorted(robust["system"].unique())
-    if not systems:
-        return {}
-    b = next((len(v) for per in replicates.values() for v in per.values()), 0)
-    if b == 0:
-        return {}
-    observed_means = robust.groupby("system")["rating"].mean().reindex(systems).to_numpy()
-    observed = bin_ratings(observed_means, levels=levels)
-    totals = np.zeros((b, len(systems)))
-    for (score, p), group in robust.groupby(["score", "perturbation"]):
-        per = replicates.get((score, p))
-        ratings = group.set_index("system")["rating"].reindex(systems).to_numpy(dtype=float)
-        if per is None or any(s not in per for s in systems):
-            totals += ratings[None, :]
-            continue
-        matrix = np.column_stack([per[s] for s in systems])
-        higher = SCORES.get(score).higher_is_better
-        totals += np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
-    counts = robust.groupby("system")["rating"].size().reindex(systems).to_numpy()
-    replicate_overall = np.vstack([bin_ratings(row / counts, levels=levels) for row in totals])
-    return {s: float(v) for s, v in zip(systems, stability(replicate_overall, observed), strict=True)}
-
-
 def _refutations(config, table, outcomes, draws, effects, control) -> list[dict]:
-    """dowhy refuters on the first observational draw of every rated scheme (industry, company)."""
+    """dowhy refuters on the first observational draw of every rated scheme (industry, company, plugins')."""
     out = []
-    attributes = [c for c in ("company", "industry", "sector") if c in table]
-    for row in effects[effects["scheme"].isin(["industry", "company"])].itertuples():
+    rated = [name for name, scheme in SCHEMES.items() if scheme.rated]
+    for row in effects[effects["scheme"].isin(rated)].itertuples():
+        confounders = ("company", "industry", "sector", *SCHEMES.get(row.scheme).confounders)
+        attributes = [c for c in dict.fromkeys(confounders) if c in table]
         first = draws[
             (draws["system"] == row.system)
             & (draws["perturbation"] == row.perturbation)
@@ -261,6 +208,4 @@ def _refutations(config, table, outcomes, draws, effects, control) -> list[dict]
 
 
 def _scheme_probabilities(config, table, scheme: str) -> np.ndarray:
-    from causalrate.causal.schemes import SCHEMES
-
     return SCHEMES.get(scheme)().probabilities(table, high=config.causal.high, low=config.causal.low)

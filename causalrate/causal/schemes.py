@@ -21,6 +21,7 @@ class Scheme:
 
     confounders: ClassVar[tuple[str, ...]] = ()  # columns that drive assignment
     description: ClassVar[str] = ""
+    rated: ClassVar[bool] = True  # its ape_<name> and pie_<name> scores are registered and rated
 
     def check(self, table: pd.DataFrame) -> None:
         missing = [c for c in self.confounders if c not in table.columns]
@@ -43,6 +44,7 @@ SCHEMES: Registry[type[Scheme]] = Registry("assignment scheme")
 
 @SCHEMES.register("uniform")
 class Uniform(Scheme):
+    rated = False  # no confounder: APE_adj is APE itself, nothing to explain
     description = "perturbation independent of every attribute (P = 0.5): the RQ1 setting"
 
     def probabilities(self, table: pd.DataFrame, *, high: float, low: float) -> np.ndarray:
@@ -73,6 +75,8 @@ class Company(ByAttribute):
 
 class Ranked(Scheme):
     """P rises linearly from low to high with the rank of a window characteristic (a continuous confounder)."""
+
+    rated = False  # reported in the effects table and the self-check, not rated
 
     def probabilities(self, table: pd.DataFrame, *, high: float, low: float) -> np.ndarray:
         (column,) = self.confounders

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from itertools import combinations
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 DEFAULT_LEVELS: tuple[tuple[float, float], ...] = ((0.95, 1.0), (0.70, 0.7), (0.60, 0.6))
@@ -52,3 +53,36 @@ def wrs(
             score += pair_weight(*welch(samples[ga], samples[gb]), levels)
             pairs += 1
     return score, pairs
+
+
+def wrs_plans(table: pd.DataFrame, groups: list[str]) -> list[tuple[str, np.ndarray, np.ndarray | None]]:
+    """(attribute, group labels, blocks) for each WRS: industries; companies within an industry; terciles."""
+    plans = [(name, table[f"{name}_tercile"].to_numpy(), None) for name in groups]
+    if "industry" in table:
+        plans.append(("industry", table["industry"].to_numpy(), None))
+    if "company" in table:
+        within = table["industry"].to_numpy() if "industry" in table else None
+        plans.append(("company", table["company"].to_numpy(), within))
+    return plans
+
+
+def wrs_scores(outcomes: dict[str, pd.DataFrame], table: pd.DataFrame, *, groups: list[str]) -> pd.DataFrame:
+    """WRS per system and perturbation for every grouping of wrs_plans."""
+    plans = wrs_plans(table, groups)
+    rows = []
+    for system, wide in outcomes.items():
+        for perturbation in wide.columns:
+            values = wide[perturbation].to_numpy()
+            ok = np.isfinite(values)
+            for attribute, labels, within in plans:
+                score, pairs = wrs(values[ok], labels[ok], within=None if within is None else within[ok])
+                rows.append(
+                    {
+                        "system": system,
+                        "perturbation": perturbation,
+                        "attribute": attribute,
+                        "wrs": score,
+                        "pairs": pairs,
+                    }
+                )
+    return pd.DataFrame(rows, columns=["system", "perturbation", "attribute", "wrs", "pairs"])

@@ -34,12 +34,12 @@ from causalrate.perturb import load_suite
 from causalrate.perturb.suite import perturbation_seeds, stored_first
 from causalrate.report import figures
 from causalrate.report.comparison import (
-    RADAR_SCORES,
     cell,
     comparison_context,
     fmt,
     normalised_scores,
     radar_labels,
+    radar_scores,
 )
 from causalrate.report.estimators import EFFECT_COLUMNS, estimator, facts, label
 from causalrate.report.figures import Figure
@@ -128,7 +128,7 @@ def report_context(run: Run, system: str, slug: str, failures: dict[str, Any]) -
     mine = {(r["score"], r["perturbation"]): r for r in doc["ratings"] if r["system"] == system}
     draws = max((e.get("draws") or 0 for e in doc.get("effects", []) if e["system"] == system), default=0) or None
     tables: dict[str, list[dict[str, Any]]] = {"robustness": [], "accuracy": []}
-    for score_name in dict.fromkeys([*RADAR_SCORES, *(k[0] for k in mine)]):
+    for score_name in dict.fromkeys([*radar_scores(), *(k[0] for k in mine)]):
         cells = {p["id"]: cell(mine.get((score_name, p["id"])), levels) for p in perturbations}
         if not any(cells.values()):
             continue  # not rated, or rated per severity grid: see `grids`

@@ -16,21 +16,12 @@ from causalrate.report import figures
 from causalrate.report.estimators import estimator, facts, label
 from causalrate.report.figures import Figure
 from causalrate.report.headlines import headlines, level_class
+from causalrate.score.scores import SCORES
 
-RADAR_SCORES = [
-    "wrs_industry",
-    "wrs_company",
-    "ape",
-    "ape_industry",
-    "ape_company",
-    "pie_industry",
-    "pie_company",
-    "smape",
-    "mase",
-    "crps",
-    "sign_accuracy",
-    "failure_rate",
-]
+
+def radar_scores() -> list[str]:
+    """The radar's axes (and the cards' table rows, in this order): every registered score with radar set."""
+    return [name for name, cls in SCORES.items() if cls.radar]
 
 
 def system_names(doc: dict[str, Any]) -> list[str]:
@@ -43,7 +34,7 @@ def normalised_scores(doc: dict[str, Any]) -> dict[str, list[float]]:
     frame = frame[frame["perturbation"] != doc["perturbations"][0]["id"]]
     systems = system_names(doc)
     out: dict[str, list[float]] = {s: [] for s in systems}
-    for score in RADAR_SCORES:
+    for score in radar_scores():
         per_system: dict[str, list[float]] = {s: [] for s in systems}
         for _, group in frame[frame["score"] == score].groupby("perturbation"):
             raw = group.set_index("system")["raw"].astype(float)
@@ -63,7 +54,7 @@ def normalised_scores(doc: dict[str, Any]) -> dict[str, list[float]]:
 
 
 def radar_labels() -> list[str]:
-    return [label(s) for s in RADAR_SCORES]
+    return [label(s) for s in radar_scores()]
 
 
 def cell(row: dict[str, Any] | None, levels: int) -> dict[str, Any] | None:
@@ -206,7 +197,7 @@ def comparison_context(
     systems = system_names(doc)
     levels = doc["levels"]
     by_key = {(r["perturbation"], r["score"], r["system"]): r for r in doc["ratings"]}
-    scores = list(dict.fromkeys([*RADAR_SCORES, *(r["score"] for r in doc["ratings"])]))
+    scores = list(dict.fromkeys([*radar_scores(), *(r["score"] for r in doc["ratings"])]))
     perturbations = list(dict.fromkeys([*(p["id"] for p in doc["perturbations"]), *(k[0] for k in by_key)]))
     table = []
     for perturbation in perturbations:

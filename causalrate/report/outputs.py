@@ -19,7 +19,7 @@ from causalrate.perturb.operators import OPERATORS
 from causalrate.score.scores import SCORES
 
 if TYPE_CHECKING:
-    from causalrate.pipeline import Result, Study
+    from causalrate.study import Result, Study
 
 RATINGS_SCHEMA = "causalrate/ratings-v3"
 PACKAGES = ("causalrate", "numpy", "pandas", "scipy", "statsmodels", "scikit-learn", "dowhy", "pydantic")

@@ -13,6 +13,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+from causalrate.causal.schemes import SCHEMES, Scheme
 from causalrate.registry import Registry
 from causalrate.score.bias import bias_gap
 
@@ -48,6 +49,12 @@ class Score:
     on_control: ClassVar[bool] = False  # also computed for the clean input (P0)
     label: ClassVar[str] = ""  # short human name for tables and cards
     description: ClassVar[str] = ""  # one plain-language line
+    radar: ClassVar[bool] = False  # an axis of the radar / small multiples, and a row of the cards' tables
+    # where its replicates (interval, stability, ties) come from: "windows" (block bootstrap over windows
+    # within series), "draws" (the B observational draws of a scheme) or "none"
+    replicates: ClassVar[str] = "none"
+    metric: ClassVar[str | None] = None  # per-forecast column whose window mean is the score (bootstrapped)
+    scheme: ClassVar[str | None] = None  # the assignment scheme a confounding score belongs to
     unavailable: str = ""
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
@@ -57,9 +64,26 @@ class Score:
 SCORES: Registry[type[Score]] = Registry("score")
 
 
+def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Every score's raw rows (column `score` added; the control's only for on_control scores), and why
+    each score the run cannot provide is unavailable. `names` defaults to every registered score."""
+    raw, unavailable = [], {}
+    for name in names or SCORES.names():
+        score = SCORES.get(name)()
+        values = score.compute(evidence)
+        if values is None:
+            unavailable[name] = score.unavailable
+            continue
+        if not score.on_control:
+            values = values[values["perturbation"] != evidence.control]
+        raw.append(values.assign(score=name))
+    return pd.concat(raw, ignore_index=True), unavailable
+
+
 class WrsScore(Score):
     family = "bias"
     coverage = "perturbed"
+    replicates = "windows"
     attribute: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
@@ -73,6 +97,7 @@ class WrsScore(Score):
 @SCORES.register("wrs_industry")
 class WrsIndustry(WrsScore):
     attribute = "industry"
+    radar = True
     label = "WRS industry"
     description = (
         "how much its errors differ between industries (0 = not at all; each pair of industries adds up to 2.3)"
@@ -82,6 +107,7 @@ class WrsIndustry(WrsScore):
 @SCORES.register("wrs_company")
 class WrsCompany(WrsScore):
     attribute = "company"
+    radar = True
     label = "WRS company"
     description = "how much its errors differ between companies of the same industry (0 = not at all)"
 
@@ -106,6 +132,7 @@ class BiasScore(Score):
 
     family = "bias"
     coverage = "perturbed"
+    replicates = "windows"
     attribute: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
@@ -140,6 +167,8 @@ class BiasCompany(BiasScore):
 
 @SCORES.register("ape")
 class Ape(Score):
+    radar = True
+    replicates = "windows"
     label = "APE"
     description = "how much the perturbation changes its error, measured on every window (randomized)"
 
@@ -206,8 +235,10 @@ class SchemeScore(Score):
     """|mean APE_adj over the B draws| under one scheme: the effect estimate (METHOD §5.3)."""
 
     family = "confounding"
-    scheme: ClassVar[str]
+    radar = True
+    replicates = "draws"
     column: ClassVar[str] = "abs_mean_ape_adj"  # the aggregation over draws, named on cards
+    draw_column: ClassVar[str] = "abs_adj"  # its per-draw replicate in the draws table
 
     def rows(self, evidence: Evidence) -> pd.DataFrame | None:
         rows = evidence.effects[evidence.effects["scheme"] == self.scheme]
@@ -221,24 +252,11 @@ class SchemeScore(Score):
         return None if rows is None else rows[["system", "perturbation"]].assign(raw=rows["ape_adj"].abs().to_numpy())
 
 
-@SCORES.register("ape_industry")
-class ApeIndustry(SchemeScore):
-    scheme = "industry"
-    label = "APE, industry-confounded"
-    description = "the same effect, estimated after matching when industry decides which windows are perturbed"
-
-
-@SCORES.register("ape_company")
-class ApeCompany(SchemeScore):
-    scheme = "company"
-    label = "APE, company-confounded"
-    description = "the same effect, estimated after matching when company decides which windows are perturbed"
-
-
 class PieScore(SchemeScore):
     """Mean PIE% over the draws; undefined (NaN with a note) when APE_obs's interval covers 0."""
 
     column = "pie"
+    draw_column = "pie"
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         rows = self.rows(evidence)
@@ -252,18 +270,51 @@ class PieScore(SchemeScore):
         return rows[["system", "perturbation"]].assign(raw=rows["pie"].where(~nothing).to_numpy(), note=note)
 
 
-@SCORES.register("pie_industry")
-class PieIndustry(PieScore):
-    scheme = "industry"
-    label = "PIE% industry"
-    description = "how much of the apparent effect is really due to industry (%; lower = less misleading)"
+def register_ape(name: str) -> None:
+    """ape_<scheme>: the effect estimated after matching under the scheme."""
+    SCORES.register(f"ape_{name}")(
+        type(
+            f"Ape_{name}",
+            (SchemeScore,),
+            {
+                "scheme": name,
+                "label": f"APE, {name}-confounded",
+                "description": f"the same effect, estimated after matching when {name} decides which windows are "
+                "perturbed",
+            },
+        )
+    )
 
 
-@SCORES.register("pie_company")
-class PieCompany(PieScore):
-    scheme = "company"
-    label = "PIE% company"
-    description = "how much of the apparent effect is really due to company (%; lower = less misleading)"
+def register_pie(name: str) -> None:
+    """pie_<scheme>: the share of the apparent effect that the scheme's confounder explains."""
+    SCORES.register(f"pie_{name}")(
+        type(
+            f"Pie_{name}",
+            (PieScore,),
+            {
+                "scheme": name,
+                "label": f"PIE% {name}",
+                "description": f"how much of the apparent effect is really due to {name} (%; lower = less misleading)",
+            },
+        )
+    )
+
+
+def register_scheme_scores(name: str, scheme: type[Scheme]) -> None:
+    """Every rated scheme, a plugin's included, gets its ape_ and pie_ scores."""
+    if scheme.rated:
+        register_ape(name)
+        register_pie(name)
+
+
+# the built-in schemes' scores (all APEs, then all PIEs: their order in tables), then any registered later
+_BUILT_IN = [name for name, scheme in SCHEMES.items() if scheme.rated]
+for _name in _BUILT_IN:
+    register_ape(_name)
+for _name in _BUILT_IN:
+    register_pie(_name)
+SCHEMES.on_register(register_scheme_scores)
 
 
 class MetricScore(Score):
@@ -272,6 +323,8 @@ class MetricScore(Score):
     family = "accuracy"
     coverage = "perturbed"
     on_control = True
+    radar = True
+    replicates = "windows"
     metric: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
@@ -313,6 +366,9 @@ class SignAccuracy(MetricScore):
 class FailureRate(Score):
     coverage = "perturbed"  # over 20 % failed (default) is insufficient: worst level, never rewarded
     on_control = True
+    radar = True
+    replicates = "windows"
+    metric = "failed"  # the per-forecast failure flag
     label = "Failure rate"
     description = "share of forecasts that failed (crashed, timed out, wrong length, NaN)"
 

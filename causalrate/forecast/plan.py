@@ -1,0 +1,216 @@
+"""Stage 3 — forecast: plan the full factorial's jobs, run them, and record every batch in the store.
+
+Per (perturbation, placement variant, system): perturb, impute, seed, render charts, look the
+forecasts up in the cache, batch the misses into jobs; each finished batch is scored by the
+per-forecast metrics and written to the store (and the cache). Worst-case placement keeps only
+each window's worst candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from causalrate import plugins
+from causalrate.data import Windows
+from causalrate.forecast import Batch
+from causalrate.forecast.cache import Cached, ForecastCache, forecast_keys
+from causalrate.forecast.impute import impute
+from causalrate.forecast.plot import render_windows
+from causalrate.forecast.runner import Job, Outcome
+from causalrate.forecast.store import ForecastStore
+from causalrate.perturb.placement import offsets_of
+from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
+from causalrate.perturb.worst import WorstCase
+from causalrate.score.metrics import METRICS
+from causalrate.seeding import row_seeds
+
+if TYPE_CHECKING:
+    from causalrate.study import Study
+
+
+def store_windows(store: ForecastStore, study: Study) -> None:
+    """The run's series and windows (inputs and truth), stored once so a run can be re-read without its data."""
+    ds, wd = study.dataset, study.windows
+    store.put_series((s.id, s.attributes) for s in ds.series)
+    store.put_windows(
+        (
+            i,
+            ds.series[wd.series_index[i]].id,
+            int(wd.start[i]),
+            str(wd.truth_dates[i, 0]),
+            wd.inputs[i].tolist(),
+            wd.truth[i].tolist(),
+        )
+        for i in range(len(wd))
+    )
+
+
+def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | None, executor) -> dict[str, int]:
+    """The full factorial: every system × window × perturbation not yet in the store.
+
+    Forecasts found in the cache are written at once; the rest are batched into jobs, and
+    each finished batch is written to the store (one transaction) and to the cache.
+    """
+    cfg, wd, ds = study.config, study.windows, study.dataset
+    done = store.done()
+    series_ids = [ds.series[i].id for i in wd.series_index]
+    windows = list(zip(series_ids, wd.start.tolist(), strict=True))
+    attributes = [ds.series[i].attributes for i in wd.series_index]
+
+    by_id = {p.id: p for p in study.suite}
+    placed = {p.id: placed_firsts(p, ds, wd, seed=cfg.seed) for p in study.suite}
+    worst = {(s.name, p.id): WorstCase() for s in cfg.systems for p in study.suite if p.placement.name == "worst"}
+
+    def offsets(perturbation: str, variant: int, rows: np.ndarray) -> list[list[int]]:
+        p = by_id[perturbation]
+        return [] if p.is_control else offsets_of(p.mask(placed[p.id][rows, variant], wd.input_length))
+
+    def record(
+        system: str, perturbation: str, rows: np.ndarray, outcome: Outcome, seconds: np.ndarray, variant: int = 0
+    ) -> None:
+        truth, clean = wd.truth[rows], wd.inputs[rows]
+        with np.errstate(all="ignore"):
+            metrics = {name: m(truth, outcome.forecasts, clean, outcome.samples) for name, m in METRICS.items()}
+        placed_at = offsets(perturbation, variant, rows) or [[] for _ in rows]
+        if (system, perturbation) in worst:  # a candidate: kept only if it is the window's worst so far
+            worst[(system, perturbation)].offer(
+                variant=variant,
+                windows=rows,
+                outcomes=metrics[cfg.outcome],
+                outcome=outcome,
+                seconds=seconds,
+                offsets=placed_at,
+            )
+            return
+        store.put_forecasts(
+            system=system,
+            windows=rows,
+            perturbations=[perturbation] * rows.size,
+            forecasts=outcome.forecasts,
+            errors=outcome.errors,
+            seconds=seconds,
+            metrics=metrics,
+            samples=outcome.samples,
+            info=outcome.info,
+            offsets=placed_at,
+        )
+
+    cfg_plugins = plugins.resolve(cfg.plugins, base_dir=study.base_dir, where=study.base_dir)
+    jobs = []
+    history = series_history(ds, wd)
+    for p, variant in ((q, v) for q in study.suite for v in range(placed[q.id].shape[1])):
+        firsts = placed[p.id][:, variant]
+        perturbed = p.apply(wd.inputs, firsts, seeds=perturbation_seeds(cfg.seed, p.id, windows), history=history)
+        dates = p.apply_dates(wd.input_dates, firsts)
+        charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
+        for spec in cfg.systems:
+            system = study.systems[spec.name]
+            todo = np.array([i for i in range(len(wd)) if (spec.name, i, p.id) not in done], dtype=int)
+            if todo.size == 0:
+                continue
+            imputation = p.impute or (None if system.accepts_nan else cfg.forecast.imputation)
+            seen = impute(perturbed[todo], imputation) if imputation else perturbed[todo]
+            seeds = row_seeds(cfg.seed, spec.name, keys=[(*windows[i], p.id) for i in todo])
+            images = None
+            if system.modality == "plot":
+                chart_key = seen.tobytes() + todo.tobytes()
+                if chart_key not in charts:
+                    charts[chart_key] = render_windows(seen, dates[todo])
+                images = charts[chart_key]
+            context = None
+            if system.wants_context or images:
+                context = [
+                    {
+                        "context": [attributes[i], dates[i].astype(str).tolist()] if system.wants_context else None,
+                        "image": hashlib.sha256(images[j]).hexdigest() if images else None,
+                    }
+                    for j, i in enumerate(todo)
+                ]
+            keys = forecast_keys(
+                system.identity(), seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
+            )
+            hits = cache.get(keys) if cache else {}
+            hit = np.array([k in hits for k in keys], dtype=bool)
+            if hit.any():
+                cached = [hits[k] for k in keys if k in hits]
+                outcome = Outcome(
+                    forecasts=np.array([c.forecast for c in cached]),
+                    errors=[None] * len(cached),
+                    seconds=0.0,
+                    samples=[c.samples for c in cached],
+                    info=[c.info for c in cached],
+                )
+                record(spec.name, p.id, todo[hit], outcome, np.array([c.seconds for c in cached]), variant)
+            miss = np.flatnonzero(~hit)
+            size = system.batch_size or cfg.forecast.batch_size  # a model's own batch, not capped by the run's
+            for chunk in np.array_split(miss, max(1, -(-miss.size // size))) if miss.size else []:
+                rows = todo[chunk]
+                batch = Batch(
+                    inputs=seen[chunk],
+                    horizon=wd.horizon,
+                    seeds=seeds[chunk],
+                    attributes=tuple(attributes[i] for i in rows),
+                    input_dates=dates[rows],
+                    truth_dates=wd.truth_dates[rows],
+                    images=None if images is None else tuple(images[c] for c in chunk),
+                )
+                jobs.append(
+                    Job(
+                        system=spec.name,
+                        perturbation=p.id,
+                        windows=rows,
+                        spec=spec.model_dump(),
+                        base_dir=study.base_dir,
+                        timeout=cfg.forecast.timeout,
+                        batch=batch,
+                        keys=[keys[c] for c in chunk],
+                        accelerator=system.accelerator,
+                        plugins=tuple(cfg_plugins),
+                        variant=variant,
+                    )
+                )
+
+    counts = {"made": sum(j.size for j in jobs), "cached": 0}
+    needed = len(cfg.systems) * sum(f.size for f in placed.values())  # worst: m candidates per window
+    counts["cached"] = needed - sum(placed[k[2]].shape[1] for k in done if k[2] in placed) - counts["made"]
+
+    def on_done(job: Job, outcome: Outcome) -> None:
+        per_row = np.full(job.size, outcome.seconds / max(job.size, 1))
+        record(job.system, job.perturbation, job.windows, outcome, per_row, job.variant)
+        if cache:
+            cache.put(
+                (k, Cached(outcome.forecasts[i].tolist(), per_row[i], outcome.samples[i], outcome.info[i]))
+                for i, k in enumerate(job.keys)
+                if outcome.errors[i] is None
+            )
+
+    if jobs:
+        executor.run(jobs, on_done)
+    for (system, perturbation), search in worst.items():
+        rows, kept = search.rows()
+        if rows.size:
+            _record_worst(store, wd, system, perturbation, rows, kept)
+    return counts
+
+
+def _record_worst(store: ForecastStore, wd: Windows, system: str, perturbation: str, rows: np.ndarray, kept) -> None:
+    """Store each window's worst candidate as the row of the `worst` perturbation."""
+    forecasts = np.array([k.forecast for k in kept])
+    samples = [k.samples for k in kept]
+    with np.errstate(all="ignore"):
+        metrics = {name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples) for name, m in METRICS.items()}
+    store.put_forecasts(
+        system=system,
+        windows=rows,
+        perturbations=[perturbation] * rows.size,
+        forecasts=forecasts,
+        errors=[k.error for k in kept],
+        seconds=np.array([k.seconds for k in kept]),
+        metrics=metrics,
+        samples=samples,
+        info=[k.info for k in kept],
+        offsets=[k.offsets for k in kept],
+    )

@@ -1,0 +1,129 @@
+"""The study a config resolves to (prepare: data, windows, suite, systems, window table) and its Result."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from causalrate.causal.graph import Identification
+from causalrate.causal.rigor import Rigor
+from causalrate.causal.schemes import SCHEMES
+from causalrate.config import StudyConfig
+from causalrate.data import Dataset, Windows, make_windows
+from causalrate.data.characteristics import CHARACTERISTICS, compute_characteristics, terciles
+from causalrate.data.loaders import load_dataset
+from causalrate.errors import UserError
+from causalrate.forecast.systems import System, build_system
+from causalrate.perturb import Perturbation, load_suite
+from causalrate.rate.ratings import levels_warning
+from causalrate.redact import scrub
+from causalrate.score.scores import Evidence
+
+
+@dataclass(frozen=True)
+class Study:
+    """Everything resolved from a config before any forecast is made."""
+
+    config: StudyConfig
+    base_dir: Path
+    dataset: Dataset
+    windows: Windows
+    suite: list[Perturbation]
+    systems: dict[str, System]
+    table: pd.DataFrame  # per window: series, attributes, characteristics
+    not_assessed: dict[str, str] = field(default_factory=dict)  # system → why it could not run (--skip-unavailable)
+
+    @property
+    def control(self) -> str:
+        return self.suite[0].id
+
+
+def prepare(
+    config: StudyConfig,
+    *,
+    base_dir: Path,
+    check_systems: bool = True,
+    skip_unavailable: bool = False,
+    not_assessed: dict[str, str] | None = None,
+) -> Study:
+    """Load data, windows, the perturbation suite and the systems; every user mistake surfaces here.
+
+    Systems that cannot run here (a missing checkpoint, library or API key) are all listed in one
+    error — or, with skip_unavailable, left out of the study and listed in its outputs, never silently.
+    Re-rating stored forecasts does not need the systems to run (check_systems=False).
+    """
+    w = config.windows
+    dataset = load_dataset(config.data, base_dir=base_dir, min_length=w.input_length + w.horizon)
+    windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
+    suite = load_suite(config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement)
+    systems, unavailable = {}, dict(not_assessed or {})
+    for spec in config.systems:
+        system = build_system(spec.model_dump(), base_dir=base_dir)
+        try:
+            if check_systems:
+                system.check(dataset)
+        except UserError as exc:
+            unavailable[spec.name] = scrub(str(exc))  # stored in the run and its outputs
+            continue
+        systems[spec.name] = system
+    if unavailable and check_systems:
+        listing = "\n".join(f"  - {name}: {why}" for name, why in unavailable.items())
+        if not skip_unavailable:
+            raise UserError(
+                f"{len(unavailable)} system(s) cannot run here:\n{listing}\n"
+                "Provide them, or pass --skip-unavailable to rate the others (the skipped ones are then "
+                "listed in ratings.json and report.md)."
+            )
+        if not systems:
+            raise UserError(f"no system can run here:\n{listing}")
+        config = config.model_copy(update={"systems": [s for s in config.systems if s.name in systems]})
+    warning = levels_warning(config.rating.levels, len(systems), config.rating.scale)
+    if warning:
+        print(f"causalrate: warning: {warning}", file=sys.stderr)
+    table = window_table(dataset, windows, config)
+    for name in config.causal.schemes:
+        SCHEMES.get(name)().check(table)
+    return Study(
+        config=config,
+        base_dir=base_dir,
+        dataset=dataset,
+        windows=windows,
+        suite=suite,
+        systems=systems,
+        table=table,
+        not_assessed=unavailable,
+    )
+
+
+def window_table(dataset: Dataset, windows: Windows, config: StudyConfig) -> pd.DataFrame:
+    """Per window: its series, attributes (Z), and the characteristics the causal settings use."""
+    table = pd.DataFrame([dataset.series[i].attributes for i in windows.series_index])
+    table.insert(0, "series", [dataset.series[i].id for i in windows.series_index])
+    table["start"] = windows.start
+    causal = config.causal
+    driven = [c for name in causal.schemes for c in SCHEMES.get(name).confounders if c in CHARACTERISTICS]
+    needed = list(dict.fromkeys([*causal.covariates, *driven, *causal.wrs_groups]))
+    table = table.assign(**compute_characteristics(windows.inputs, needed, period=causal.stl_period))
+    for name in causal.wrs_groups:
+        table[f"{name}_tercile"] = terciles(table[name].to_numpy())
+    return table
+
+
+@dataclass(frozen=True)
+class Result:
+    """What the causal and rating stages derive from the forecast rows."""
+
+    evidence: Evidence
+    effect_draws: pd.DataFrame
+    ratings: pd.DataFrame  # rate.ratings.COLUMNS
+    overall: dict[str, int]
+    identification: dict[str, Identification]
+    unavailable: dict[str, str]  # score → why it was not rated
+    rigor: Rigor | None = None
+    headlines: dict[str, dict[str, dict]] = field(default_factory=dict)  # system → family → headline
+    checks: list[dict] = field(default_factory=list)  # the judged self-check (causal.selfcheck)
+    recency_profile: list[dict] = field(default_factory=list)  # APE by distance of the corruption from the origin
+    heterogeneity: dict = field(default_factory=dict)  # ratings.json's fragility map (§5.5)

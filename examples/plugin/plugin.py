@@ -1,0 +1,64 @@
+"""A worked plugin: one registered class of each kind, rated like the built-ins.
+
+Listed under `plugins:` in study.yaml (a path relative to the YAML), this file is imported before
+the study is read, in every forecasting worker and by `causalrate card/rate/export` on the run.
+"""
+
+import numpy as np
+
+from causalrate.causal.schemes import SCHEMES, Scheme
+from causalrate.forecast.systems import SYSTEMS, System
+from causalrate.perturb.operators import OPERATORS, Operator
+from causalrate.score.scores import SCORES, MetricScore
+
+
+@OPERATORS.register("swap")
+class Swap(Operator):
+    """A perturbation: the value trades places with the one before it (a transposition when keying data)."""
+
+    description = "a value trades places with the one before it (transposed when entered)"
+
+    def apply(self, values, mask, *, seeds, **params):
+        rows, cols = np.nonzero(mask)
+        keep = cols > 0
+        rows, cols = rows[keep], cols[keep]
+        before = values[rows, cols - 1].copy()
+        values[rows, cols - 1] = values[rows, cols]
+        values[rows, cols] = before
+        return values
+
+
+@SYSTEMS.register("drift")
+class Drift(System):
+    """A system: the last observed value plus the window's mean step per horizon step (random walk with drift)."""
+
+    accepts_nan = False  # the run imputes missing inputs first, and records that it did
+
+    def forecast(self, batch):
+        steps = np.nanmean(np.diff(batch.inputs, axis=1), axis=1)
+        ahead = np.arange(1, batch.horizon + 1)
+        return batch.inputs[:, -1:] + steps[:, None] * ahead[None, :]
+
+
+@SCORES.register("mae")
+class Mae(MetricScore):
+    """A score: mean absolute error in the data's units; a window mean, so bootstrapped for its interval."""
+
+    metric = "mae"  # a per-forecast metric the run already computes
+    label = "MAE"
+    description = "mean absolute forecast error, in the data's units"
+
+
+@SCHEMES.register("calm_first")
+class CalmFirst(Scheme):
+    """A scheme: calm windows are perturbed more often, so volatility confounds the naive comparison.
+
+    Registered schemes get their ape_calm_first and pie_calm_first scores automatically.
+    """
+
+    confounders = ("volatility",)
+    description = "P falls from high to low with the rank of the window's volatility"
+
+    def probabilities(self, table, *, high, low):
+        rank = table["volatility"].rank(method="average").to_numpy()
+        return high - (high - low) * (rank - 1) / max(len(table) - 1, 1)
