@@ -1,21 +1,23 @@
 """Cost of `placement: worst` on the quickstart: forecasts made and wall seconds, against the plain paper suite.
 
-Run: python -m bench.worst [m ...]   (cache off, rigor and cards off, 2 workers; one run per setting)
+Run: python bench/worst.py [m ...]   (cache off, rigor and cards off, 2 workers; one run per setting);
+--smoke: four series at a 40-day stride, m = 2 (checks the script still runs; measures nothing).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 import time
 from pathlib import Path
+
+from common import arguments, study
 
 from causalrate.config import load_config
 from causalrate.forecast.store import ForecastStore
 from causalrate.pipeline import assess
 from causalrate.score.metrics import METRICS
 
-ROOT = Path(__file__).resolve().parents[1]
 PAPER = [
     {"id": "P0", "operator": "none"},
     {"id": "P1", "operator": "drop_to_zero"},
@@ -24,8 +26,8 @@ PAPER = [
 ]
 
 
-def run(candidates: int | None) -> tuple[int, float]:
-    config, base = load_config(ROOT / "studies" / "quickstart.yaml")
+def run(candidates: int | None, yaml_path: Path) -> tuple[int, float]:
+    config, base = load_config(yaml_path)
     suite = (
         PAPER
         if candidates is None
@@ -45,8 +47,14 @@ def run(candidates: int | None) -> tuple[int, float]:
 
 
 if __name__ == "__main__":
-    settings = [None, *(int(m) for m in sys.argv[1:])] if len(sys.argv) > 1 else [None, 8, 20]
-    for m in settings:
-        made, seconds = run(m)
-        label = "paper suite P0-P3" if m is None else f"P0 + worst drop-to-zero, m = {m}"
-        print(f"{label}: {made} forecasts made, {seconds:.1f} s")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("m", nargs="*", type=int, help="candidate counts to time (default 8 20)")
+    args = arguments(parser)
+    settings = [None, *(args.m or ([2] if args.smoke else [8, 20]))]
+    print("| suite | forecasts made | wall (s) |\n|---|---:|---:|")
+    with tempfile.TemporaryDirectory() as folder:
+        path = study(args.smoke, Path(folder))
+        for m in settings:
+            made, seconds = run(m, path)
+            label = "paper suite P0-P3" if m is None else f"P0 + worst drop-to-zero, m = {m}"
+            print(f"| {label} | {made} | {seconds:.1f} |")

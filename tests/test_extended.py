@@ -189,11 +189,11 @@ def test_dose_response_is_monotone_for_a_planted_fragile_system(synthetic_study,
     assert auc["mean"]["perturbation"] == "G" and auc["mean"]["rating"] > auc["naive"]["rating"]
     assert {r["score"] for r in doc["ratings"]} >= {"wrs_volatility", "ape_auc"}
     assert any(e["balance"].get("volatility") for e in doc["effects"])  # balance covers the characteristic
-    card = (tmp_path / "run" / "cards" / "mean.html").read_text()
+    card = (tmp_path / "run" / "cards" / "mean.report.html").read_text()
     assert "How the effect grows with severity" in card and 'data-perturbation="G"' in card
 
 
 def test_extended_study_resolves():
     config, base = load_config(ROOT / "studies" / "extended.yaml")
     study = prepare(config, base_dir=base)
-    assert len(study.suite) == 18 and {"volatility", "trend_strength", "volatility_tercile"} <= set(study.table)
+    assert len(study.suite) == 34 and {"volatility", "trend_strength", "volatility_tercile"} <= set(study.table)

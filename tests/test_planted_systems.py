@@ -59,7 +59,10 @@ FAILING = """\
 
 def test_failures_become_rows_and_the_run_goes_on(synthetic_study, cli, tmp_path):
     config = synthetic_study(FAILING, draws=2, stride=5)
-    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
+    args = ("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
+    code, _, err = cli(*args)
+    assert code == 3 and "shape" in err and "--allow-failed-systems" in err, err  # `shape` fails every row
+    code, _, err = cli(*args, "--overwrite", "--allow-failed-systems")
     assert code == 0, err
     db = sqlite3.connect(tmp_path / "run" / "forecasts.sqlite")
     errors = dict(db.execute("SELECT system, group_concat(DISTINCT error) FROM forecasts GROUP BY system").fetchall())
@@ -81,7 +84,7 @@ def test_timeout_becomes_failure_rows(synthetic_study, cli, tmp_path):
     systems = '- {name: sleepy, type: python, function: "planted.py:sleepy"}\n- {name: naive, type: naive}\n'
     config = synthetic_study(systems, draws=2, stride=40, extra="forecast: {timeout: 0.5, batch_size: 64}\n")
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "2", "--no-cards")
-    assert code == 0, err
+    assert code == 3 and "sleepy: timed out" in err, err  # every row of `sleepy` timed out: exit 3, run written
     db = sqlite3.connect(tmp_path / "run" / "forecasts.sqlite")
     errors = {e for (e,) in db.execute("SELECT error FROM forecasts WHERE system = 'sleepy'")}
     assert errors == {"timed out after 0.5 s"}

@@ -56,7 +56,7 @@ def test_card_files_never_collide_and_overwrite_leaves_no_stale_card(synthetic_s
 def test_a_tall_card_is_not_cut(tmp_path):
     from PIL import Image
 
-    from causalrate.report.cards import screenshot
+    from causalrate.report.render import Session
 
     browser = browser_or_skip()
     page = tmp_path / "tall.html"
@@ -64,7 +64,7 @@ def test_a_tall_card_is_not_cut(tmp_path):
         "<html><body style='margin:0;background:#fff'><div style='height:11000px;background:#fff'></div>"
         "<div style='height:200px;background:#000'>end</div><div style='height:60px'></div></body></html>"
     )
-    with Image.open(screenshot(browser, page, tmp_path / "tall.png", width=300)) as image:
+    with Session(browser) as session, Image.open(session.png(page, tmp_path / "tall.png")) as image:
         rgb = np.asarray(image.convert("RGB"))
     assert rgb.shape[0] >= 11200, rgb.shape  # the black block at the bottom is in the picture
     assert (rgb[11050:11150] < 20).all()

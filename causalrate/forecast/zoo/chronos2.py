@@ -37,7 +37,7 @@ class Chronos2(ZooSystem):
             batch.inputs[:, None, :].astype(np.float32),
             prediction_length=batch.horizon,
             quantile_levels=levels,
-            batch_size=self.settings.batch_size,
+            batch_size=self.batch_size,
             cross_learning=False,
         )
         grid = np.stack([q[0].float().cpu().numpy() for q in quantiles])  # [b, d, q]

@@ -49,8 +49,8 @@ class GraniteTTM(ZooSystem):
         parameter = next(model.parameters())
         out = []
         with torch.no_grad():
-            for start in range(0, len(x), self.settings.batch_size):
-                pick = slice(start, start + self.settings.batch_size)
+            for start in range(0, len(x), self.batch_size):
+                pick = slice(start, start + self.batch_size)
                 result = model(
                     past_values=torch.tensor(x[pick], dtype=parameter.dtype, device=parameter.device),
                     past_observed_mask=torch.tensor(mask[pick], dtype=torch.bool, device=parameter.device),

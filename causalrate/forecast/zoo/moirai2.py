@@ -51,8 +51,8 @@ class Moirai2(ZooSystem):
         if not set(levels) <= set(known):
             raise ValueError(f"quantile_levels {levels} are not all among the checkpoint's {known}")
         grids = [
-            model.predict(past_target=list(batch.inputs[start : start + self.settings.batch_size]))
-            for start in range(0, len(batch.inputs), self.settings.batch_size)
+            model.predict(past_target=list(batch.inputs[start : start + self.batch_size]))
+            for start in range(0, len(batch.inputs), self.batch_size)
         ]
         grid = np.concatenate(grids).reshape(len(batch.inputs), len(known), -1).transpose(0, 2, 1)  # [b, d, q]
         return quantile_prediction(grid[..., [known.index(q) for q in levels]], levels)

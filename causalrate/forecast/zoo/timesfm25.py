@@ -47,8 +47,8 @@ class TimesFM25(ZooSystem):
         context = min(model.config.context_length, -(-n // patch) * patch)  # whole patches; the front is padded
         grids = []
         with torch.no_grad():
-            for start in range(0, len(batch.inputs), self.settings.batch_size):
-                rows = batch.inputs[start : start + self.settings.batch_size]
+            for start in range(0, len(batch.inputs), self.batch_size):
+                rows = batch.inputs[start : start + self.batch_size]
                 past = [torch.tensor(r, dtype=parameter.dtype, device=parameter.device) for r in rows]
                 out = model(past_values=past, forecast_context_len=context)
                 grids.append(out.full_predictions[:, : batch.horizon, 1:].float().cpu().numpy())  # 0 is the mean

@@ -48,7 +48,7 @@ class TiRex(ZooSystem):
             raise ValueError(f"quantile_levels {levels} are not all among the checkpoint's {known}")
         context = torch.tensor(batch.inputs, dtype=torch.float32)
         grid, _ = model.forecast(
-            context, prediction_length=batch.horizon, batch_size=self.settings.batch_size, output_type="numpy"
+            context, prediction_length=batch.horizon, batch_size=self.batch_size, output_type="numpy"
         )
         grid = np.asarray(grid)[:, : batch.horizon, [known.index(q) for q in levels]]
         return quantile_prediction(grid, levels)
