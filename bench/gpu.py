@@ -226,7 +226,7 @@ def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
     assert len(inputs) == rows == sum(len(b.inputs) for b in batch)
     return (
         name,
-        str(system.device),
+        system.accelerator or "cpu",
         str(system.batch_size),
         f"{rows:,}",
         f"{rows / engine:.1f}",
