@@ -79,7 +79,7 @@ def test_outputs_and_schema(quickstart):
     }
     arima = doc["heterogeneity"]["arima"]["P1"]
     assert arima["drivers"][0]["covariate"] == "distance" and "among the last" in arima["rules"][0]["text"]
-    assert "Where it is fragile" in (quickstart / "cards" / "arima.html").read_text()
+    assert "Where it is fragile" in (quickstart / "cards" / "arima.report.html").read_text()
 
 
 def test_acceptance_checks(quickstart):
@@ -89,7 +89,7 @@ def test_acceptance_checks(quickstart):
     assert bias["biased"] == max(bias.values()) > min(bias.values())
     assert set(doc["overall"]) == set(doc["headlines"]) and all(c["passed"] for c in doc["checks"])
     assert "most robust" not in (quickstart / "cards" / "biased.html").read_text()
-    for p in ("P0", "P1", "P2", "P3"):
+    for p in ("P1", "P2", "P3"):
         # the planted bias has the largest magnitude everywhere; WRS saturates per pair (random's errors
         # also differ by industry, honestly), so WRS only has to rank biased above its honest base, naive
         gap = rows(doc, p, "bias_industry")
