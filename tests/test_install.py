@@ -55,11 +55,12 @@ def _build(source: Path, dist: Path, hook: str) -> Path:
 
 
 def _dependency_paths() -> list[str]:
-    """This interpreter's import path minus anything that holds the causalrate source."""
+    """This interpreter's import path minus anything that holds the causalrate source (a venv inside the
+    checkout, as CI's, stays: its site-packages holds the dependencies, not causalrate)."""
     keep = []
     for entry in sys.path:
         path = Path(entry or ".").resolve()
-        if path.is_dir() and not (path / "causalrate").exists() and ROOT not in (path, *path.parents):
+        if path.is_dir() and not (path / "causalrate").exists() and path != ROOT:
             keep.append(str(path))
     return keep
 
