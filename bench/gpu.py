@@ -19,6 +19,7 @@ GPU busy % is nvidia-smi's utilization.gpu, sampled every 0.2 s during each phas
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -91,37 +92,26 @@ def build_bolt(folder: Path, smoke: bool) -> None:
 
 
 def build_moment(folder: Path, smoke: bool) -> Path:
-    from momentfm import MOMENTPipeline
-    from safetensors.torch import save_file
+    """Built by MOMENT's own environment (causalrate env create moment), or here if momentfm is installed."""
+    import importlib.util
+    import json
 
+    from causalrate.forecast.environments import python_of, recipes
+
+    recipe = recipes()["moment"]
+    python = python_of(recipe.folder) if recipe.built else Path(sys.executable)
+    if not recipe.built and importlib.util.find_spec("momentfm") is None:
+        raise SystemExit("MOMENT's environment is not built: causalrate env create moment")
     t5_config = {**t5(smoke).to_dict(), "vocab_size": 32, "feed_forward_proj": "gated-gelu", "model_type": "t5"}
-    config = {
-        "task_name": "reconstruction",
-        "model_name": "MOMENT",
-        "transformer_type": "encoder_only",
-        "d_model": None,
-        "seq_len": 512,
-        "patch_len": 8,
-        "patch_stride_len": 8,
-        "transformer_backbone": "google/flan-t5-small",
-        "t5_config": t5_config,
-        "revin_affine": False,
-        "add_positional_embedding": True,
-        "value_embedding_bias": False,
-        "orth_gain": 1.41,
-        "mask_ratio": 0.0,
-        "enable_gradient_checkpointing": False,
-        "randomly_initialize_backbone": False,
-        "device": "cpu",
-    }
-    model = MOMENTPipeline(config=config, model_kwargs={"task_name": "reconstruction"})
-    model.init()
-    model.save_pretrained(folder)
-    forecaster = MOMENTPipeline(config=config, model_kwargs={"task_name": "forecasting", "forecast_horizon": 20})
-    forecaster.init()
-    head = folder.parent / "moment-head.safetensors"
-    save_file({k: v.contiguous() for k, v in forecaster.head.state_dict().items()}, str(head))
-    return head
+    done = subprocess.run(
+        [str(python), str(Path(__file__).with_name("tiny_moment.py")), str(folder), "20", json.dumps(t5_config)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"},
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"building the tiny MOMENT with {python} failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
 
 
 def build_phi3(folder: Path, smoke: bool) -> None:

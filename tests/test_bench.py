@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import moment_environment
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name != "common.py")
+SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name not in {"common.py", "tiny_moment.py"})  # helpers
 
 
 def test_every_bench_script_is_smoked():
@@ -21,7 +23,8 @@ def test_every_bench_script_is_smoked():
 def test_bench_script_runs_in_smoke_mode(script, tmp_path):
     if script == "gpu.py":
         pytest.importorskip("chronos")
-        pytest.importorskip("momentfm")
+        if moment_environment() is None:  # a failure where CI requires the environments
+            pytest.skip("MOMENT's environment is not built (causalrate env create moment)")
     env = {**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, str(BENCH / script), "--smoke", *(["--workers", "1"] if script == "quickstart.py" else [])],
