@@ -33,7 +33,6 @@ def facts(score: str) -> Facts:
 
 # per-draw aggregations of the matching estimate, by the effects column a scheme score reads
 _AGGREGATION = {
-    "abs_ape_adj": "mean over draws of |APE_adj|",
     "abs_mean_ape_adj": "|mean over draws of APE_adj|",
     "ape_adj": "mean over draws of APE_adj",
     "pie": "mean over draws of PIE%",
