@@ -96,7 +96,7 @@ def build_moment(folder: Path, smoke: bool) -> Path:
     import importlib.util
     import json
 
-    from causalrate.forecast.environments import python_of, recipes
+    from causalrate.systems.environments import python_of, recipes
 
     recipe = recipes()["moment"]
     python = python_of(recipe.folder) if recipe.built else Path(sys.executable)
@@ -231,9 +231,9 @@ def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
 def batches(prepared) -> list:
     """The forecast stage's own inputs: every perturbation of every window, in the system's batch size."""
     from causalrate.forecast.impute import impute
-    from causalrate.forecast.systems import Batch
     from causalrate.perturb.suite import perturbation_seeds
     from causalrate.seeding import row_seeds
+    from causalrate.systems.base import Batch
 
     wd, ds, cfg = prepared.windows, prepared.dataset, prepared.config
     (name,) = prepared.systems

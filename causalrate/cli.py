@@ -131,9 +131,9 @@ def _fit_head(args: argparse.Namespace) -> int:
     from causalrate.config import load_config
     from causalrate.data import make_windows
     from causalrate.data.loaders import load_dataset
-    from causalrate.forecast.envsystem import call_in_system
-    from causalrate.forecast.foundation import fit_moment_head
-    from causalrate.forecast.systems import build_system
+    from causalrate.systems.base import build_system
+    from causalrate.systems.envsystem import call_in_system
+    from causalrate.systems.foundation import fit_moment_head
 
     config, base_dir = load_config(args.config)
     spec = next((s for s in config.systems if s.name == args.system), None)
@@ -215,7 +215,7 @@ def _perturbations(args: argparse.Namespace) -> int:
 
 
 def _env_create(args: argparse.Namespace) -> int:
-    from causalrate.forecast.environments import create
+    from causalrate.systems.environments import create
 
     started = time.perf_counter()
     recipe, built = create(args.name, log=lambda line: print(line, file=sys.stderr))
@@ -225,7 +225,7 @@ def _env_create(args: argparse.Namespace) -> int:
 
 
 def _env_list(args: argparse.Namespace) -> int:
-    from causalrate.forecast.environments import recipes
+    from causalrate.systems.environments import recipes
 
     for name, recipe in recipes().items():
         state = f"built at {recipe.folder}" if recipe.built else f"not built (causalrate env create {name})"
@@ -237,8 +237,8 @@ def _env_list(args: argparse.Namespace) -> int:
 
 
 def _systems(args: argparse.Namespace) -> int:
-    from causalrate.forecast import SYSTEMS
-    from causalrate.forecast.systems import nan_handling
+    from causalrate.systems import SYSTEMS
+    from causalrate.systems.base import nan_handling
 
     width = max(map(len, SYSTEMS.names())) + 2
     for name, cls in SYSTEMS.items():

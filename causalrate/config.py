@@ -160,7 +160,7 @@ class SystemSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check_type_and_settings(self) -> SystemSpec:
-        from causalrate.forecast.systems import SYSTEMS
+        from causalrate.systems.base import SYSTEMS
 
         if self.type not in SYSTEMS:
             raise ValueError(f"unknown system type {self.type!r}; expected one of {SYSTEMS.names()}")

@@ -2,7 +2,7 @@
 
 Users add their own entries without editing causalrate::
 
-    from causalrate.forecast.systems import SYSTEMS, System
+    from causalrate.systems import SYSTEMS, System
 
     @SYSTEMS.register("my-model")
     class MyModel(System): ...

@@ -16,11 +16,11 @@ from causalrate.data import Dataset, Windows, make_windows
 from causalrate.data.characteristics import CHARACTERISTICS, compute_characteristics, terciles
 from causalrate.data.loaders import load_dataset
 from causalrate.errors import UserError
-from causalrate.forecast.systems import System, build_system
 from causalrate.perturb import Perturbation, load_suite
 from causalrate.rate.ratings import levels_warning
 from causalrate.redact import scrub
 from causalrate.score.scores import Evidence
+from causalrate.systems.base import System, build_system
 
 
 @dataclass(frozen=True)

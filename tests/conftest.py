@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from causalrate.cli import main
-from causalrate.forecast.environments import envs_dir, python_of, recipes
+from causalrate.systems.environments import envs_dir, python_of, recipes
 
 # Managed environments are built once (causalrate env create, as .ci/run does) under the cache the
 # session starts with; tests that give each test its own forecast cache still find them there.

@@ -171,7 +171,7 @@ def test_gemini_without_any_google_package_is_listed_not_a_crash(synthetic_study
     import sys
 
     from causalrate.errors import UserError
-    from causalrate.forecast.checkpoints import require
+    from causalrate.systems.checkpoints import require
 
     for name in [m for m in sys.modules if m.startswith("google.")]:  # as if never imported
         monkeypatch.delitem(sys.modules, name)

@@ -4,10 +4,10 @@ import json
 from pathlib import Path
 
 from causalrate.causal.schemes import SCHEMES
-from causalrate.forecast import SYSTEMS
 from causalrate.perturb.operators import OPERATORS
 from causalrate.score.metrics import METRICS
 from causalrate.score.scores import SCORES
+from causalrate.systems import SYSTEMS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from causalrate.errors import UserError
-from causalrate.forecast import envsystem
-from causalrate.forecast.environments import create, recipes
 from causalrate.forecast.runner import Job, run_job
-from causalrate.forecast.systems import Batch, build_system
+from causalrate.systems import envsystem
+from causalrate.systems.base import Batch, build_system
+from causalrate.systems.environments import create, recipes
 from tests.conftest import make_synthetic_study
 
 FUNCTIONS = '''
@@ -85,7 +85,7 @@ def test_adapter_modules_import_with_numpy_and_pydantic_only():
                 if name.split(".")[0] in {blocked!r}:
                     raise ImportError("blocked " + name)
         sys.meta_path.insert(0, Block())
-        import causalrate.forecast.envworker, causalrate.forecast.foundation, causalrate.forecast
+        import causalrate.systems.envworker, causalrate.systems.foundation, causalrate.systems
         print("ok")
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

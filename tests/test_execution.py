@@ -18,7 +18,7 @@ PLUGIN = '''
 import numpy as np
 
 from causalrate.causal.schemes import SCHEMES, Scheme
-from causalrate.forecast.systems import SYSTEMS, System
+from causalrate.systems.base import SYSTEMS, System
 from causalrate.perturb.operators import OPERATORS, Operator
 from causalrate.score.scores import SCORES, Score
 

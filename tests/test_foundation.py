@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("chronos")
 
 from causalrate.errors import UserError
-from causalrate.forecast.systems import Batch, build_system
+from causalrate.systems.base import Batch, build_system
 from tests import tiny_models
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from causalrate.errors import UserError
-from causalrate.forecast.llm import ParseError, number, numeric_prompt, parse_forecast
-from causalrate.forecast.plot import render_window
-from causalrate.forecast.remote import Gemini, Http
-from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
+from causalrate.systems.base import SYSTEMS, Batch, Prediction
+from causalrate.systems.llm import ParseError, number, numeric_prompt, parse_forecast
+from causalrate.systems.plot import render_window
+from causalrate.systems.remote import Gemini, Http
 from tests.fake_servers import FakeServer, gemini_answer, http_answer
 
 DATES = np.arange(np.datetime64("2024-03-01"), np.datetime64("2024-03-09"))

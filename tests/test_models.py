@@ -22,8 +22,8 @@ pytest.importorskip("chronos")
 pytest.importorskip("google.genai")
 
 from causalrate.cli import main
-from causalrate.forecast.llm import numeric_prompt, plot_prompt
-from causalrate.forecast.plot import render_window
+from causalrate.systems.llm import numeric_prompt, plot_prompt
+from causalrate.systems.plot import render_window
 from tests import tiny_models
 from tests.conftest import moment_environment
 from tests.fake_servers import FakeServer, gemini_answer, http_answer
@@ -189,7 +189,7 @@ def test_gemini_retries_and_records_usage_and_never_leaks_the_key(run):
 
 def test_plot_image_enters_the_cache_key(run, monkeypatch, tmp_path):
     """Re-running hits the cache; a different chart style (same numbers) does not."""
-    from causalrate.forecast import plot
+    from causalrate.systems import plot
 
     folder = run["folder"]
     monkeypatch.setenv("TEST_GEMINI_KEY", KEY)

@@ -194,7 +194,7 @@ def test_ray_executor_matches_local(synthetic_study, cli, tmp_path):
 def test_accelerator_batches_stay_in_one_worker_per_device(tmp_path):
     """Each device's jobs run in one (spawned) worker of their own while the other workers take the rest."""
     from causalrate.forecast.runner import Job, LocalExecutor
-    from causalrate.forecast.systems import Batch
+    from causalrate.systems.base import Batch
 
     (tmp_path / "planted.py").write_text((Path(__file__).parent / "planted.py").read_text())
     spec = {"name": "pid", "type": "python", "function": "planted.py:worker_pid"}

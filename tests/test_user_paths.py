@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from causalrate.forecast.python_system import PythonFunction
+from causalrate.systems.python_system import PythonFunction
 from tests.test_cards import browser_or_skip
 
 MODEL = "import numpy as np\n\ndef predict(inputs, horizon):\n    return np.full((len(inputs), horizon), {value})\n"

@@ -22,8 +22,8 @@ pytest.importorskip("tirex")
 
 from causalrate.cli import main
 from causalrate.errors import UserError
-from causalrate.forecast import SYSTEMS
-from causalrate.forecast.systems import Batch, Prediction, nan_handling
+from causalrate.systems import SYSTEMS
+from causalrate.systems.base import Batch, Prediction, nan_handling
 from tests import tiny_zoo
 from tests.test_models import HORIZON, INPUT, write_data
 

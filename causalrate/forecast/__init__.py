@@ -1,13 +1,1 @@
-"""Stage 3 — forecast: systems under test, imputation, the process pool and the SQLite store."""
-
-from causalrate.forecast import (  # noqa: F401 - registers the built-in systems
-    foundation,
-    hf_llm,
-    python_system,
-    reference,
-    remote,
-    zoo,
-)
-from causalrate.forecast.systems import SYSTEMS, Batch, Prediction, System
-
-__all__ = ["SYSTEMS", "Batch", "Prediction", "System"]
+"""Stage 3 — forecast: the full factorial's batches, imputation, the process pool, the cache and the SQLite store."""

@@ -15,10 +15,8 @@ import numpy as np
 
 from causalrate import plugins
 from causalrate.data import Windows
-from causalrate.forecast import Batch
 from causalrate.forecast.cache import Cached, ForecastCache, forecast_keys
 from causalrate.forecast.impute import impute
-from causalrate.forecast.plot import render_windows
 from causalrate.forecast.runner import Job, Outcome
 from causalrate.forecast.store import ForecastStore
 from causalrate.perturb.placement import offsets_of
@@ -26,6 +24,8 @@ from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_h
 from causalrate.perturb.worst import WorstCase
 from causalrate.score.metrics import METRICS
 from causalrate.seeding import row_seeds
+from causalrate.systems import Batch
+from causalrate.systems.plot import render_windows
 
 if TYPE_CHECKING:
     from causalrate.study import Study

@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from causalrate import plugins
 from causalrate.errors import UserError
-from causalrate.forecast.systems import Batch, Prediction, System, build_system
+from causalrate.systems.base import Batch, Prediction, System, build_system
 
 GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
 

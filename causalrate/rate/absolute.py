@@ -16,7 +16,7 @@ import pandas as pd
 import yaml
 
 from causalrate.causal.wrs import DEFAULT_LEVELS
-from causalrate.forecast.reference import last_observed
+from causalrate.systems.reference import last_observed
 
 ABSOLUTE_LEVELS = 3
 BASES = ("naive_clean_error", "wrs_max", "percent", "none")

@@ -7,9 +7,9 @@ the study is read, in every forecasting worker and by `causalrate card/rate/expo
 import numpy as np
 
 from causalrate.causal.schemes import SCHEMES, Scheme
-from causalrate.forecast.systems import SYSTEMS, System
 from causalrate.perturb.operators import OPERATORS, Operator
 from causalrate.score.scores import SCORES, MetricScore
+from causalrate.systems import SYSTEMS, System
 
 
 @OPERATORS.register("swap")

@@ -9,8 +9,8 @@ import numpy as np
 from pydantic import Field
 
 from causalrate.errors import UserError
-from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
-from causalrate.forecast.zoo._base import QuantileSettings, ZooSystem, levels_of, quantile_prediction
+from causalrate.systems.base import SYSTEMS, Batch, Prediction
+from causalrate.systems.zoo._base import QuantileSettings, ZooSystem, levels_of, quantile_prediction
 
 
 class TabPFNTSSettings(QuantileSettings):

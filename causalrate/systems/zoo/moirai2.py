@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
-from causalrate.forecast.zoo._base import QuantileSettings, ZooSystem, levels_of, quantile_prediction
+from causalrate.systems.base import SYSTEMS, Batch, Prediction
+from causalrate.systems.zoo._base import QuantileSettings, ZooSystem, levels_of, quantile_prediction
 
 
 class Moirai2Settings(QuantileSettings):

@@ -23,10 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
-from causalrate.forecast.checkpoints import require
-from causalrate.forecast.llm import Answer, ChatSettings, ChatSystem, Request
-from causalrate.forecast.systems import SYSTEMS, Batch, System
 from causalrate.redact import declare, scrub
+from causalrate.systems.base import SYSTEMS, Batch, System
+from causalrate.systems.checkpoints import require
+from causalrate.systems.llm import Answer, ChatSettings, ChatSystem, Request
 
 T = TypeVar("T")
 

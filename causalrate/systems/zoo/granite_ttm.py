@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from causalrate.forecast.checkpoints import CheckpointSettings
-from causalrate.forecast.systems import SYSTEMS, Batch
-from causalrate.forecast.zoo._base import ZooSystem
+from causalrate.systems.base import SYSTEMS, Batch
+from causalrate.systems.checkpoints import CheckpointSettings
+from causalrate.systems.zoo._base import ZooSystem
 
 
 @SYSTEMS.register("granite-ttm")

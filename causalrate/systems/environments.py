@@ -64,7 +64,7 @@ class Recipe:
 
 def recipes() -> dict[str, Recipe]:
     """Every registered system type that declares its own environment."""
-    from causalrate.forecast import SYSTEMS
+    from causalrate.systems import SYSTEMS
 
     return {
         name: Recipe(name, tuple(cls.environment_requirements))
@@ -167,7 +167,7 @@ def create(name: str, *, log: Callable[[str], None] = print) -> tuple[Recipe, bo
             [
                 str(python),
                 "-c",
-                "import json, causalrate.forecast.envworker as w; print(json.dumps(w.installed_packages()))",
+                "import json, causalrate.systems.envworker as w; print(json.dumps(w.installed_packages()))",
             ],
         )
         marker = {"name": name, "requirements": list(recipe.requirements), "packages": json.loads(listing)}

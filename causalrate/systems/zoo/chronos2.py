@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
-from causalrate.forecast.zoo._base import QuantileSettings, ZooSystem, levels_of, quantile_prediction
+from causalrate.systems.base import SYSTEMS, Batch, Prediction
+from causalrate.systems.zoo._base import QuantileSettings, ZooSystem, levels_of, quantile_prediction
 
 
 @SYSTEMS.register("chronos2")

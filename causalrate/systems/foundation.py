@@ -13,8 +13,8 @@ import numpy as np
 from pydantic import Field
 
 from causalrate.errors import UserError
-from causalrate.forecast.checkpoints import CheckpointSettings, CheckpointSystem, locate
-from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
+from causalrate.systems.base import SYSTEMS, Batch, Prediction
+from causalrate.systems.checkpoints import CheckpointSettings, CheckpointSystem, locate
 
 
 class ChronosSettings(CheckpointSettings):

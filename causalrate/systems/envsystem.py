@@ -1,7 +1,7 @@
 """A system that runs in its own Python environment, seen by the engine as any other System.
 
 EnvironmentSystem stands in for the real adapter: each process that forecasts starts one long-lived
-worker (causalrate.forecast.envworker) with the environment's interpreter and sends it the batches.
+worker (causalrate.systems.envworker) with the environment's interpreter and sends it the batches.
 The worker's identity (settings, checkpoint, its libraries' versions) plus every package version of
 the environment is the cache key's system part, so forecasts made with other versions are never reused.
 A worker that fails to answer (a crash, or a timeout that interrupts the wait) is killed and started
@@ -21,9 +21,9 @@ from pydantic import BaseModel
 
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
-from causalrate.forecast.environments import resolve, worker_environment
-from causalrate.forecast.envworker import PROTOCOL, read_message, write_message
-from causalrate.forecast.systems import Batch, Prediction, System
+from causalrate.systems.base import Batch, Prediction, System
+from causalrate.systems.environments import resolve, worker_environment
+from causalrate.systems.envworker import PROTOCOL, read_message, write_message
 
 
 class WorkerError(RuntimeError):
@@ -147,7 +147,7 @@ class EnvironmentSystem(System):
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker; close() closes it
         self._owner = os.getpid()
         self._process = subprocess.Popen(
-            [str(python), "-m", "causalrate.forecast.envworker"],
+            [str(python), "-m", "causalrate.systems.envworker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

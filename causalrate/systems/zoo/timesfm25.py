@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from causalrate.forecast.checkpoints import CheckpointSettings
-from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
-from causalrate.forecast.zoo._base import ZooSystem, quantile_prediction
+from causalrate.systems.base import SYSTEMS, Batch, Prediction
+from causalrate.systems.checkpoints import CheckpointSettings
+from causalrate.systems.zoo._base import ZooSystem, quantile_prediction
 
 
 @SYSTEMS.register("timesfm2.5")

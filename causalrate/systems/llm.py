@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from causalrate.forecast.systems import Batch, Prediction, System
+from causalrate.systems.base import Batch, Prediction, System
 
 PROMPT_VERSION = "cik-direct-v1"  # bump whenever the text below changes
 

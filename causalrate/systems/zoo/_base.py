@@ -7,8 +7,8 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
-from causalrate.forecast.checkpoints import CheckpointSettings, CheckpointSystem
-from causalrate.forecast.systems import Prediction
+from causalrate.systems.base import Prediction
+from causalrate.systems.checkpoints import CheckpointSettings, CheckpointSystem
 
 LEVELS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 

@@ -151,6 +151,6 @@ def build_system(spec: dict[str, Any], *, base_dir: Path) -> System:
     environment = validated.environment or (spec["type"] if cls.environment_requirements else None)
     if environment is None:
         return cls(settings, base_dir=base_dir)
-    from causalrate.forecast.envsystem import EnvironmentSystem
+    from causalrate.systems.envsystem import EnvironmentSystem
 
     return EnvironmentSystem(cls, settings, base_dir=base_dir, environment=environment, type_name=spec["type"])

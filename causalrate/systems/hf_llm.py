@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from causalrate.forecast.checkpoints import CheckpointSettings, CheckpointSystem
-from causalrate.forecast.llm import Answer, ChatSettings, ChatSystem, Request
-from causalrate.forecast.systems import SYSTEMS
+from causalrate.systems.base import SYSTEMS
+from causalrate.systems.checkpoints import CheckpointSettings, CheckpointSystem
+from causalrate.systems.llm import Answer, ChatSettings, ChatSystem, Request
 
 
 class HFChatSettings(CheckpointSettings, ChatSettings):

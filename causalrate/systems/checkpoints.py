@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
-from causalrate.forecast.systems import SYSTEMS, System
+from causalrate.systems.base import SYSTEMS, System
 
 BIG_FILE = 64 * 2**20  # files above this size are fingerprinted by size, head and tail only
 BATCH = {"accelerator": 256, "cpu": 32}  # default rows per forward pass: a GPU is only busy with full batches

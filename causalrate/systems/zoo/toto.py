@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from causalrate.forecast.checkpoints import CheckpointSettings
-from causalrate.forecast.systems import SYSTEMS, Batch, Prediction
-from causalrate.forecast.zoo._base import ZooSystem
+from causalrate.systems.base import SYSTEMS, Batch, Prediction
+from causalrate.systems.checkpoints import CheckpointSettings
+from causalrate.systems.zoo._base import ZooSystem
 
 DAY = 86400  # seconds: the daily data causalrate rates
 

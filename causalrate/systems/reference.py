@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
-from causalrate.forecast.systems import SYSTEMS, Batch, Prediction, System
+from causalrate.systems.base import SYSTEMS, Batch, Prediction, System
 
 
 def last_observed(inputs: np.ndarray) -> np.ndarray:

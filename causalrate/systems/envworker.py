@@ -1,6 +1,6 @@
 """The worker that runs one system inside its own Python environment: the child side of the protocol.
 
-EnvironmentSystem starts it as ``<env python> -m causalrate.forecast.envworker`` with causalrate on
+EnvironmentSystem starts it as ``<env python> -m causalrate.systems.envworker`` with causalrate on
 PYTHONPATH (not installed there). It needs only numpy, pydantic and the adapter's own packages: it
 imports the adapter's module and causalrate's light core modules (systems, errors, data.dataset),
 never pandas, dowhy or the engine.
@@ -92,7 +92,7 @@ class Worker:
         import importlib
         from pathlib import Path
 
-        from causalrate.forecast.systems import SYSTEMS
+        from causalrate.systems.base import SYSTEMS
 
         importlib.import_module(header["module"])
         cls = SYSTEMS.get(header["type"])
@@ -120,7 +120,7 @@ class Worker:
         return {}, None
 
     def forecast(self, header: dict, arrays: dict) -> tuple[dict, dict]:
-        from causalrate.forecast.systems import Batch, Prediction
+        from causalrate.systems.base import Batch, Prediction
 
         count = header["images"]
         images = None if count is None else tuple(arrays[f"image_{i}"].tobytes() for i in range(count))

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from causalrate.errors import UserError
-from causalrate.forecast.systems import SYSTEMS, Batch, System
+from causalrate.systems.base import SYSTEMS, Batch, System
 
 
 class PythonSettings(BaseModel):
