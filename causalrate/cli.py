@@ -131,9 +131,9 @@ def _fit_head(args: argparse.Namespace) -> int:
     from causalrate.config import load_config
     from causalrate.data import make_windows
     from causalrate.data.loaders import load_dataset
-    from causalrate.systems.base import build_system
     from causalrate.systems.envsystem import call_in_system
     from causalrate.systems.foundation import fit_moment_head
+    from causalrate.systems.spec import build_system
 
     config, base_dir = load_config(args.config)
     spec = next((s for s in config.systems if s.name == args.system), None)
@@ -152,7 +152,7 @@ def _fit_head(args: argparse.Namespace) -> int:
     w = config.windows
     data = config.data.model_copy(update={"start": start, "end": end})
     dataset = load_dataset(data, base_dir=base_dir, min_length=w.input_length + w.horizon)
-    system = build_system(spec.model_dump(), base_dir=base_dir)
+    system = build_system(spec, base_dir=base_dir)
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
     out = Path(args.out) if args.out else base_dir / (system.settings.head or f"{spec.name}-head.safetensors")
     losses = call_in_system(  # in MOMENT's environment

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError,
 
 from causalrate import plugins
 from causalrate.errors import UserError
+from causalrate.systems.spec import SystemSpec
 
 QUICKSTART_SERIES = ["AAPL", "MSFT", "MRK", "PFE", "JPM", "BAC"]
 REFERENCE_SYSTEMS = ["naive", "arima", "random", "biased"]
@@ -144,54 +145,6 @@ class PerturbationSpec(Strict):
         if self.combine is not None and len(self.combine) < 2:
             raise ValueError("combine: give at least two operators")
         return self
-
-
-class SystemSpec(BaseModel):
-    """A system under test: a registered type plus that type's own settings."""
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str = Field(min_length=1)
-    type: str
-    family: str | None = None
-    modality: Literal["numeric", "plot"] | None = None  # set by the type; stated here only as a check
-    architecture: str | None = None
-    parameters: int | None = None
-
-    @model_validator(mode="after")
-    def _check_type_and_settings(self) -> SystemSpec:
-        from causalrate.systems.base import SYSTEMS
-
-        if self.type not in SYSTEMS:
-            raise ValueError(f"unknown system type {self.type!r}; expected one of {SYSTEMS.names()}")
-        cls = SYSTEMS.get(self.type)
-        try:
-            cls.Settings.model_validate(self.settings)
-        except ValidationError as exc:
-            raise ValueError(f"settings of system {self.name!r} (type {self.type}): {_one_line(exc)}") from None
-        if not isinstance(self.environment, str | None) or self.environment == "":
-            raise ValueError(
-                f"system {self.name!r}: environment: expected a managed environment's name, a virtual-environment "
-                f"folder or a Python interpreter, got {self.environment!r}"
-            )
-        if self.modality not in (None, cls.modality):
-            raise ValueError(
-                f"system {self.name!r}: type {self.type} has modality {cls.modality!r}, not {self.modality!r}"
-            )
-        return self
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        """The type-specific keys (everything but name, type, environment and metadata)."""
-        return {k: v for k, v in (self.model_extra or {}).items() if k != "environment"}
-
-    @property
-    def environment(self) -> Any:
-        """Where it runs: a managed environment's name, a venv folder or an interpreter (None: the type's default).
-
-        Kept among the extra keys so that configs without it dump exactly as before.
-        """
-        return (self.model_extra or {}).get("environment")
 
 
 class CausalConfig(Strict):
@@ -392,15 +345,6 @@ def format_validation_error(path: Path, exc: ValidationError) -> str:
         shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else f" (got {given!r})"
         lines.append(f"  {field}: {msg}{shown}")
     return "\n".join(lines)
-
-
-def _one_line(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"])
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        parts.append(f"{field}: {msg}")
-    return "; ".join(parts)
 
 
 def _safe_name(name: str) -> str:

@@ -20,7 +20,8 @@ from causalrate.perturb import Perturbation, load_suite
 from causalrate.rate.ratings import levels_warning
 from causalrate.redact import scrub
 from causalrate.score.scores import Evidence
-from causalrate.systems.base import System, build_system
+from causalrate.systems.base import System
+from causalrate.systems.spec import build_system
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def prepare(
     suite = load_suite(config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement)
     systems, unavailable = {}, dict(not_assessed or {})
     for spec in config.systems:
-        system = build_system(spec.model_dump(), base_dir=base_dir)
+        system = build_system(spec, base_dir=base_dir)
         try:
             if check_systems:
                 system.check(dataset)

@@ -21,8 +21,9 @@ import pytest
 from causalrate.errors import UserError
 from causalrate.forecast.runner import Job, run_job
 from causalrate.systems import envsystem
-from causalrate.systems.base import Batch, build_system
+from causalrate.systems.base import Batch
 from causalrate.systems.environments import create, recipes
+from causalrate.systems.spec import SystemSpec, build_system
 from tests.conftest import make_synthetic_study
 
 FUNCTIONS = '''
@@ -57,7 +58,7 @@ def python_system(folder: Path, function: str, environment: str | None = sys.exe
     spec = {"name": function, "type": "python", "function": f"envfunctions.py:{function}"}
     if environment is not None:
         spec["environment"] = environment
-    return build_system(spec, base_dir=folder)
+    return build_system(SystemSpec.model_validate(spec), base_dir=folder)
 
 
 def job(system, inputs: np.ndarray, *, timeout: float = 60.0) -> Job:
@@ -217,9 +218,8 @@ def test_moment_runs_on_its_pins_beside_the_cores_numpy_2(moment_python, tmp_pat
     from tests import tiny_models
 
     tiny_models.build_moment_in(moment_python, tmp_path / "moment", horizon=2)
-    system = build_system(
-        {"name": "m", "type": "moment", "model": "moment", "untrained_head": True, "seq_len": 64}, base_dir=tmp_path
-    )
+    spec = {"name": "m", "type": "moment", "model": "moment", "untrained_head": True, "seq_len": 64}
+    system = build_system(SystemSpec.model_validate(spec), base_dir=tmp_path)
     packages = system.identity()["environment"]["packages"]
     assert packages["numpy"] == "1.25.2" and packages["transformers"] == "4.33.3" and packages["momentfm"] == "0.1.4"
     assert np.__version__.startswith("2.")

@@ -11,7 +11,8 @@ pytest.importorskip("torch")
 pytest.importorskip("chronos")
 
 from causalrate.errors import UserError
-from causalrate.systems.base import Batch, build_system
+from causalrate.systems.base import Batch
+from causalrate.systems.spec import SystemSpec, build_system
 from tests import tiny_models
 
 
@@ -38,7 +39,7 @@ def chronos_dir(tmp_path_factory) -> Path:
 
 def chronos(folder: Path, **settings):
     spec = {"name": "c", "type": "chronos", "model": str(folder), "num_samples": 4, **settings}
-    return build_system(spec, base_dir=folder.parent)
+    return build_system(SystemSpec.model_validate(spec), base_dir=folder.parent)
 
 
 def test_a_rows_sample_paths_do_not_depend_on_its_batch(chronos_dir):
@@ -92,7 +93,8 @@ def test_moment_in_bfloat16_keeps_prices_near_1000_exact_to_a_fraction_of_a_dail
 
     def moment(dtype: str) -> np.ndarray:
         spec = {"name": "m", "type": "moment", "model": "moment", "head": head.name, "seq_len": 64, "dtype": dtype}
-        made = build_system(spec, base_dir=tmp_path).forecast(batch)  # in MOMENT's own environment
+        system = build_system(SystemSpec.model_validate(spec), base_dir=tmp_path)  # in MOMENT's own environment
+        made = system.forecast(batch)
         return np.asarray(getattr(made, "point", made))
 
     exact, brain = moment("float32"), moment("bfloat16")

@@ -33,7 +33,8 @@ from tqdm import tqdm
 
 from causalrate import plugins
 from causalrate.errors import UserError
-from causalrate.systems.base import Batch, Prediction, System, build_system
+from causalrate.systems.base import Batch, Prediction, System
+from causalrate.systems.spec import SystemSpec, build_system
 
 GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
 
@@ -49,7 +50,7 @@ class Job:
     system: str
     perturbation: str
     windows: np.ndarray  # window ids of the batch's rows
-    spec: dict[str, Any]
+    spec: dict[str, Any]  # the system's SystemSpec, dumped: validated again in the worker once its plugins are loaded
     base_dir: Path
     timeout: float
     batch: Batch  # inputs already imputed for systems that do not accept NaN
@@ -100,7 +101,7 @@ def _system(job: Job) -> System:
     key = json.dumps(job.spec, sort_keys=True, default=str)
     if key not in _SYSTEMS:
         plugins.load(job.plugins)
-        _SYSTEMS[key] = build_system(job.spec, base_dir=job.base_dir)
+        _SYSTEMS[key] = build_system(SystemSpec.model_validate(job.spec), base_dir=job.base_dir)
     return _SYSTEMS[key]
 
 
@@ -185,8 +186,6 @@ def die_with(parent: int) -> None:
 
 def _worker(tasks: multiprocessing.Queue, results: multiprocessing.Queue, parent: int, cores: int) -> None:
     from threadpoolctl import threadpool_limits
-
-    import causalrate.config  # noqa: F401  (what building a system needs: imported before any batch's clock runs)
 
     die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle

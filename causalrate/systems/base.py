@@ -140,17 +140,3 @@ def nan_handling(system: System | type[System]) -> str:
 
 SYSTEMS: Registry[type[System]] = Registry("system type")
 
-
-def build_system(spec: dict[str, Any], *, base_dir: Path) -> System:
-    """Instantiate a system from a validated SystemSpec dump; one with an environment runs in its worker."""
-    cls = SYSTEMS.get(spec["type"])
-    from causalrate.config import SystemSpec
-
-    validated = SystemSpec.model_validate(spec)
-    settings = cls.Settings.model_validate(validated.settings)
-    environment = validated.environment or (spec["type"] if cls.environment_requirements else None)
-    if environment is None:
-        return cls(settings, base_dir=base_dir)
-    from causalrate.systems.envsystem import EnvironmentSystem
-
-    return EnvironmentSystem(cls, settings, base_dir=base_dir, environment=environment, type_name=spec["type"])
