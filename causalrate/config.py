@@ -15,19 +15,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from causalrate import plugins
-from causalrate.errors import UserError
+from causalrate.errors import UserError, format_validation_error
+from causalrate.perturb.spec import PerturbationSpec
 from causalrate.systems.spec import SystemSpec
 
 QUICKSTART_SERIES = ["AAPL", "MSFT", "MRK", "PFE", "JPM", "BAC"]
 REFERENCE_SYSTEMS = ["naive", "arima", "random", "biased"]
-
-
-def _known(registry, names: list[str]) -> list[str]:
-    """Every name must be registered: 'unknown <kind> X; expected one of [...]'."""
-    for name in names:
-        if name not in registry:
-            raise ValueError(f"unknown {registry.kind} {name!r}; expected one of {registry.names()}")
-    return names
 
 
 class Strict(BaseModel):
@@ -73,80 +66,6 @@ class WindowsConfig(Strict):
     stride: PositiveInt = Field(2, description="step between window starts (the paper uses 1)")
 
 
-PlacementName = Literal["cyclic", "series", "last", "offset", "random", "worst"]
-Imputation = Literal["ffill", "linear", "zero"]
-
-
-class CombinedPart(Strict):
-    """One operator of a combined corruption: applied at the entry's placement, with its own period."""
-
-    operator: str
-    period: PositiveInt | None = Field(None, description="k of this part; null = the entry's period")
-    params: dict[str, float] = Field(default_factory=dict)
-
-    @field_validator("operator")
-    @classmethod
-    def _known_operator(cls, name: str) -> str:
-        from causalrate.perturb.operators import OPERATORS
-
-        if name == "combined":
-            raise ValueError("a combined corruption cannot contain another combined one")
-        return _known(OPERATORS, [name])[0]
-
-
-class PerturbationSpec(Strict):
-    """One perturbation of a suite: an operator at one point per `period` input points, placed by `placement`."""
-
-    id: str
-    operator: str
-    period: PositiveInt | None = Field(None, description="k; null = input_length")
-    phase: int = Field(0, ge=0, description="series placement only: positions (i - phase) % k == 0")
-    placement: PlacementName | None = Field(None, description="where the point falls; null = the study's placement")
-    offset: int | None = Field(None, ge=0, description="placement offset: the offset j (0 = oldest input point)")
-    candidates: PositiveInt | None = Field(None, description="placement worst: m offsets tried per window; null = all")
-    combine: list[CombinedPart] | None = Field(None, description="operator combined: the operators applied together")
-    impute: Imputation | None = Field(
-        None, description="impute after perturbing, for every system (e.g. missing+ffill)"
-    )
-    params: dict[str, float] = Field(default_factory=dict)
-    grid: dict[str, list[float]] | None = Field(
-        None, description="severity grid: one setting (or period) and its values, e.g. {period: [80, 40, 20, 10]}"
-    )
-    description: str | None = None
-
-    @field_validator("grid")
-    @classmethod
-    def _one_axis(cls, grid: dict[str, list[float]] | None) -> dict[str, list[float]] | None:
-        if grid is not None:
-            if len(grid) != 1:
-                raise ValueError(f"a grid varies exactly one setting, got {sorted(grid)}")
-            ((name, values),) = grid.items()
-            if len(values) < 2 or len(set(values)) != len(values):
-                raise ValueError(f"grid {name}: give at least two distinct values, got {values}")
-            if name == "period" and any(v < 1 or v != int(v) for v in values):
-                raise ValueError(f"grid period: values must be whole numbers >= 1, got {values}")
-        return grid
-
-    @field_validator("operator")
-    @classmethod
-    def _known_operator(cls, name: str) -> str:
-        from causalrate.perturb.operators import OPERATORS
-
-        return _known(OPERATORS, [name])[0]
-
-    @model_validator(mode="after")
-    def _placement_settings(self) -> PerturbationSpec:
-        if (self.placement == "offset") != (self.offset is not None):
-            raise ValueError("give offset: j exactly when placement is 'offset'")
-        if self.candidates is not None and self.placement != "worst":
-            raise ValueError("candidates: m only applies to placement 'worst'")
-        if (self.operator == "combined") != bool(self.combine):
-            raise ValueError("operator 'combined' needs combine: [two or more operators], and only it takes combine")
-        if self.combine is not None and len(self.combine) < 2:
-            raise ValueError("combine: give at least two operators")
-        return self
-
-
 class CausalConfig(Strict):
     schemes: list[str] = Field(default_factory=lambda: ["uniform", "industry", "company", "level"])
     draws: PositiveInt = Field(20, description="B observational draws per distribution")
@@ -167,14 +86,14 @@ class CausalConfig(Strict):
     def _known_characteristics(cls, names: list[str]) -> list[str]:
         from causalrate.data.characteristics import CHARACTERISTICS
 
-        return _known(CHARACTERISTICS, names)
+        return CHARACTERISTICS.known(names)
 
     @field_validator("schemes")
     @classmethod
     def _known_schemes(cls, names: list[str]) -> list[str]:
         from causalrate.causal.schemes import SCHEMES
 
-        return _known(SCHEMES, names)
+        return SCHEMES.known(names)
 
 
 class RatingConfig(Strict):
@@ -195,7 +114,7 @@ class RatingConfig(Strict):
     def _known_scores(cls, names: list[str] | None) -> list[str] | None:
         from causalrate.score.scores import SCORES
 
-        return None if names is None else _known(SCORES, names)
+        return None if names is None else SCORES.known(names)
 
 
 class ForecastConfig(Strict):
@@ -238,7 +157,7 @@ class HeterogeneityConfig(Strict):
     def _known_characteristics(cls, names: list[str]) -> list[str]:
         from causalrate.data.characteristics import CHARACTERISTICS
 
-        return _known(CHARACTERISTICS, names)
+        return CHARACTERISTICS.known(names)
 
 
 class StudySettings(Strict):
@@ -331,20 +250,6 @@ def load_config(path: str | Path, *, seed: int | None = None) -> tuple[StudyConf
         return StudyConfig.model_validate(raw), path.parent.resolve()
     except ValidationError as exc:
         raise UserError(format_validation_error(path, exc)) from None
-
-
-def format_validation_error(path: Path, exc: ValidationError) -> str:
-    """One line per problem: file, dotted field, what was expected, what was given."""
-    lines = [f"{path}: invalid config"]
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see README for the allowed keys)"
-        given = err.get("input")
-        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else f" (got {given!r})"
-        lines.append(f"  {field}: {msg}{shown}")
-    return "\n".join(lines)
 
 
 def _safe_name(name: str) -> str:

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
 
 class UserError(Exception):
     """A mistake in the user's config, data or command line.
@@ -27,3 +34,17 @@ class SystemsFailed(Exception):
             f"every forecast of {len(failed)} system(s) failed:\n{lines}\n"
             "The run's files are written; fix the system(s), or pass --allow-failed-systems to accept this."
         )
+
+
+def format_validation_error(path: Path, exc: ValidationError) -> str:
+    """One line per problem: file, dotted field, what was expected, what was given."""
+    lines = [f"{path}: invalid config"]
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling; see README for the allowed keys)"
+        given = err.get("input")
+        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else f" (got {given!r})"
+        lines.append(f"  {field}: {msg}{shown}")
+    return "\n".join(lines)

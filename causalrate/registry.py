@@ -58,6 +58,13 @@ class Registry(Generic[T]):
                 "(is the plugin that registers it listed under plugins:?)"
             ) from None
 
+    def known(self, names: list[str]) -> list[str]:
+        """The names, if every one is registered; else ValueError (for pydantic validators)."""
+        for name in names:
+            if name not in self._entries:
+                raise ValueError(f"unknown {self.kind} {name!r}; expected one of {self.names()}")
+        return names
+
     def name_of(self, entry: T) -> str:
         """The name an entry was registered under."""
         return next(name for name, e in self._entries.items() if e is entry)

@@ -12,8 +12,8 @@ import pandas as pd
 from pydantic import ValidationError
 
 from causalrate import plugins
-from causalrate.config import RatingConfig, StudyConfig, format_validation_error
-from causalrate.errors import UserError
+from causalrate.config import RatingConfig, StudyConfig
+from causalrate.errors import UserError, format_validation_error
 from causalrate.forecast.store import ForecastStore
 from causalrate.pipeline import analyse
 from causalrate.report.outputs import write_outputs

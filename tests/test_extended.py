@@ -12,10 +12,11 @@ from statsmodels.tsa.stattools import adfuller
 
 from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
 from causalrate.causal.graph import Identification
-from causalrate.config import PerturbationSpec, load_config
+from causalrate.config import load_config
 from causalrate.data.characteristics import compute_characteristics, terciles
 from causalrate.errors import UserError
 from causalrate.perturb import load_suite
+from causalrate.perturb.spec import PerturbationSpec
 from causalrate.score.scores import dose_auc
 from causalrate.study import prepare
 

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from causalrate.config import PerturbationSpec, load_config
+from causalrate.config import load_config
 from causalrate.perturb import load_suite
 from causalrate.perturb.operators import tail_return_level
 from causalrate.perturb.placement import Placement, cyclic_firsts, offsets_mask
+from causalrate.perturb.spec import PerturbationSpec
 from causalrate.pipeline import assess
 from causalrate.score.recency import recency_bins
 

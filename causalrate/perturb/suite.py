@@ -13,10 +13,10 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from causalrate.config import PerturbationSpec, format_validation_error
-from causalrate.errors import UserError
+from causalrate.errors import UserError, format_validation_error
 from causalrate.perturb.operators import OPERATORS, Operator
 from causalrate.perturb.placement import Placement, offsets_mask
+from causalrate.perturb.spec import PerturbationSpec
 from causalrate.seeding import row_seeds
 
 

@@ -28,9 +28,10 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from causalrate import __version__
-from causalrate.config import REFERENCE_SYSTEMS, PerturbationSpec
+from causalrate.config import REFERENCE_SYSTEMS
 from causalrate.errors import UserError
 from causalrate.perturb import load_suite
+from causalrate.perturb.spec import PerturbationSpec
 from causalrate.perturb.suite import perturbation_seeds, stored_first
 from causalrate.report import figures
 from causalrate.report.comparison import (
