@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from causalrate import plugins
+from causalrate.config import StudyConfig, format_validation_error
 from causalrate.errors import UserError
 from causalrate.forecast.store import ForecastStore
 from causalrate.score.metrics import METRICS
+from causalrate.study import Study, prepare
 
 RATINGS_SCHEMA = "causalrate/ratings-v3"
 
@@ -313,13 +317,63 @@ class Run:
     @contextmanager
     def store(self) -> Iterator[ForecastStore]:
         """The run's forecasts.sqlite, read-only (runs of every readable store schema open)."""
-        store = open_store(self.path)
-        try:
+        with closing(open_store(self.path)) as store:
             yield store
-        finally:
-            store.close()
 
 
 def open_store(run_dir: Path) -> ForecastStore:
     """A run's forecast store, read-only: re-rating, export and cards never change a run's file."""
     return ForecastStore.open(run_dir / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
+
+
+@dataclass(frozen=True)
+class StoredForecasts:
+    """What a finished run's store holds for re-rating: its config (raw), data hash and forecast rows."""
+
+    config: dict[str, Any]
+    base_dir: Path  # the config's folder: relative paths in it resolve against this
+    data_hash: str
+    not_assessed: dict[str, str]  # system → why it could not run
+    rows: pd.DataFrame  # ForecastStore.forecasts(): one row per forecast, metrics by name
+
+    @classmethod
+    def read(cls, run_dir: Path) -> StoredForecasts:
+        """The store of a run whose forecasting finished (any readable store schema)."""
+        with closing(open_store(run_dir)) as store:
+            if store.get_meta("status") != "forecasted":
+                raise UserError(
+                    f"{run_dir}: the run's forecasting is unfinished; resume it with causalrate assess "
+                    f"CONFIG --resume {run_dir}"
+                )
+            return cls(
+                config=store.get_meta("config"),
+                base_dir=Path(store.get_meta("base_dir")),
+                data_hash=store.get_meta("data_hash"),
+                not_assessed=store.get_meta("not_assessed") or {},
+                rows=store.forecasts(),
+            )
+
+    def study(self, run_dir: Path) -> Study:
+        """The run's study rebuilt from its stored config (systems not checked: nothing is forecast)."""
+        load_run_plugins(run_dir)
+        try:
+            config = StudyConfig.model_validate(self.config)
+        except ValidationError as exc:
+            raise UserError(format_validation_error(run_dir, exc)) from None
+        study = prepare(config, base_dir=self.base_dir, check_systems=False, not_assessed=self.not_assessed)
+        if study.dataset.content_hash() != self.data_hash:
+            raise UserError(
+                f"{run_dir}: the data ({study.dataset.source}) changed since the run; re-rating would mix "
+                "old forecasts with new truth"
+            )
+        return study
+
+
+def load_run_plugins(run_dir: Path) -> None:
+    """Import the plugins a run was made with (its store records them), so its registered names resolve."""
+    with closing(open_store(run_dir)) as store:
+        entries = store.get_meta("plugins")
+        if entries is None:  # a run made before the list was recorded: its config's, against its YAML folder
+            raw, base_dir = store.get_meta("config") or {}, Path(store.get_meta("base_dir") or run_dir)
+            entries = plugins.resolve(raw.get("plugins", []), base_dir=base_dir, where=run_dir)
+    plugins.load(entries, where=run_dir / "forecasts.sqlite")

@@ -246,7 +246,9 @@ def render_report(doc: RatingsDocument) -> str:
     tables = [
         {
             "perturbation": pid,
-            "description": p.description if (p := doc.perturbation(pid)) else "severity grid, rated across its severities",
+            "description": p.description
+            if (p := doc.perturbation(pid))
+            else "severity grid, rated across its severities",
             "rows": [
                 (score, [rating_cell(rows[s]) if s in rows else "—" for s in systems]) for score, rows in scores.items()
             ],
@@ -254,6 +256,8 @@ def render_report(doc: RatingsDocument) -> str:
         for pid, scores in by_perturbation.items()
     ]
     names = dict.fromkeys(r.score for r in doc.ratings)
-    return environment().get_template("report.md.j2").render(
-        doc=doc, systems=systems, tables=tables, scores=[(name, facts(name).description) for name in names]
+    return (
+        environment()
+        .get_template("report.md.j2")
+        .render(doc=doc, systems=systems, tables=tables, scores=[(name, facts(name).description) for name in names])
     )
