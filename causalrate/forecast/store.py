@@ -195,7 +195,7 @@ class ForecastStore:
         rows = self._query(  # the ranking first, without the forecast texts: sorting them would copy every one
             f"SELECT p.window, p.perturbation, p.{col} - c.{col} AS harm{offsets} "
             "FROM forecasts p JOIN forecasts c ON c.system = p.system AND c.window = p.window AND c.perturbation = ? "
-            "WHERE p.system = ? AND p.perturbation != ? AND p.error IS NULL AND c.error IS NULL "
+            f"WHERE p.system = ? AND p.perturbation != ? AND p.{col} IS NOT NULL AND c.{col} IS NOT NULL "
             "ORDER BY harm DESC, p.perturbation, p.window LIMIT 1",
             (control, system, control),
         )
