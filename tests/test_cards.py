@@ -170,7 +170,6 @@ def test_label_falls_back_without_headlines(run, tmp_path):
         assert label.ids["bias-rating"].strip() == str(max(wrs))
 
 
-
 def test_report_labels_say_estimator_and_aggregation(run):
     render_cards(run, systems=["naive"], formats=("html",))
     html = (run / "cards" / "naive.report.html").read_text()

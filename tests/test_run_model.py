@@ -58,10 +58,10 @@ def test_damaged_ratings_json_is_exit_2_naming_file_and_field(tmp_path, cli, edi
 def test_not_json_and_other_schema_are_user_errors(tmp_path):
     (tmp_path / "forecasts.sqlite").write_bytes(b"")
     (tmp_path / "ratings.json").write_text("{", encoding="utf-8")
-    with pytest.raises(Exception, match="ratings.json: not valid JSON"):
+    with pytest.raises(Exception, match=r"ratings\.json: not valid JSON"):
         Run.open(tmp_path)
     (tmp_path / "ratings.json").write_text(json.dumps({"schema": "causalrate/ratings-v2"}), encoding="utf-8")
-    with pytest.raises(Exception, match="schema 'causalrate/ratings-v2'; this causalrate reads"):
+    with pytest.raises(Exception, match=r"schema .causalrate/ratings-v2.; this causalrate reads"):
         Run.open(tmp_path)
 
 
@@ -74,7 +74,7 @@ def test_store_reads_metrics_by_name(tmp_path):
     for perturbation in ("P0", "P1"):
         store.put_forecasts(
             system="naive",
-            windows=np.array([0, 1]),
+            window_ids=np.array([0, 1]),
             perturbations=[perturbation] * 2,
             forecasts=np.array([[3.0, 3.0], [3.0, 3.5 if perturbation == "P1" else 3.0]]),
             errors=[None, None],
@@ -95,9 +95,13 @@ def test_store_reads_metrics_by_name(tmp_path):
     window = store.window(1)
     assert (window.series, window.start, window.input.tolist(), window.truth.tolist()) == ("AAA", 10, [1, 2, 3], [4, 5])
     per, examples = store.failures("naive")
-    assert per.to_dict("records") == [
-        {"perturbation": "P0", "total": 2, "failed": 0},
-        {"perturbation": "P1", "total": 2, "failed": 0},
-    ] and examples.empty
+    assert (
+        per.to_dict("records")
+        == [
+            {"perturbation": "P0", "total": 2, "failed": 0},
+            {"perturbation": "P1", "total": 2, "failed": 0},
+        ]
+        and examples.empty
+    )
     assert store.series_attributes().to_dict("records") == [{"series": "AAA", "industry": "Tech"}]
     store.close()

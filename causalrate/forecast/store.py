@@ -122,7 +122,7 @@ class ForecastStore:
         self,
         *,
         system: str,
-        windows: np.ndarray,
+        window_ids: np.ndarray,
         perturbations: Sequence[str],
         forecasts: np.ndarray,
         errors: Sequence[str | None],
@@ -138,7 +138,7 @@ class ForecastStore:
         `offsets`: per row the perturbed input offsets (0 = oldest; [] for the control).
         """
         rows = []
-        for i, window in enumerate(windows):
+        for i, window in enumerate(window_ids):
             failed = errors[i] is not None
             values = [None if failed or not np.isfinite(metrics[m][i]) else float(metrics[m][i]) for m in self.metrics]
             forecast = None if failed else json.dumps(forecasts[i].tolist())
