@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from contextlib import closing
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from causalrate.config import RatingConfig
 from causalrate.errors import UserError
 from causalrate.pipeline import analyze
 from causalrate.report.outputs import write_outputs
-from causalrate.run import StoredForecasts
+from causalrate.run import StoredForecasts, open_store
 
 
 def rerate(
@@ -46,10 +45,7 @@ def rerate(
     target = out or run_dir
     target.mkdir(parents=True, exist_ok=True)
     if target.resolve() != run_dir.resolve():  # cards read the store: give the new folder its own copy
-        with (
-            closing(sqlite3.connect(run_dir / "forecasts.sqlite")) as src,
-            closing(sqlite3.connect(target / "forecasts.sqlite")) as dst,
-        ):
-            src.backup(dst)
+        with closing(open_store(run_dir)) as store:
+            store.copy_to(target / "forecasts.sqlite")
     write_outputs(study=study, result=analyze(study, forecasts), out=target)
     return target

@@ -248,6 +248,11 @@ class ForecastStore:
         )
         return per, examples
 
+    def copy_to(self, path: Path) -> None:
+        """The whole store into a new file (SQLite's online backup): a re-rated copy keeps its own forecasts."""
+        with contextlib.closing(sqlite3.connect(path)) as target:
+            self.conn.backup(target)
+
     def _query(self, sql: str, params: tuple = ()) -> pd.DataFrame:
         return pd.read_sql_query(sql, self.conn, params=params)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from causalrate.report.templating import fmt
 from causalrate.run import RatingsDocument
 
 KINDS = ("robustness", "bias", "accuracy")
@@ -88,7 +89,7 @@ def _fallback(doc: RatingsDocument, system: str, kind: str) -> dict[str, Any]:
         "rating": row.rating,
         "stability": row.stability,
         "meaning": f"{level_words(row.rating, levels).capitalize()} for MASE on clean input "
-        f"({_num(row.raw)}; below 1 beats a no-change forecast) among the {n} systems compared.",
+        f"({fmt(row.raw, 3)}; below 1 beats a no-change forecast) among the {n} systems compared.",
         "scores": ["mase"],
         "source": f"mase on {control}",
     }
@@ -113,7 +114,7 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     for c in (c for c in doc.checks if c.system == system and not c.passed):
         out.append(
             f"Self-check failed for {c.perturbation} ({c.scheme}): the deconfounded estimate "
-            f"{_num(c.ape_adj)} is not reliable here — {c.reason or 'see the report'}."
+            f"{fmt(c.ape_adj, 3)} is not reliable here — {c.reason or 'see the report'}."
         )
     mine = doc.rows_of(system)
     insufficient = [r for r in mine if r.insufficient]
@@ -133,7 +134,3 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     if failures:
         out.append(f"{failures} forecasts failed (see the report).")
     return out
-
-
-def _num(x: Any) -> str:
-    return "—" if x is None else f"{float(x):.3g}"
