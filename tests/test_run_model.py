@@ -2,9 +2,11 @@
 a clear user error (exit 2, file and field), and the forecast store reads metrics by name."""
 
 import json
+import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from causalrate.forecast.store import ForecastStore
@@ -105,3 +107,25 @@ def test_store_reads_metrics_by_name(tmp_path):
     )
     assert store.series_attributes().to_dict("records") == [{"series": "AAA", "industry": "Tech"}]
     store.close()
+
+
+def test_a_v2_store_is_still_re_rated_exported_and_carded(synthetic_study, cli, tmp_path):
+    """A run made before forecasts-v3 (no perturbed offsets) opens read-only: rate, export and card work."""
+    systems = '- {name: naive, type: naive}\n- {name: median, type: python, function: "planted.py:window_median"}\n'
+    config = synthetic_study(systems, draws=2, stride=10)
+    assert cli("assess", config, "--out", tmp_path / "run", "--no-cards")[0] == 0
+    with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as conn:
+        conn.execute("ALTER TABLE forecasts DROP COLUMN offsets")
+        conn.execute("UPDATE meta SET value = 'causalrate/forecasts-v2' WHERE key = 'schema'")
+    conn.close()
+    code, _, err = cli("rate", tmp_path / "run", "--out", tmp_path / "rerated", "--no-cards")
+    assert code == 0, err
+    assert RatingsDocument.read(tmp_path / "rerated" / "ratings.json").system_names == ["naive", "median"]
+    code, out, err = cli("export", tmp_path / "rerated")
+    assert code == 0, err
+    assert pd.read_parquet(out.strip())["offsets"].isna().all()
+    code, out, err = cli("card", tmp_path / "rerated", "--format", "md")
+    assert code == 0, err
+    assert any(line.endswith(".example.png") for line in out.splitlines())  # replayed by the series rule
+    with Run.open(tmp_path / "rerated").store() as store:
+        assert not store.has_offsets
