@@ -19,7 +19,7 @@ import pandas as pd
 from common import arguments
 
 from causalrate.config import load_config
-from causalrate.pipeline import analyse
+from causalrate.pipeline import analyze
 from causalrate.score.metrics import METRICS
 from causalrate.study import prepare
 
@@ -96,7 +96,7 @@ def main() -> None:
         study, forecasts = build(Path(tmp))
         print(f"rows: {len(forecasts):,}; windows: {len(study.windows):,}; systems: {SYSTEMS}")
         started = time.perf_counter()
-        result = analyse(study, forecasts)
+        result = analyze(study, forecasts)
         elapsed = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     effects = result.evidence.effects

@@ -21,7 +21,7 @@ from causalrate.config import load_config
 from causalrate.forecast.plan import forecast_all, store_windows
 from causalrate.forecast.runner import LocalExecutor
 from causalrate.forecast.store import ForecastStore
-from causalrate.pipeline import analyse
+from causalrate.pipeline import analyze
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
 from causalrate.study import prepare
@@ -43,7 +43,7 @@ def stages(path: Path, workers: int) -> dict[str, float]:
         forecasts = store.forecasts()
         store.close()
         t = time.perf_counter()
-        result = analyse(study, forecasts)
+        result = analyze(study, forecasts)
         times["score + causal + rate"] = time.perf_counter() - t
         t = time.perf_counter()
         write_outputs(study=study, result=result, out=Path(tmp))

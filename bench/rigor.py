@@ -17,20 +17,20 @@ from common import arguments, causalrate, study
 from causalrate.causal import refute as refute_module
 from causalrate.config import load_config
 from causalrate.forecast.store import ForecastStore
-from causalrate.pipeline import analyse
+from causalrate.pipeline import analyze
 from causalrate.score.metrics import METRICS
 from causalrate.study import prepare
 
 
 def timed(study, forecasts, repeat: int = 7) -> tuple[float, float]:
     """Median wall and CPU seconds (CPU time is steadier on a shared virtual machine)."""
-    analyse(study, forecasts)  # warm: imports, first-call costs
+    analyze(study, forecasts)  # warm: imports, first-call costs
     wall, cpu = [], []
     for _ in range(repeat):
         refute_module._CACHE.clear()  # each timed run identifies and fits its refuters afresh,
         refute_module._ESTIMANDS.clear()  # as a new process would
         started, started_cpu = time.perf_counter(), time.process_time()
-        analyse(study, forecasts)
+        analyze(study, forecasts)
         wall.append(time.perf_counter() - started)
         cpu.append(time.process_time() - started_cpu)
     return statistics.median(wall), statistics.median(cpu)

@@ -60,29 +60,27 @@ def _assess(args: argparse.Namespace) -> int:
 
 def _summarise_checks(out: Path) -> None:
     """The judged self-check on stderr (the exit code does not change: the ratings were still made)."""
-    import json
+    from causalrate.run import RatingsDocument
 
-    checks = json.loads((out / "ratings.json").read_text(encoding="utf-8")).get("checks", [])
-    failed = [c for c in checks if not c["passed"]]
+    checks = RatingsDocument.read(out / "ratings.json").checks
+    failed = [c for c in checks if not c.passed]
     if not failed:
         return
     print(
         f"causalrate: self-check failed for {len(failed)} of {len(checks)} confounded distributions:", file=sys.stderr
     )
     for c in failed:
-        print(f"  - {c['system']} / {c['perturbation']} / {c['scheme']}: {c['reason']}", file=sys.stderr)
+        print(f"  - {c.system} / {c.perturbation} / {c.scheme}: {c.reason}", file=sys.stderr)
 
 
 def _fail_on_failed_systems(out: Path) -> None:
     """Exit code 3 (after every output is written) when some system failed every forecast."""
-    from causalrate.forecast.store import ForecastStore
-    from causalrate.score.metrics import METRICS
+    from contextlib import closing
 
-    store = ForecastStore.open(out / "forecasts.sqlite", metrics=METRICS.names(), readonly=True)
-    try:
+    from causalrate.run import open_store
+
+    with closing(open_store(out)) as store:
         failed = store.failed_systems()
-    finally:
-        store.close()
     if failed:
         raise SystemsFailed(failed)
 
@@ -107,7 +105,7 @@ def _rate(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from causalrate.rerate import export_parquet
+    from causalrate.export import export_parquet
 
     print(export_parquet(Path(args.run_dir), out=Path(args.out) if args.out else None))
     return 0
@@ -115,7 +113,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _card(args: argparse.Namespace) -> int:
     from causalrate.report.cards import render_cards
-    from causalrate.rerate import load_run_plugins
+    from causalrate.run import load_run_plugins
 
     load_run_plugins(Path(args.run_dir))
 
@@ -307,7 +305,7 @@ def parser() -> argparse.ArgumentParser:
     fh.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate (weight decay 0, head dropout 0.1)")
     fh.add_argument("--allow-overlap", action="store_true", help="allow a training period that overlaps the study's")
     fh.set_defaults(func=_fit_head)
-    st = sub.add_parser("study", help="user studies: export a kit of stimuli and questionnaires, analyse answers")
+    st = sub.add_parser("study", help="user studies: export a kit of stimuli and questionnaires, analyze answers")
     study = st.add_subparsers(dest="study_command", required=True)
     se = study.add_parser("export", help="write a user-study kit from a finished run")
     se.add_argument("run_dir")
@@ -318,7 +316,7 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--participants", type=int, default=30, help="participant ids to assign (default 30)")
     se.add_argument("--seed", type=int, default=0, help="draws questions, letters, windows and assignments")
     se.set_defaults(func=_study_export)
-    sa = study.add_parser("analyze", help="analyse returned answers against a kit")
+    sa = study.add_parser("analyze", help="analyze returned answers against a kit")
     sa.add_argument("kit_dir")
     sa.add_argument("responses", help="folder of returned .csv / .json answer files")
     sa.add_argument("--out", help="report directory (default KIT_DIR/report)")

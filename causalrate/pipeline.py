@@ -71,7 +71,7 @@ def assess(
         store.close()
         if cache:
             cache.close()
-    result = analyse(study, forecasts)
+    result = analyze(study, forecasts)
     write_outputs(study=study, result=result, out=out)
     return out
 
@@ -128,7 +128,7 @@ def _open_cache(config: StudyConfig, base_dir: Path) -> ForecastCache | None:
     return ForecastCache(path)
 
 
-def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
+def analyze(study: Study, forecasts: pd.DataFrame) -> Result:
     """Score, causal analysis and ratings from the stored forecast rows (no forecasting)."""
     cfg, control, table = study.config, study.control, study.table
     forecasts = forecasts.assign(failed=forecasts["error"].notna(), outcome=forecasts[cfg.outcome])

@@ -19,6 +19,7 @@ from causalrate.report.cards import render_cards, slugify
 from causalrate.report.figures import pareto_front, system_colours
 from causalrate.report.machine import model_card, schema
 from causalrate.report.render import LABEL_HEIGHT, WIDTH, Session, find_chromium
+from causalrate.run import RatingsDocument
 from tests.card_fixtures import augment_run
 from tests.conftest import make_synthetic_study
 
@@ -169,7 +170,6 @@ def test_label_falls_back_without_headlines(run, tmp_path):
         assert label.ids["bias-rating"].strip() == str(max(wrs))
 
 
-
 def test_report_labels_say_estimator_and_aggregation(run):
     render_cards(run, systems=["naive"], formats=("html",))
     html = (run / "cards" / "naive.report.html").read_text()
@@ -236,9 +236,11 @@ def test_model_card_follows_the_schema_and_the_schema_rejects_a_broken_one(run):
         del broken["quantitative_analysis"]["performance_metrics"][-1]["value"]
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, schema())
-    bad = json.loads((run / "ratings.json").read_text())
-    bad["systems"][0]["architecture"] = 12  # a number where MCT wants text: stringified, still valid
-    jsonschema.validate(model_card(bad, bad["systems"][0]["name"], failures=0, report="x"), schema())
+    undeclared = RatingsDocument.read(run / "ratings.json")
+    undeclared.systems[0].architecture = None  # nothing declared: the card names the system type instead
+    card = model_card(undeclared, undeclared.systems[0].name, failures=0, report="x")
+    jsonschema.validate(card, schema())
+    assert card["model_parameters"]["model_architecture"] == undeclared.systems[0].type
 
 
 def test_model_index_yaml_parses_and_carries_every_rating(run_v3):

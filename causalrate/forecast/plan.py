@@ -17,7 +17,7 @@ from causalrate import plugins
 from causalrate.data import Windows
 from causalrate.forecast.cache import Cached, ForecastCache, forecast_keys
 from causalrate.forecast.impute import impute
-from causalrate.forecast.runner import Job, Outcome
+from causalrate.forecast.runner import BatchResult, Job
 from causalrate.forecast.store import ForecastStore
 from causalrate.perturb.placement import offsets_of
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
@@ -57,7 +57,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     cfg, wd, ds = study.config, study.windows, study.dataset
     done = store.done()
     series_ids = [ds.series[i].id for i in wd.series_index]
-    windows = list(zip(series_ids, wd.start.tolist(), strict=True))
+    origins = list(zip(series_ids, wd.start.tolist(), strict=True))  # (series, start) per window id
     attributes = [ds.series[i].attributes for i in wd.series_index]
 
     by_id = {p.id: p for p in study.suite}
@@ -69,32 +69,32 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
         return [] if p.is_control else offsets_of(p.mask(placed[p.id][rows, variant], wd.input_length))
 
     def record(
-        system: str, perturbation: str, rows: np.ndarray, outcome: Outcome, seconds: np.ndarray, variant: int = 0
+        system: str, perturbation: str, rows: np.ndarray, result: BatchResult, seconds: np.ndarray, variant: int = 0
     ) -> None:
         truth, clean = wd.truth[rows], wd.inputs[rows]
         with np.errstate(all="ignore"):
-            metrics = {name: m(truth, outcome.forecasts, clean, outcome.samples) for name, m in METRICS.items()}
+            metrics = {name: m(truth, result.forecasts, clean, result.samples) for name, m in METRICS.items()}
         placed_at = offsets(perturbation, variant, rows) or [[] for _ in rows]
         if (system, perturbation) in worst:  # a candidate: kept only if it is the window's worst so far
             worst[(system, perturbation)].offer(
                 variant=variant,
-                windows=rows,
-                outcomes=metrics[cfg.outcome],
-                outcome=outcome,
+                window_ids=rows,
+                metric=metrics[cfg.outcome],
+                result=result,
                 seconds=seconds,
                 offsets=placed_at,
             )
             return
         store.put_forecasts(
             system=system,
-            windows=rows,
+            window_ids=rows,
             perturbations=[perturbation] * rows.size,
-            forecasts=outcome.forecasts,
-            errors=outcome.errors,
+            forecasts=result.forecasts,
+            errors=result.errors,
             seconds=seconds,
             metrics=metrics,
-            samples=outcome.samples,
-            info=outcome.info,
+            samples=result.samples,
+            info=result.info,
             offsets=placed_at,
         )
 
@@ -103,7 +103,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     history = series_history(ds, wd)
     for p, variant in ((q, v) for q in study.suite for v in range(placed[q.id].shape[1])):
         firsts = placed[p.id][:, variant]
-        perturbed = p.apply(wd.inputs, firsts, seeds=perturbation_seeds(cfg.seed, p.id, windows), history=history)
+        perturbed = p.apply(wd.inputs, firsts, seeds=perturbation_seeds(cfg.seed, p.id, origins), history=history)
         dates = p.apply_dates(wd.input_dates, firsts)
         charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
         for spec in cfg.systems:
@@ -113,7 +113,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                 continue
             imputation = p.impute or (None if system.accepts_nan else cfg.forecast.imputation)
             seen = impute(perturbed[todo], imputation) if imputation else perturbed[todo]
-            seeds = row_seeds(cfg.seed, spec.name, keys=[(*windows[i], p.id) for i in todo])
+            seeds = row_seeds(cfg.seed, spec.name, keys=[(*origins[i], p.id) for i in todo])
             images = None
             if system.modality == "plot":
                 chart_key = seen.tobytes() + todo.tobytes()
@@ -136,14 +136,14 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
             hit = np.array([k in hits for k in keys], dtype=bool)
             if hit.any():
                 cached = [hits[k] for k in keys if k in hits]
-                outcome = Outcome(
+                result = BatchResult(
                     forecasts=np.array([c.forecast for c in cached]),
                     errors=[None] * len(cached),
                     seconds=0.0,
                     samples=[c.samples for c in cached],
                     info=[c.info for c in cached],
                 )
-                record(spec.name, p.id, todo[hit], outcome, np.array([c.seconds for c in cached]), variant)
+                record(spec.name, p.id, todo[hit], result, np.array([c.seconds for c in cached]), variant)
             miss = np.flatnonzero(~hit)
             size = system.batch_size or cfg.forecast.batch_size  # a model's own batch, not capped by the run's
             for chunk in np.array_split(miss, max(1, -(-miss.size // size))) if miss.size else []:
@@ -161,7 +161,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                     Job(
                         system=spec.name,
                         perturbation=p.id,
-                        windows=rows,
+                        window_ids=rows,
                         spec=spec.model_dump(),
                         base_dir=study.base_dir,
                         timeout=cfg.forecast.timeout,
@@ -177,14 +177,14 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     needed = len(cfg.systems) * sum(f.size for f in placed.values())  # worst: m candidates per window
     counts["cached"] = needed - sum(placed[k[2]].shape[1] for k in done if k[2] in placed) - counts["made"]
 
-    def on_done(job: Job, outcome: Outcome) -> None:
-        per_row = np.full(job.size, outcome.seconds / max(job.size, 1))
-        record(job.system, job.perturbation, job.windows, outcome, per_row, job.variant)
+    def on_done(job: Job, result: BatchResult) -> None:
+        per_row = np.full(job.size, result.seconds / max(job.size, 1))
+        record(job.system, job.perturbation, job.window_ids, result, per_row, job.variant)
         if cache:
             cache.put(
-                (k, Cached(outcome.forecasts[i].tolist(), per_row[i], outcome.samples[i], outcome.info[i]))
+                (k, Cached(result.forecasts[i].tolist(), per_row[i], result.samples[i], result.info[i]))
                 for i, k in enumerate(job.keys)
-                if outcome.errors[i] is None
+                if result.errors[i] is None
             )
 
     if jobs:
@@ -204,7 +204,7 @@ def _record_worst(store: ForecastStore, wd: Windows, system: str, perturbation: 
         metrics = {name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples) for name, m in METRICS.items()}
     store.put_forecasts(
         system=system,
-        windows=rows,
+        window_ids=rows,
         perturbations=[perturbation] * rows.size,
         forecasts=forecasts,
         errors=[k.error for k in kept],

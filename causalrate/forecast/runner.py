@@ -49,7 +49,7 @@ class Job:
 
     system: str
     perturbation: str
-    windows: np.ndarray  # window ids of the batch's rows
+    window_ids: np.ndarray  # of the batch's rows
     spec: dict[str, Any]  # the system's SystemSpec, dumped: validated again in the worker once its plugins are loaded
     base_dir: Path
     timeout: float
@@ -61,11 +61,13 @@ class Job:
 
     @property
     def size(self) -> int:
-        return int(self.windows.size)
+        return int(self.window_ids.size)
 
 
 @dataclass(frozen=True)
-class Outcome:
+class BatchResult:
+    """What one batch returned: per row a forecast or an error (never the study's outcome metric)."""
+
     forecasts: np.ndarray  # [b, d], NaN on failed rows
     errors: list[str | None]
     seconds: float
@@ -73,7 +75,7 @@ class Outcome:
     info: list[dict | None] = field(default_factory=list)  # per row, e.g. tokens and latency of an API call
 
     @classmethod
-    def failed(cls, job: Job, error: str, seconds: float) -> Outcome:
+    def failed(cls, job: Job, error: str, seconds: float) -> BatchResult:
         n = job.size
         return cls(np.full((n, job.batch.horizon), np.nan), [error] * n, seconds, [None] * n, [None] * n)
 
@@ -119,7 +121,7 @@ def _call(system: System, batch: Batch, timeout: float) -> Prediction:
     return Prediction.of(out, rows=batch.inputs.shape[0], horizon=batch.horizon)
 
 
-def run_job(job: Job, *, cores: int = 1) -> Outcome:
+def run_job(job: Job, *, cores: int = 1) -> BatchResult:
     """Forecast one batch with `cores` threads for a CPU model; never raises for a system's fault."""
     started = time.perf_counter()
     system, batch = _system(job), job.batch
@@ -153,10 +155,10 @@ def run_job(job: Job, *, cores: int = 1) -> Outcome:
             errors[i] = errors[i] or "forecast holds NaN or inf"
         if errors[i] is not None:
             forecasts[i], samples[i] = np.nan, None
-    return Outcome(forecasts, errors, time.perf_counter() - started, samples, info)
+    return BatchResult(forecasts, errors, time.perf_counter() - started, samples, info)
 
 
-OnDone = Callable[[Job, Outcome], None]
+OnDone = Callable[[Job, BatchResult], None]
 
 
 def _progress(jobs: list[Job], label: str) -> tqdm:
@@ -277,12 +279,12 @@ class LocalExecutor:
                             slots[slot][1].put((index, jobs[index]))
                             running[slot] = (index, None)  # the clock starts when the worker takes it up
                     try:
-                        index, outcome = results.get(timeout=0.5)
+                        index, result = results.get(timeout=0.5)
                     except queue.Empty:
                         pass
                     else:
                         slot = next((s for s, (i, _) in running.items() if i == index), None)
-                        if outcome is None:  # the worker took the batch up
+                        if result is None:  # the worker took the batch up
                             if slot is not None:
                                 running[slot] = (index, time.monotonic())
                         elif slot is not None or index in pending:  # else: a killed worker's late answer, settled
@@ -290,9 +292,9 @@ class LocalExecutor:
                                 pending.remove(index)  # it answered just before being killed: take it
                             else:
                                 del running[slot]
-                            if isinstance(outcome, str):
-                                outcome = Outcome.failed(jobs[index], outcome, 0.0)
-                            on_done(jobs[index], outcome)
+                            if isinstance(result, str):
+                                result = BatchResult.failed(jobs[index], result, 0.0)
+                            on_done(jobs[index], result)
                             bar.update(jobs[index].size)
                     for slot, (index, started) in list(running.items()):
                         process = slots[slot][0]
@@ -309,7 +311,8 @@ class LocalExecutor:
                             pending.append(index)
                         else:
                             on_done(
-                                jobs[index], Outcome.failed(jobs[index], f"worker {why} after {elapsed:.0f} s", elapsed)
+                                jobs[index],
+                                BatchResult.failed(jobs[index], f"worker {why} after {elapsed:.0f} s", elapsed),
                             )
                             bar.update(jobs[index].size)
                 interrupted = False
@@ -360,10 +363,10 @@ class RayExecutor:
                     for ref in ready:
                         index, _ = running.pop(ref)
                         try:
-                            outcome = ray.get(ref)
+                            result = ray.get(ref)
                         except Exception as exc:  # a worker that died after its retries
-                            outcome = Outcome.failed(jobs[index], f"Ray task failed: {type(exc).__name__}", 0.0)
-                        on_done(jobs[index], outcome)
+                            result = BatchResult.failed(jobs[index], f"Ray task failed: {type(exc).__name__}", 0.0)
+                        on_done(jobs[index], result)
                         bar.update(jobs[index].size)
                     for ref, (index, started) in list(running.items()):
                         elapsed = time.monotonic() - started
@@ -375,14 +378,14 @@ class RayExecutor:
                             pending.append(index)
                         else:
                             why = f"Ray worker hung and was killed after {elapsed:.0f} s"
-                            on_done(jobs[index], Outcome.failed(jobs[index], why, elapsed))
+                            on_done(jobs[index], BatchResult.failed(jobs[index], why, elapsed))
                             bar.update(jobs[index].size)
             finally:  # after Ctrl-C or an error, nothing keeps running for this run
                 for ref in running:
                     ray.cancel(ref, force=True)
 
 
-def _ray_job(job: Job) -> Outcome:
+def _ray_job(job: Job) -> BatchResult:
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1):

@@ -9,6 +9,7 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +25,24 @@ READ_ONLY_SCHEMAS = (
 )  # older runs can still be re-rated and exported
 
 
+@dataclass(frozen=True)
+class StoredWindow:
+    """One stored window: its clean input and the truth it is scored against."""
+
+    id: int
+    series: str
+    start: int
+    first_forecast_date: str
+    input: np.ndarray
+    truth: np.ndarray
+
+
 class ForecastStore:
-    """forecasts.sqlite: meta, series (with attributes), windows (with truth) and forecasts."""
+    """forecasts.sqlite: meta, series (with attributes), windows (with truth) and forecasts.
+
+    Metric columns are stored as `m_<metric>`; only this class knows that: its read methods
+    take and return metrics by name.
+    """
 
     def __init__(self, path: Path, *, metrics: Sequence[str], readonly: bool = False) -> None:
         self.path = path
@@ -105,7 +122,7 @@ class ForecastStore:
         self,
         *,
         system: str,
-        windows: np.ndarray,
+        window_ids: np.ndarray,
         perturbations: Sequence[str],
         forecasts: np.ndarray,
         errors: Sequence[str | None],
@@ -121,7 +138,7 @@ class ForecastStore:
         `offsets`: per row the perturbed input offsets (0 = oldest; [] for the control).
         """
         rows = []
-        for i, window in enumerate(windows):
+        for i, window in enumerate(window_ids):
             failed = errors[i] is not None
             values = [None if failed or not np.isfinite(metrics[m][i]) else float(metrics[m][i]) for m in self.metrics]
             forecast = None if failed else json.dumps(forecasts[i].tolist())
@@ -164,6 +181,80 @@ class ForecastStore:
                 for blob, fc in zip(frame["samples"], frame["forecast"], strict=True)
             ]
         return frame.rename(columns={f"m_{m}": m for m in self.metrics})
+
+    @property
+    def has_offsets(self) -> bool:
+        """Runs before forecasts-v3 stored no perturbed offsets."""
+        return "offsets" in {r[1] for r in self.conn.execute("PRAGMA table_info(forecasts)")}
+
+    def largest_harm(self, *, system: str, control: str, metric: str) -> pd.Series | None:
+        """The (window, perturbation) whose perturbation raised `metric` most over the clean forecast, as
+        window, perturbation, harm (and offsets); None when no perturbation raised it."""
+        col = _col(metric)
+        offsets = ", p.offsets" if self.has_offsets else ""
+        rows = self._query(  # the ranking first, without the forecast texts: sorting them would copy every one
+            f"SELECT p.window, p.perturbation, p.{col} - c.{col} AS harm{offsets} "
+            "FROM forecasts p JOIN forecasts c ON c.system = p.system AND c.window = p.window AND c.perturbation = ? "
+            f"WHERE p.system = ? AND p.perturbation != ? AND p.{col} IS NOT NULL AND c.{col} IS NOT NULL "
+            "ORDER BY harm DESC, p.perturbation, p.window LIMIT 1",
+            (control, system, control),
+        )
+        if rows.empty or not rows.iloc[0].harm > 0:
+            return None
+        return rows.iloc[0]
+
+    def forecast_values(self, *, system: str, window: int, perturbations: Sequence[str]) -> dict[str, np.ndarray]:
+        """Per perturbation: the system's point forecast of one window (successful forecasts only)."""
+        marks = ", ".join("?" * len(perturbations))
+        rows = self.conn.execute(
+            f"SELECT perturbation, forecast FROM forecasts WHERE system = ? AND window = ? AND perturbation IN "
+            f"({marks}) AND forecast IS NOT NULL",
+            (system, int(window), *perturbations),
+        )
+        return {p: np.array(json.loads(f), dtype=float) for p, f in rows}
+
+    def window(self, window: int) -> StoredWindow:
+        series, start, first, inputs, truth = self.conn.execute(
+            "SELECT series, start, first_forecast_date, input, truth FROM windows WHERE window = ?", (int(window),)
+        ).fetchone()
+        return StoredWindow(
+            int(window), series, int(start), first, np.array(json.loads(inputs), float), np.array(json.loads(truth))
+        )
+
+    def windows_table(self) -> pd.DataFrame:
+        """Per window id: first_forecast_date, input and truth (as lists)."""
+        frame = self._query("SELECT window, first_forecast_date, input, truth FROM windows")
+        for col in ("input", "truth"):
+            frame[col] = frame[col].map(json.loads)
+        return frame
+
+    def series_attributes(self) -> pd.DataFrame:
+        """Per series id: its attributes, one column each."""
+        frame = self._query("SELECT id AS series, attributes FROM series")
+        attributes = pd.DataFrame([json.loads(a) for a in frame.pop("attributes")], index=frame.index)
+        return pd.concat([frame, attributes], axis=1)
+
+    def failures(self, system: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Per perturbation: total and failed forecasts; and the 5 most frequent error texts with their counts."""
+        per = self._query(
+            "SELECT perturbation, count(*) AS total, sum(error IS NOT NULL) AS failed FROM forecasts "
+            "WHERE system = ? GROUP BY perturbation ORDER BY perturbation",
+            (system,),
+        )
+        examples = self._query(
+            "SELECT error, count(*) AS n FROM forecasts WHERE system = ? AND error IS NOT NULL "
+            "GROUP BY error ORDER BY n DESC, error LIMIT 5",
+            (system,),
+        )
+        return per, examples
+
+    def copy_to(self, path: Path) -> None:
+        """The whole store into a new file (SQLite's online backup): a re-rated copy keeps its own forecasts."""
+        with contextlib.closing(sqlite3.connect(path)) as target:
+            self.conn.backup(target)
+
+    def _query(self, sql: str, params: tuple = ()) -> pd.DataFrame:
+        return pd.read_sql_query(sql, self.conn, params=params)
 
     def close(self) -> None:
         """Checkpoint and leave WAL mode, so a closed run is one self-contained file (no -wal/-shm)."""

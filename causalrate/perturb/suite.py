@@ -140,9 +140,9 @@ class Perturbation:
         return {"calibration": np.array([values[id(h)] for h in history])}
 
 
-def perturbation_seeds(seed: int, perturbation: str, windows: list[tuple[str, int]]) -> np.ndarray:
-    """Per-window seeds of a perturbation, from (run seed, perturbation id, series id, window start)."""
-    return row_seeds(seed, "perturb", perturbation, keys=windows)
+def perturbation_seeds(seed: int, perturbation: str, origins: list[tuple[str, int]]) -> np.ndarray:
+    """Per-window seeds of a perturbation, from (run seed, perturbation id) and each window's (series id, start)."""
+    return row_seeds(seed, "perturb", perturbation, keys=origins)
 
 
 class SuiteFile(BaseModel):

@@ -31,20 +31,20 @@ class WorstCase:
 
     kept: dict[int, Kept] = field(default_factory=dict)
 
-    def offer(self, *, variant: int, windows: np.ndarray, outcomes: np.ndarray, outcome, seconds, offsets) -> None:
-        """outcomes: the study's outcome metric per row (larger = worse); outcome: the runner's Outcome."""
-        for j, w in enumerate(windows.tolist()):
-            failed = outcome.errors[j] is not None
-            score = np.inf if failed else float(outcomes[j]) if np.isfinite(outcomes[j]) else -np.inf
+    def offer(self, *, variant: int, window_ids: np.ndarray, metric: np.ndarray, result, seconds, offsets) -> None:
+        """metric: the study's outcome metric per row (larger = worse); result: the runner's BatchResult."""
+        for j, w in enumerate(window_ids.tolist()):
+            failed = result.errors[j] is not None
+            score = np.inf if failed else float(metric[j]) if np.isfinite(metric[j]) else -np.inf
             best = self.kept.get(w)
             if best is None or (score, -variant) > (best.score, -best.variant):
-                samples = outcome.samples[j] if outcome.samples else None
-                info = outcome.info[j] if outcome.info else None
+                samples = result.samples[j] if result.samples else None
+                info = result.info[j] if result.info else None
                 self.kept[w] = Kept(
                     score,
                     variant,
-                    outcome.forecasts[j],
-                    outcome.errors[j],
+                    result.forecasts[j],
+                    result.errors[j],
                     float(seconds[j]),
                     samples,
                     info,

@@ -16,6 +16,8 @@ from causalrate.report import figures
 from causalrate.report.estimators import estimator, facts, label
 from causalrate.report.figures import Figure
 from causalrate.report.headlines import headlines, level_class
+from causalrate.report.templating import fmt
+from causalrate.run import RatingRow, RatingsDocument
 from causalrate.score.scores import SCORES
 
 
@@ -24,15 +26,17 @@ def radar_scores() -> list[str]:
     return [name for name, cls in SCORES.items() if cls.radar]
 
 
-def system_names(doc: dict[str, Any]) -> list[str]:
-    return [s["name"] for s in doc["systems"]]
+def ratings_frame(doc: RatingsDocument) -> pd.DataFrame:
+    """The rating rows as a table: perturbation, score, system, raw, rating."""
+    columns = ["perturbation", "score", "system", "raw", "rating"]
+    return pd.DataFrame([[getattr(r, c) for c in columns] for r in doc.ratings], columns=columns)
 
 
-def normalised_scores(doc: dict[str, Any]) -> dict[str, list[float]]:
+def normalised_scores(doc: RatingsDocument) -> dict[str, list[float]]:
     """Per system, each score in [0, 1] (1 = best of the compared systems), averaged over perturbations."""
-    frame = pd.DataFrame(doc["ratings"])
-    frame = frame[frame["perturbation"] != doc["perturbations"][0]["id"]]
-    systems = system_names(doc)
+    frame = ratings_frame(doc)
+    frame = frame[frame["perturbation"] != doc.control]
+    systems = doc.system_names
     out: dict[str, list[float]] = {s: [] for s in systems}
     for score in radar_scores():
         per_system: dict[str, list[float]] = {s: [] for s in systems}
@@ -57,59 +61,51 @@ def radar_labels() -> list[str]:
     return [label(s) for s in radar_scores()]
 
 
-def cell(row: dict[str, Any] | None, levels: int) -> dict[str, Any] | None:
+def cell(row: RatingRow | None, levels: int) -> dict[str, Any] | None:
     """One rating with every uncertainty marker: '≥ k', ⚠ unstable, interval, ties, insufficient."""
     if row is None:
         return None
-    interval = row.get("interval")
-    stability = row.get("stability")
+    interval, stability = row.interval, row.stability
     return {
-        "rating": row["rating"],
-        "css": level_class(row["rating"], levels),
-        "shown": row.get("display") or str(row["rating"]),
-        "raw": fmt(row.get("raw")),
-        "interval": f"[{fmt(interval[0], 3)}, {fmt(interval[1], 3)}]"
-        if isinstance(interval, list) and None not in interval
-        else "",
-        "stability": f"kept {100 * stability:.0f} %" if isinstance(stability, float) else "",
-        "unstable": isinstance(stability, float) and stability < 0.8,
-        "inconclusive": row.get("inconclusive") is True,
-        "insufficient": row.get("insufficient") is True,
-        "tied_with": list(row.get("tied_with") or []),
-        "absolute": row.get("absolute_rating"),
-        "note": row.get("note") or "",
+        "rating": row.rating,
+        "css": level_class(row.rating, levels),
+        "shown": row.display or str(row.rating),
+        "raw": fmt(row.raw),
+        "interval": f"[{fmt(interval[0], 3)}, {fmt(interval[1], 3)}]" if interval and None not in interval else "",
+        "stability": f"kept {100 * stability:.0f} %" if stability is not None else "",
+        "unstable": stability is not None and stability < 0.8,
+        "inconclusive": row.inconclusive is True,
+        "insufficient": row.insufficient,
+        "tied_with": list(row.tied_with),
+        "absolute": row.absolute_rating,
+        "note": row.note or "",
     }
 
 
-def scatter_points(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
+def scatter_points(doc: RatingsDocument) -> dict[str, dict[str, float]]:
     """Per system: clean MASE (x) and mean |APE_true| over the perturbations (y), with 95 % bounds."""
-    control = doc["perturbations"][0]["id"]
     out = {}
-    for system in system_names(doc):
-        mine = [r for r in doc["ratings"] if r["system"] == system]
-        accuracy = next((r for r in mine if r["score"] == "mase" and r["perturbation"] == control), None)
-        effects = [r for r in mine if r["score"] == "ape" and r.get("raw") is not None]
-        if accuracy is None or accuracy.get("raw") is None or not effects:
+    for system in doc.system_names:
+        mine = doc.rows_of(system)
+        accuracy = next((r for r in mine if r.score == "mase" and r.perturbation == doc.control), None)
+        effects = [r for r in mine if r.score == "ape" and r.raw is not None]
+        if accuracy is None or accuracy.raw is None or not effects:
             continue
-        x_lo, x_hi = accuracy.get("interval") or [accuracy["raw"]] * 2
-        bounds = [r.get("interval") or [r["raw"]] * 2 for r in effects]
+        x_lo, x_hi = accuracy.interval or [accuracy.raw] * 2
+        bounds = [r.interval or [r.raw] * 2 for r in effects]
         out[system] = {
-            "x": accuracy["raw"],
-            "x_lo": x_lo if x_lo is not None else accuracy["raw"],
-            "x_hi": x_hi if x_hi is not None else accuracy["raw"],
-            "y": float(np.mean([r["raw"] for r in effects])),
-            "y_lo": float(
-                np.mean([b[0] if b[0] is not None else r["raw"] for b, r in zip(bounds, effects, strict=True)])
-            ),
-            "y_hi": float(
-                np.mean([b[1] if b[1] is not None else r["raw"] for b, r in zip(bounds, effects, strict=True)])
-            ),
+            "x": accuracy.raw,
+            "x_lo": x_lo if x_lo is not None else accuracy.raw,
+            "x_hi": x_hi if x_hi is not None else accuracy.raw,
+            "y": float(np.mean([r.raw for r in effects])),
+            "y_lo": float(np.mean([b[0] if b[0] is not None else r.raw for b, r in zip(bounds, effects, strict=True)])),
+            "y_hi": float(np.mean([b[1] if b[1] is not None else r.raw for b, r in zip(bounds, effects, strict=True)])),
         }
     return out
 
 
-def comparison_figures(doc: dict[str, Any], normalised: dict[str, list[float]]) -> list[Figure]:
-    colours = figures.system_colours(system_names(doc))
+def comparison_figures(doc: RatingsDocument, normalised: dict[str, list[float]]) -> list[Figure]:
+    colours = figures.system_colours(doc.system_names)
     out = []
     points = scatter_points(doc)
     if len(points) >= 2:
@@ -142,25 +138,21 @@ def comparison_figures(doc: dict[str, Any], normalised: dict[str, list[float]]) 
         out.append(
             Figure(
                 "parameters",
-                figures.png(figures.scatter_parameters(params, levels=doc["levels"], colours=colours)),
+                figures.png(figures.scatter_parameters(params, levels=doc.levels, colours=colours)),
                 alt="Scatter plot of parameter count against mean robustness rating per system.",
             )
         )
     return out
 
 
-def parameter_points(doc: dict[str, Any]) -> dict[str, tuple[float, float]]:
+def parameter_points(doc: RatingsDocument) -> dict[str, tuple[float, float]]:
     mean_robust = _mean_robustness(doc)
-    return {
-        s["name"]: (s["parameters"], float(mean_robust.get(s["name"], np.nan)))
-        for s in doc["systems"]
-        if s.get("parameters")
-    }
+    return {s.name: (s.parameters, float(mean_robust.get(s.name, np.nan))) for s in doc.systems if s.parameters}
 
 
-def _mean_robustness(doc: dict[str, Any]) -> pd.Series:
-    frame = pd.DataFrame(doc["ratings"])
-    robust = frame[(frame["perturbation"] != doc["perturbations"][0]["id"]) & frame["score"].map(robustness)]
+def _mean_robustness(doc: RatingsDocument) -> pd.Series:
+    frame = ratings_frame(doc)
+    robust = frame[(frame["perturbation"] != doc.control) & frame["score"].map(robustness)]
     return robust.groupby("system")["rating"].mean()
 
 
@@ -168,14 +160,14 @@ def robustness(score: str) -> bool:
     return facts(score).robustness
 
 
-def groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def groups(doc: RatingsDocument) -> list[dict[str, Any]]:
     """Mean ratings by modality, family and architecture — only where there are at least two groups."""
     mean_robust = _mean_robustness(doc)
     out = []
     for key, title in (("modality", "Modality"), ("family", "Family"), ("architecture", "Architecture")):
         by: dict[str, list[str]] = {}
-        for s in doc["systems"]:
-            by.setdefault(str(s.get(key) or "not declared"), []).append(s["name"])
+        for s in doc.systems:
+            by.setdefault(str(getattr(s, key) or "not declared"), []).append(s.name)
         if len(by) < 2:
             continue
         rows = [
@@ -183,7 +175,7 @@ def groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "group": g,
                 "systems": names,
                 "mean_robustness": fmt(np.mean([mean_robust.get(n, np.nan) for n in names])),
-                "mean_overall": fmt(np.mean([doc["overall"].get(n, np.nan) for n in names])),
+                "mean_overall": fmt(np.mean([_or_nan(doc.overall.get(n)) for n in names])),
             }
             for g, names in sorted(by.items())
         ]
@@ -191,14 +183,18 @@ def groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _or_nan(x: float | None) -> float:
+    return np.nan if x is None else x
+
+
 def comparison_context(
-    doc: dict[str, Any], slugs: dict[str, str], *, normalised: dict[str, list[float]] | None = None
+    doc: RatingsDocument, slugs: dict[str, str], *, normalised: dict[str, list[float]] | None = None
 ) -> dict[str, Any]:
-    systems = system_names(doc)
-    levels = doc["levels"]
-    by_key = {(r["perturbation"], r["score"], r["system"]): r for r in doc["ratings"]}
-    scores = list(dict.fromkeys([*radar_scores(), *(r["score"] for r in doc["ratings"])]))
-    perturbations = list(dict.fromkeys([*(p["id"] for p in doc["perturbations"]), *(k[0] for k in by_key)]))
+    systems = doc.system_names
+    levels = doc.levels
+    by_key = {(r.perturbation, r.score, r.system): r for r in doc.ratings}
+    scores = list(dict.fromkeys([*radar_scores(), *(r.score for r in doc.ratings)]))
+    perturbations = list(dict.fromkeys([*(p.id for p in doc.perturbations), *(k[0] for k in by_key)]))
     table = []
     for perturbation in perturbations:
         for score in scores:
@@ -210,7 +206,7 @@ def comparison_context(
     heads = {s: {k: cell_of_headline(h, levels) for k, h in headlines(doc, s).items()} for s in systems}
     return {
         "doc": doc,
-        "systems": doc["systems"],
+        "systems": doc.systems,
         "colours": figures.system_colours(systems),
         "slugs": slugs,
         "heads": heads,
@@ -233,9 +229,3 @@ def cell_of_headline(h: dict[str, Any], levels: int) -> dict[str, Any]:
         "tied_with": list(h.get("tied_with") or []),
         "absolute": h.get("absolute_rating"),
     }
-
-
-def fmt(x: Any, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "—"
-    return f"{float(x):.{digits}g}"

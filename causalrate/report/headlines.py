@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from causalrate.report.templating import fmt
+from causalrate.run import RatingsDocument
+
 KINDS = ("robustness", "bias", "accuracy")
 TITLES = {"robustness": "Robustness", "bias": "Bias", "accuracy": "Accuracy"}
 QUESTIONS = {
@@ -37,13 +40,13 @@ def level_class(rating: int | None, levels: int) -> str:
     return "lbest" if rating == 1 else ("lworst" if rating == levels else "lmid")
 
 
-def headlines(doc: dict[str, Any], system: str) -> dict[str, dict[str, Any]]:
+def headlines(doc: RatingsDocument, system: str) -> dict[str, dict[str, Any]]:
     """{kind: H} with H = rating, absolute_rating, meaning, stability, tied_with, scores, source."""
-    given = (doc.get("headlines") or {}).get(system) or {}
+    given = doc.headlines.get(system) or {}
     out = {}
     for kind in KINDS:
         h = given.get(kind)
-        h = _fallback(doc, system, kind) if h is None else {"source": "headlines", **h}
+        h = _fallback(doc, system, kind) if h is None else {"source": "headlines", **h.model_dump()}
         h.setdefault("tied_with", [])
         h.setdefault("absolute_rating", None)
         h.setdefault("stability", None)
@@ -52,87 +55,82 @@ def headlines(doc: dict[str, Any], system: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _fallback(doc: dict[str, Any], system: str, kind: str) -> dict[str, Any]:
-    levels, n = doc["levels"], len(doc["systems"])
-    control = doc["perturbations"][0]["id"]
-    mine = [r for r in doc["ratings"] if r["system"] == system]
+def _fallback(doc: RatingsDocument, system: str, kind: str) -> dict[str, Any]:
+    levels, n = doc.levels, len(doc.systems)
+    control = doc.control
+    mine = doc.rows_of(system)
     if kind == "robustness":
-        rating = doc.get("overall", {}).get(system)
+        rating = doc.overall.get(system)
         return {
             "rating": rating,
-            "stability": doc.get("overall_stability", {}).get(system),
+            "stability": doc.overall_stability.get(system),
             "meaning": f"{level_words(rating, levels).capitalize()} for robustness among the {n} systems compared "
             "(mean of its robustness ratings over the perturbations, re-binned).",
             "scores": ["overall"],
             "source": "overall",
         }
     if kind == "bias":
-        rows = [r for r in mine if r["score"].startswith("wrs_") and r["perturbation"] != control]
+        rows = [r for r in mine if r.score.startswith("wrs_") and r.perturbation != control]
         if not rows:
             return {"rating": None, "meaning": "No bias score in this run.", "source": "none"}
-        worst = max(rows, key=lambda r: (r["rating"], r["score"], r["perturbation"]))
+        worst = max(rows, key=lambda r: (r.rating, r.score, r.perturbation))
         return {
-            "rating": worst["rating"],
-            "stability": worst.get("stability"),
-            "meaning": f"{level_words(worst['rating'], levels).capitalize()}: its worst WRS rating "
-            f"({worst['score']} under {worst['perturbation']}) among the {n} systems compared.",
-            "scores": sorted({r["score"] for r in rows}),
+            "rating": worst.rating,
+            "stability": worst.stability,
+            "meaning": f"{level_words(worst.rating, levels).capitalize()}: its worst WRS rating "
+            f"({worst.score} under {worst.perturbation}) among the {n} systems compared.",
+            "scores": sorted({r.score for r in rows}),
             "source": "worst WRS row",
         }
-    row = next((r for r in mine if r["score"] == "mase" and r["perturbation"] == control), None)
+    row = next((r for r in mine if r.score == "mase" and r.perturbation == control), None)
     if row is None:
         return {"rating": None, "meaning": "No clean-input accuracy score in this run.", "source": "none"}
     return {
-        "rating": row["rating"],
-        "stability": row.get("stability"),
-        "meaning": f"{level_words(row['rating'], levels).capitalize()} for MASE on clean input "
-        f"({_num(row.get('raw'))}; below 1 beats a no-change forecast) among the {n} systems compared.",
+        "rating": row.rating,
+        "stability": row.stability,
+        "meaning": f"{level_words(row.rating, levels).capitalize()} for MASE on clean input "
+        f"({fmt(row.raw, 3)}; below 1 beats a no-change forecast) among the {n} systems compared.",
         "scores": ["mase"],
         "source": f"mase on {control}",
     }
 
 
-def top_fragility_rule(doc: dict[str, Any], system: str) -> dict[str, Any] | None:
+def top_fragility_rule(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
     """The subgroup rule with the largest effect over the perturbations (heterogeneity section), or None."""
-    per = (doc.get("heterogeneity") or {}).get(system) or {}
+    per = doc.heterogeneity.get(system) or {}
     best = None
     for perturbation, found in sorted(per.items()):
-        for rule in (found or {}).get("rules") or []:
-            if rule.get("cate") is None:
+        for rule in found.rules:
+            if rule.cate is None:
                 continue
-            if best is None or abs(rule["cate"]) > abs(best["cate"]):
-                best = {"perturbation": perturbation, **rule}
+            if best is None or abs(rule.cate) > abs(best["cate"]):
+                best = {"perturbation": perturbation, **rule.model_dump()}
     return best
 
 
-def warnings(doc: dict[str, Any], system: str, *, failures: int) -> list[str]:
+def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     """Plain-language warnings for the label: failed self-checks, insufficient and inconclusive scores."""
     out = []
-    failed = [c for c in doc.get("checks") or [] if c.get("system") == system and c.get("passed") is False]
-    for c in failed:
+    for c in (c for c in doc.checks if c.system == system and not c.passed):
         out.append(
-            f"Self-check failed for {c['perturbation']} ({c['scheme']}): the deconfounded estimate "
-            f"{_num(c.get('ape_adj'))} is not reliable here — {c.get('reason') or 'see the report'}."
+            f"Self-check failed for {c.perturbation} ({c.scheme}): the deconfounded estimate "
+            f"{fmt(c.ape_adj, 3)} is not reliable here — {c.reason or 'see the report'}."
         )
-    mine = [r for r in doc["ratings"] if r["system"] == system]
-    insufficient = [r for r in mine if r.get("insufficient")]
+    mine = doc.rows_of(system)
+    insufficient = [r for r in mine if r.insufficient]
     if insufficient:
-        names = sorted({f"{r['score']} ({r['perturbation']})" for r in insufficient})
+        names = sorted({f"{r.score} ({r.perturbation})" for r in insufficient})
         out.append(f"Insufficient data, rated worst: {', '.join(names[:4])}{' …' if len(names) > 4 else ''}.")
-    inconclusive = [r for r in mine if r.get("inconclusive")]
+    inconclusive = [r for r in mine if r.inconclusive]
     if inconclusive:
-        names = sorted({f"{r['score']} ({r['perturbation']})" for r in inconclusive})
+        names = sorted({f"{r.score} ({r.perturbation})" for r in inconclusive})
         out.append(
             f"Inconclusive (too few windows to rule out an effect; best level withheld): "
             f"{', '.join(names[:4])}{' …' if len(names) > 4 else ''}."
         )
-    unstable = [r for r in mine if r.get("stable") is False]
+    unstable = [r for r in mine if r.stable is False]
     if unstable:
         out.append(f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples).")
     if failures:
         out.append(f"{failures} forecasts failed (see the report).")
     return out
-
-
-def _num(x: Any) -> str:
-    return "—" if x is None else f"{float(x):.3g}"

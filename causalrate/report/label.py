@@ -12,36 +12,38 @@ from typing import Any
 from causalrate.config import REFERENCE_SYSTEMS
 from causalrate.report.headlines import QUESTIONS, TITLES, headlines, level_class, level_words, top_fragility_rule
 from causalrate.report.headlines import warnings as label_warnings
+from causalrate.run import RatingsDocument
 
 MAX_WARNINGS = 5  # more go to the detailed report: the label keeps a fixed height
 
 
-def tested(doc: dict[str, Any]) -> list[tuple[str, str]]:
+def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
     """What was tested, as (what, value) lines: data, period, perturbations, placements, systems, scale."""
-    config = doc["provenance"]["config"]
+    config = doc.provenance.config  # the run's StudyConfig, as stored (plain JSON)
     data = config.get("data", {})
-    windows = config.get("windows", {})
+    window_settings = config.get("windows", {})
     series = data.get("series") or []
     shown = ", ".join(series[:6]) + (f" and {len(series) - 6} more" if len(series) > 6 else "")
-    counts = doc.get("counts", {})
-    perturbations = [p for p in doc["perturbations"] if p.get("kind") != "control"]
-    placements = sorted({str(p.get("placement") or "cyclic") for p in perturbations})
+    n_series = doc.counts.series if doc.counts else len(series)
+    n_windows = doc.counts.n_windows if doc.counts else "?"
+    perturbations = [p for p in doc.perturbations if p.kind != "control"]
+    placements = sorted({str(p.placement or "cyclic") for p in perturbations})
     scale = (config.get("rating") or {}).get("scale") or ("both" if _has_absolute(doc) else "relative")
     scale_text = {
-        "relative": f"relative: 1 = best of the {len(doc['systems'])} systems compared",
+        "relative": f"relative: 1 = best of the {len(doc.systems)} systems compared",
         "absolute": "absolute: published thresholds, the same in any comparison",
-        "both": f"relative (1 = best of the {len(doc['systems'])} compared) and absolute (published thresholds)",
+        "both": f"relative (1 = best of the {len(doc.systems)} compared) and absolute (published thresholds)",
     }.get(scale, scale)
     lines = [
-        ("Data", f"{doc['provenance']['data_source']}: {counts.get('series', len(series))} series ({shown})"),
+        ("Data", f"{doc.provenance.data_source}: {n_series} series ({shown})"),
         (
             "Period",
-            f"{data.get('start') or 'start'} to {data.get('end') or 'end'}; {counts.get('windows', '?')} windows of "
-            f"{windows.get('input_length', '?')} inputs → {windows.get('horizon', '?')} forecasts",
+            f"{data.get('start') or 'start'} to {data.get('end') or 'end'}; {n_windows} windows of "
+            f"{window_settings.get('input_length', '?')} inputs → {window_settings.get('horizon', '?')} forecasts",
         ),
-        ("Perturbations", "; ".join(f"{p['id']}: {p['description']}" for p in perturbations[:6])),
+        ("Perturbations", "; ".join(f"{p.id}: {p.description}" for p in perturbations[:6])),
         ("Placement", ", ".join(placements) + " (which input points are changed)"),
-        ("Systems compared", ", ".join(s["name"] for s in doc["systems"])),
+        ("Systems compared", ", ".join(doc.system_names)),
         ("Scale", scale_text),
     ]
     if len(perturbations) > 6:
@@ -49,13 +51,13 @@ def tested(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
-def _has_absolute(doc: dict[str, Any]) -> bool:
-    return any(r.get("absolute_rating") is not None for r in doc["ratings"])
+def _has_absolute(doc: RatingsDocument) -> bool:
+    return any(r.absolute_rating is not None for r in doc.ratings)
 
 
-def label_context(doc: dict[str, Any], system: str, *, failures: int, report_href: str) -> dict[str, Any]:
-    levels = doc["levels"]
-    meta = next(s for s in doc["systems"] if s["name"] == system)
+def label_context(doc: RatingsDocument, system: str, *, failures: int, report_href: str) -> dict[str, Any]:
+    levels = doc.levels
+    meta = doc.system(system)
     heads = []
     for kind, h in headlines(doc, system).items():
         stability = h.get("stability")
@@ -76,17 +78,17 @@ def label_context(doc: dict[str, Any], system: str, *, failures: int, report_hre
             }
         )
     references = [
-        {"name": s["name"], "ratings": {k: h.get("rating") for k, h in headlines(doc, s["name"]).items()}}
-        for s in doc["systems"]
-        if s["type"] in REFERENCE_SYSTEMS and s["name"] != system
+        {"name": s.name, "ratings": {k: h.get("rating") for k, h in headlines(doc, s.name).items()}}
+        for s in doc.systems
+        if s.type in REFERENCE_SYSTEMS and s.name != system
     ]
     found = label_warnings(doc, system, failures=failures)
     rule = top_fragility_rule(doc, system)
     return {
         "system": meta,
-        "study": doc["study"],
+        "study": doc.study,
         "levels": levels,
-        "n_systems": len(doc["systems"]),
+        "n_systems": len(doc.systems),
         "headlines": heads,
         "fallback": any(h["source"] != "headlines" for h in heads),
         "tested": tested(doc),
@@ -95,5 +97,5 @@ def label_context(doc: dict[str, Any], system: str, *, failures: int, report_hre
         "warnings": found[:MAX_WARNINGS],
         "more_warnings": max(0, len(found) - MAX_WARNINGS),
         "report_href": report_href,
-        "outcome": doc["outcome"],
+        "outcome": doc.outcome,
     }

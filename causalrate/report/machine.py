@@ -20,6 +20,7 @@ import yaml
 from causalrate import __version__
 from causalrate.report.estimators import estimator, label
 from causalrate.report.headlines import headlines, warnings
+from causalrate.run import RatingsDocument
 
 PAPER = (
     "Lakkaraju et al., On Creating a Causally Grounded Usable Rating Method for Assessing the Robustness "
@@ -50,38 +51,38 @@ def _metric(kind: str, value: Any, slice_: str, interval: Any = None) -> dict[st
     return out
 
 
-def dataset_name(doc: dict[str, Any]) -> str:
-    data = doc["provenance"]["config"].get("data", {})
+def dataset_name(doc: RatingsDocument) -> str:
+    data = doc.provenance.config.get("data", {})
     series = data.get("series") or []
     span = f"{data.get('start') or '…'} to {data.get('end') or '…'}"
     names = ", ".join(series[:8]) + (f" and {len(series) - 8} more" if len(series) > 8 else "")
-    return f"{doc['provenance']['data_source']} ({names}{'; ' if names else ''}{span})"
+    return f"{doc.provenance.data_source} ({names}{'; ' if names else ''}{span})"
 
 
-def model_card(doc: dict[str, Any], system: str, *, failures: int, report: str) -> dict[str, Any]:
+def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str) -> dict[str, Any]:
     """The Model Card Toolkit document of one system; raises jsonschema.ValidationError if malformed."""
-    meta = next(s for s in doc["systems"] if s["name"] == system)
-    n, levels = len(doc["systems"]), doc["levels"]
+    meta = doc.system(system)
+    n, levels = len(doc.systems), doc.levels
     metrics = []
     for kind, h in headlines(doc, system).items():
         if h.get("rating") is not None:
             metrics.append(_metric(f"{kind}_rating", h["rating"], "headline"))
         if h.get("absolute_rating") is not None:
             metrics.append(_metric(f"{kind}_absolute_rating", h["absolute_rating"], "headline"))
-    for r in (r for r in doc["ratings"] if r["system"] == system):
-        where = f"perturbation={r['perturbation']}"
-        metrics.append(_metric(f"{r['score']}_rating", r["rating"], where))
-        if r.get("raw") is not None:
-            metrics.append(_metric(r["score"], r["raw"], where, r.get("interval")))
-    for e in doc.get("effects", []):
-        if e["system"] != system:
+    for r in doc.rows_of(system):
+        where = f"perturbation={r.perturbation}"
+        metrics.append(_metric(f"{r.score}_rating", r.rating, where))
+        if r.raw is not None:
+            metrics.append(_metric(r.score, r.raw, where, r.interval))
+    for e in doc.effects:
+        if e.system != system:
             continue
-        where = f"perturbation={e['perturbation']},scheme={e['scheme']}"
-        if e.get("ape_adj") is not None:
-            metrics.append(_metric("ape_adj", e["ape_adj"], where, [e.get("ape_adj_lo"), e.get("ape_adj_hi")]))
+        where = f"perturbation={e.perturbation},scheme={e.scheme}"
+        if e.ape_adj is not None:
+            metrics.append(_metric("ape_adj", e.ape_adj, where, [e.ape_adj_lo, e.ape_adj_hi]))
     limits = [
         f"Ratings are relative: 1 = best, {levels} = worst of the {n} systems compared "
-        f"({', '.join(s['name'] for s in doc['systems'])}); another set of systems can change them.",
+        f"({', '.join(doc.system_names)}); another set of systems can change them.",
         f"Measured on {dataset_name(doc)} only; other data, horizons or perturbations may differ.",
         *warnings(doc, system, failures=failures),
     ]
@@ -89,15 +90,15 @@ def model_card(doc: dict[str, Any], system: str, *, failures: int, report: str) 
         "schema_version": "0.0.2",
         "model_details": {
             "name": system,
-            "overview": f"causalrate robustness, bias and accuracy ratings of {system} (type {meta['type']}) "
-            f"in study {doc['study']}. Detailed report: {report}.",
+            "overview": f"causalrate robustness, bias and accuracy ratings of {system} (type {meta.type}) "
+            f"in study {doc.study}. Detailed report: {report}.",
             "version": {"name": f"rated by causalrate {__version__}"},
             "references": [{"reference": "arXiv:2502.12226"}],
             "citations": [{"style": "text", "citation": PAPER}],
         },
         "model_parameters": {
-            "model_architecture": str(meta.get("architecture") or meta["type"]),
-            "data": [{"name": dataset_name(doc), "description": f"data hash {doc['provenance']['data_hash']}"}],
+            "model_architecture": str(meta.architecture or meta.type),
+            "data": [{"name": dataset_name(doc), "description": f"data hash {doc.provenance.data_hash}"}],
         },
         "quantitative_analysis": {"performance_metrics": metrics},
         "considerations": {
@@ -116,22 +117,20 @@ def model_card(doc: dict[str, Any], system: str, *, failures: int, report: str) 
     return card
 
 
-def model_index(doc: dict[str, Any], system: str) -> str:
+def model_index(doc: RatingsDocument, system: str) -> str:
     """A Hugging Face `model-index` YAML block carrying every rating (and raw score) of the system."""
-    n, levels = len(doc["systems"]), doc["levels"]
-    source = doc["provenance"]["config"].get("data", {}).get("source") or "data"  # an id: embedded, csv, …
+    n, levels = len(doc.systems), doc.levels
+    source = doc.provenance.config.get("data", {}).get("source") or "data"  # an id: embedded, csv, …
     scale = f"1 = best, {levels} = worst of {n} systems compared"
     metrics = []
     for kind, h in headlines(doc, system).items():
         if h.get("rating") is not None:
             metrics.append({"type": f"causalrate/{kind}-rating", "value": h["rating"], "name": f"{kind} ({scale})"})
-    for r in (r for r in doc["ratings"] if r["system"] == system):
-        name = f"{label(r['score'])} under {r['perturbation']}"
-        metrics.append({"type": f"causalrate/{r['score']}-rating", "value": r["rating"], "name": f"{name}: rating"})
-        if r.get("raw") is not None:
-            metrics.append(
-                {"type": f"causalrate/{r['score']}", "value": r["raw"], "name": f"{name}: {estimator(r['score'])}"}
-            )
+    for r in doc.rows_of(system):
+        name = f"{label(r.score)} under {r.perturbation}"
+        metrics.append({"type": f"causalrate/{r.score}-rating", "value": r.rating, "name": f"{name}: rating"})
+        if r.raw is not None:
+            metrics.append({"type": f"causalrate/{r.score}", "value": r.raw, "name": f"{name}: {estimator(r.score)}"})
     block = {
         "model-index": [
             {
@@ -144,7 +143,7 @@ def model_index(doc: dict[str, Any], system: str) -> str:
                             "name": dataset_name(doc),
                         },
                         "metrics": metrics,
-                        "source": {"name": f"causalrate {__version__}, study {doc['study']}"},
+                        "source": {"name": f"causalrate {__version__}, study {doc.study}"},
                     }
                 ],
             }

@@ -1,4 +1,4 @@
-"""Stage 7 — report: ratings.json (the contract), scores.csv and report.md.
+"""Stage 7 — report: ratings.json (the contract, modelled in causalrate.run), scores.csv and report.md.
 
 ratings.json holds no timestamps or timings, sorts its keys and rounds floats to
 10 significant digits, so the same config and seed give a byte-identical file.
@@ -7,7 +7,6 @@ ratings.json holds no timestamps or timings, sorts its keys and rounds floats to
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import math
 import platform
 from pathlib import Path
@@ -16,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from causalrate.perturb.operators import OPERATORS
-from causalrate.score.scores import SCORES
+from causalrate.report.estimators import facts
+from causalrate.report.templating import environment, rating_cell
+from causalrate.run import RATINGS_SCHEMA, RatingRow, RatingsDocument
 
 if TYPE_CHECKING:
     from causalrate.study import Result, Study
 
-RATINGS_SCHEMA = "causalrate/ratings-v3"
 PACKAGES = ("causalrate", "numpy", "pandas", "scipy", "statsmodels", "scikit-learn", "dowhy", "pydantic")
 
 
@@ -230,128 +230,34 @@ METHOD_NOTE = (
 
 
 def write_outputs(*, study: Study, result: Result, out: Path) -> None:
-    doc = ratings_document(study, result)
-    (out / "ratings.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    """ratings.json through its model (the schema is defined once, in causalrate.run), scores.csv, report.md."""
+    doc = RatingsDocument.model_validate(ratings_document(study, result))
+    (out / "ratings.json").write_text(doc.to_json(), encoding="utf-8")
     result.ratings.assign(raw=result.ratings["raw"].map(clean_float)).to_csv(out / "scores.csv", index=False)
-    (out / "report.md").write_text(render_report(doc, result), encoding="utf-8")
+    (out / "report.md").write_text(render_report(doc), encoding="utf-8")
 
 
-def _cell(row: dict[str, Any]) -> str:
-    """'rating (raw)', with '≥ k' when inconclusive and ⚠ when the rating is unstable.
-
-    `row` comes from a DataFrame of all rating rows, so a row without `display` holds NaN there (truthy),
-    and its rating may be a float: only a string is a display text.
-    """
-    display, rating = row.get("display"), row["rating"]
-    shown = display if isinstance(display, str) else "—" if pd.isna(rating) else str(int(rating))
-    text = f"{shown} ({_fmt(row['raw'])})" + (" insufficient" if row.get("insufficient") is True else "")
-    return text + (" ⚠" if row.get("stable") is False else "")
-
-
-def _fmt_headline(h: dict | None) -> str:
-    if not h:
-        return "—"
-    absolute = f" ({h['absolute_rating']})" if h.get("absolute_rating") is not None else ""
-    return f"{h['rating']}{absolute}"
-
-
-def _fmt(x: float | None) -> str:
-    return "—" if x is None or pd.isna(x) else f"{x:.4g}"
-
-
-def render_report(doc: dict[str, Any], result: Result) -> str:
+def render_report(doc: RatingsDocument) -> str:
     """A readable Markdown summary: overall ratings, per-score tables, and the APE table."""
-    levels = doc["levels"]
-    systems = [s["name"] for s in doc["systems"]]
-    lines = [
-        f"# causalrate report — {doc['study']}",
-        "",
-        f"{doc['meaning']} Outcome per forecast: `{doc['outcome']}`. "
-        f"{doc['counts']['windows']} windows × {len(doc['perturbations'])} perturbations × {len(systems)} systems "
-        f"= {doc['counts']['forecasts']} forecasts, {doc['counts']['failures']} failed.",
-        "",
-        "## Overall robustness rating",
-        "",
-        "| system | overall rating (1 = most robust) |",
-        "|---|---|",
-        *[f"| {s} | {doc['overall'].get(s, '—')} of {levels} |" for s in systems],
-        "",
+    systems = doc.system_names
+    by_perturbation: dict[str, dict[str, dict[str, RatingRow]]] = {}
+    for r in doc.ratings:
+        by_perturbation.setdefault(r.perturbation, {}).setdefault(r.score, {})[r.system] = r
+    tables = [
+        {
+            "perturbation": pid,
+            "description": p.description
+            if (p := doc.perturbation(pid))
+            else "severity grid, rated across its severities",
+            "rows": [
+                (score, [rating_cell(rows[s]) if s in rows else "—" for s in systems]) for score, rows in scores.items()
+            ],
+        }
+        for pid, scores in by_perturbation.items()
     ]
-    if doc.get("headlines"):
-        lines += ["## Headline ratings", "", "| system | robustness | bias | accuracy |", "|---|---|---|---|"]
-        for s in systems:
-            h = doc["headlines"].get(s, {})
-            cells = [_fmt_headline(h.get(f)) for f in ("robustness", "bias", "accuracy")]
-            lines.append(f"| {s} | " + " | ".join(cells) + " |")
-        lines += ["", "Relative rating (absolute rating on the published 3-level scale); `overall` = robustness.", ""]
-    failed = [c for c in doc.get("checks", []) if not c["passed"]]
-    if doc.get("checks"):
-        lines += ["## Self-check (METHOD §5.4)", ""]
-        lines += [f"{len(doc['checks']) - len(failed)} of {len(doc['checks'])} confounded distributions pass.", ""]
-        lines += [
-            f"- FAILED {c['system']} / {c['perturbation']} / {c['scheme']}: {c['reason']} (APE_true "
-            f"{_fmt(c['ape_true'])}, APE_obs {_fmt(c['ape_obs'])}, APE_adj {_fmt(c['ape_adj'])})"
-            for c in failed
-        ] + [""]
-    notes = [r for r in doc["ratings"] if r.get("note")]
-    if notes:
-        lines += ["## Insufficient and undefined scores", ""]
-        lines += [f"- {r['system']} / {r['perturbation']} / {r['score']}: {r['note']}" for r in notes] + [""]
-    if doc["not_assessed"]:
-        lines += ["## Not assessed", "", "These systems were in the study but could not run here:", ""]
-        lines += [f"- **{s['name']}**: {s['reason']}" for s in doc["not_assessed"]] + [""]
-    frame = pd.DataFrame(doc["ratings"])
-    for perturbation, part in frame.groupby("perturbation", sort=False):
-        desc = next(
-            (p["description"] for p in doc["perturbations"] if p["id"] == perturbation),
-            "severity grid, rated across its severities",
-        )
-        lines += [
-            f"## {perturbation}: {desc}",
-            "",
-            "| score | " + " | ".join(systems) + " |",
-            "|---|" + "---|" * len(systems),
-        ]
-        for score, rows in part.groupby("score", sort=False):
-            by_system = {r["system"]: r for r in rows.to_dict("records")}
-            cells = [_cell(by_system[s]) if s in by_system else "—" for s in systems]
-            lines.append(f"| {score} | " + " | ".join(cells) + " |")
-        lines.append("")
-    lines += [
-        "Cells: rating (raw score). Lower raw is better except sign_accuracy. ⚠: the rating is kept in under 80 % "
-        "of bootstrap replicates (unstable). ≥ k: no effect detected but too little power to rule one out.",
-        "",
-        "## Scores",
-        "",
-    ]
-    lines += [f"- **{name}**: {SCORES.get(name).description}" for name in dict.fromkeys(frame["score"])]
-    for name, why in doc["not_rated"].items():
-        lines.append(f"- **{name}**: not rated — {why}")
-    lines += [
-        "",
-        "## Perturbation effects: true, observed and deconfounded APE",
-        "",
-        "APE_true is the randomized effect from the full factorial; APE_obs the naive difference on an "
-        "observational draw; APE_adj the same draw after tie-safe propensity matching. Means over the draws, "
-        "[2.5%, 97.5%] across draws. SMD = largest |standardised mean difference| of the confounders.",
-        "",
-        "| system | perturbation | scheme | APE_true | APE_obs | APE_adj | PIE% | SMD before → after |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for e in doc["effects"]:
-        lines.append(
-            f"| {e['system']} | {e['perturbation']} | {e['scheme']} | {_fmt(e['ape_true'])} | "
-            f"{_fmt(e['ape_obs'])} [{_fmt(e['ape_obs_lo'])}, {_fmt(e['ape_obs_hi'])}] | "
-            f"{_fmt(e['ape_adj'])} [{_fmt(e['ape_adj_lo'])}, {_fmt(e['ape_adj_hi'])}] | {_fmt(e['pie'])} | "
-            f"{_fmt(e['smd_before'])} → {_fmt(e['smd_after'])} |"
-        )
-    lines += [
-        "",
-        "## Method notes",
-        "",
-        doc["provenance"]["method_note"],
-        "",
-        f"Data hash `{doc['provenance']['data_hash']}`, seed {doc['provenance']['seed']}.",
-        "",
-    ]
-    return "\n".join(lines)
+    names = dict.fromkeys(r.score for r in doc.ratings)
+    return (
+        environment()
+        .get_template("report.md.j2")
+        .render(doc=doc, systems=systems, tables=tables, scores=[(name, facts(name).description) for name in names])
+    )

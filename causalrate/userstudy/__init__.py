@@ -1,1 +1,1 @@
-"""User studies of how people read ratings: export a kit of stimuli and questionnaires, analyse the answers."""
+"""User studies of how people read ratings: export a kit of stimuli and questionnaires, analyze the answers."""

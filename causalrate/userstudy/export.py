@@ -23,7 +23,7 @@ import pandas as pd
 
 from causalrate.errors import UserError
 from causalrate.perturb.suite import perturbation_seeds, stored_first
-from causalrate.rerate import read_run, study_of
+from causalrate.run import RatingsDocument, Run, StoredForecasts
 from causalrate.seeding import rng
 from causalrate.userstudy.stimuli import question_figure
 
@@ -60,12 +60,12 @@ def export_kit(
     seed: int = 0,
 ) -> Path:
     """Write the kit to `out`; every choice is drawn from `seed`, so the same call writes the same kit."""
-    doc = json.loads((run_dir / "ratings.json").read_text(encoding="utf-8"))
-    raw, base_dir, data_hash, not_assessed, forecasts = read_run(run_dir)
-    study = study_of(run_dir, raw, base_dir=base_dir, data_hash=data_hash, not_assessed=not_assessed)
-    ratings = pd.DataFrame(doc["ratings"]).set_index(["perturbation", "score", "system"])
-    names = systems or [s["name"] for s in doc["systems"]]
-    unknown = sorted(set(names) - {s["name"] for s in doc["systems"]})
+    doc = Run.open(run_dir).ratings
+    stored = StoredForecasts.read(run_dir)
+    study, forecasts = stored.study(run_dir), stored.rows
+    ratings = {(r.perturbation, r.score, r.system): r.rating for r in doc.ratings}
+    names = systems or doc.system_names
+    unknown = sorted(set(names) - set(doc.system_names))
     if unknown:
         raise UserError(f"--systems: {unknown} are not in {run_dir}")
     if len(names) < 2:
@@ -73,7 +73,7 @@ def export_kit(
     k = min(3, len(names)) if per_question is None else per_question  # default: 3, or all if fewer
     if not 2 <= k <= len(names):
         raise UserError(f"--per-question: from 2 to {len(names)} (the systems compared), got {k}")
-    perturbations = [p for p in study.suite[1:] if (p.id, ROBUST_SCORE, names[0]) in ratings.index]
+    perturbations = [p for p in study.suite[1:] if (p.id, ROBUST_SCORE, names[0]) in ratings]
     pool = [(p, combo) for p in perturbations for combo in itertools.combinations(names, k)]
     if questions > len(pool) or questions < 2 or questions % 2:
         raise UserError(f"--questions: an even number from 2 to {len(pool) - len(pool) % 2} for this run and systems")
@@ -95,7 +95,7 @@ def export_kit(
     out.mkdir(parents=True, exist_ok=True)
     (out / "stimuli").mkdir(exist_ok=True)
     key = {q.id: answer_key(q, ratings) for q in kit}
-    figures = write_stimuli(out, kit, study=study, forecasts=ok, outcome=doc["outcome"], key=key)
+    figures = write_stimuli(out, kit, study=study, forecasts=ok, outcome=doc.outcome, key=key)
     assignments = assign(kit, participants=participants, seed=seed)
     write_kit_files(
         out, kit=kit, key=key, assignments=assignments, figures=figures, run_dir=run_dir, seed=seed, doc=doc
@@ -103,14 +103,13 @@ def export_kit(
     return out
 
 
-def answer_key(question: Question, ratings: pd.DataFrame) -> dict:
-    """causalrate's rankings of the question's systems (1 = most robust / least biased; ties share a rank)."""
+def answer_key(question: Question, ratings: dict[tuple[str, str, str], int]) -> dict:
+    """causalrate's rankings of the question's systems (1 = most robust / least biased; ties share a rank).
+
+    `ratings`: (perturbation, score, system) → rating."""
 
     def ranks(score: str) -> dict[str, int]:
-        levels = {
-            label: int(ratings.loc[(question.perturbation, score, name), "rating"])
-            for label, name in question.labels.items()
-        }
+        levels = {label: ratings[(question.perturbation, score, name)] for label, name in question.labels.items()}
         distinct = sorted(set(levels.values()))
         return {label: distinct.index(level) + 1 for label, level in sorted(levels.items())}
 
@@ -128,7 +127,7 @@ def write_stimuli(out: Path, kit: list[Question], *, study, forecasts: pd.DataFr
     """Two PNGs per question (plain, with rankings); returns question → condition → relative path."""
     wd = study.windows
     series_ids = [study.dataset.series[i].id for i in wd.series_index]
-    windows = list(zip(series_ids, wd.start.tolist(), strict=True))
+    origins = list(zip(series_ids, wd.start.tolist(), strict=True))  # (series, start) per window id
     industries = study.table["industry"] if "industry" in study.table else pd.Series("all", index=study.table.index)
     by_id = {p.id: p for p in study.suite}
     paths = {}
@@ -139,7 +138,7 @@ def write_stimuli(out: Path, kit: list[Question], *, study, forecasts: pd.DataFr
         perturbed = p.apply(
             wd.inputs[w : w + 1],
             np.array([first]),
-            seeds=perturbation_seeds(study.config.seed, p.id, [windows[w]]),
+            seeds=perturbation_seeds(study.config.seed, p.id, [origins[w]]),
             history=[study.dataset.series[wd.series_index[w]].values],
         )[0]
         rows = forecasts[forecasts["window"] == w].set_index(["system", "perturbation"])["forecast"]
@@ -192,13 +191,15 @@ def assign(kit: list[Question], *, participants: int, seed: int) -> dict[str, li
     return plan
 
 
-def write_kit_files(out: Path, *, kit, key, assignments, figures, run_dir: Path, seed: int, doc: dict) -> None:
+def write_kit_files(
+    out: Path, *, kit, key, assignments, figures, run_dir: Path, seed: int, doc: RatingsDocument
+) -> None:
     from causalrate.userstudy.form import render_form
 
     labels = {q.id: sorted(q.labels) for q in kit}
     questionnaire = {
         "schema": KIT_SCHEMA,
-        "kit": doc["study"],
+        "kit": doc.study,
         "seed": seed,
         "conditions": {"plain": "figures only", "ratings": "figures and causalrate's rankings"},
         "items": {
@@ -254,7 +255,7 @@ def write_kit_files(out: Path, *, kit, key, assignments, figures, run_dir: Path,
             {
                 "schema": KIT_SCHEMA,
                 "run": str(run_dir),
-                "study": doc["study"],
+                "study": doc.study,
                 "seed": seed,
                 "questions": [asdict(q) for q in kit],
             },

@@ -10,6 +10,7 @@ import pandas as pd
 
 from causalrate.report import figures
 from causalrate.report.figures import PALETTE, plt
+from causalrate.report.templating import fmt
 
 CONDITION_NAMES = {"plain": "without ratings", "ratings": "with ratings"}
 
@@ -38,10 +39,6 @@ def _figures(scored: pd.DataFrame) -> dict[str, bytes]:
     return {"accuracy": accuracy, "difficulty": figures.png(fig)}
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:.{digits}g}"
-
-
 def markdown(summary: dict, problems: list[tuple[str, str, str]], kit: str) -> str:
     d = summary["difficulty"]
     lines = [
@@ -66,16 +63,16 @@ def markdown(summary: dict, problems: list[tuple[str, str, str]], kit: str) -> s
         "| question | tau without ratings | tau with ratings |",
         "|---|---|---|",
         *[
-            f"| {q} | {_fmt(t.get('plain'), 2)} | {_fmt(t.get('ratings'), 2)} |"
+            f"| {q} | {fmt(t.get('plain'), 2)} | {fmt(t.get('ratings'), 2)} |"
             for q, t in summary["kendall_tau_per_question"].items()
         ],
         "",
         "## Is it easier to judge with ratings?",
         "",
-        f"Median difficulty without ratings {_fmt(d['median_plain'])}, with ratings {_fmt(d['median_ratings'])} "
+        f"Median difficulty without ratings {fmt(d['median_plain'], 3)}, with ratings {fmt(d['median_ratings'], 3)} "
         f"(1 = very easy, 5 = very difficult; per participant, mean over their questions).",
-        f"Paired Wilcoxon signed-rank test over {d['participants']} participants: W = {_fmt(d.get('statistic'))}, "
-        f"p = {_fmt(d.get('p_value'))}; matched-pairs rank-biserial correlation {_fmt(d.get('rank_biserial'))} "
+        f"Paired Wilcoxon signed-rank test over {d['participants']} participants: W = {fmt(d.get('statistic'), 3)}, "
+        f"p = {fmt(d.get('p_value'), 3)}; matched-pairs rank-biserial correlation {fmt(d.get('rank_biserial'), 3)} "
         "(positive: harder without ratings).",
         "",
         "Median confidence: "
@@ -104,6 +101,6 @@ def write_report(out: Path, *, summary: dict, scored: pd.DataFrame, problems: li
 
     images = {name: "data:image/png;base64," + base64.b64encode(png).decode() for name, png in pngs.items()}
     page = TEMPLATES.get_template("report.html.j2").render(
-        kit=kit, summary=summary, problems=problems, images=images, names=CONDITION_NAMES, fmt=_fmt
+        kit=kit, summary=summary, problems=problems, images=images, names=CONDITION_NAMES, fmt=fmt
     )
     (out / "report.html").write_text(page, encoding="utf-8")

@@ -1,0 +1,45 @@
+"""The one Jinja environment of every page and Markdown file, and the number formats they share.
+
+HTML and card pages escape every user-supplied string; the run's report.md turns escaping off in
+its template (`{% autoescape false %}`), as plain Markdown wants.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+
+def fmt(x: Any, digits: int = 4) -> str:
+    """A number in `digits` significant digits; '—' for a missing one (None, NaN, inf)."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    return f"{float(x):.{digits}g}"
+
+
+def rating_cell(row: Any) -> str:
+    """A Markdown table cell: 'rating (raw)', '≥ k' when inconclusive, 'insufficient', ⚠ when unstable."""
+    shown = row.display if row.display is not None else str(row.rating)
+    text = f"{shown} ({fmt(row.raw)})" + (" insufficient" if row.insufficient else "")
+    return text + (" ⚠" if row.stable is False else "")
+
+
+def headline_cell(h: Any) -> str:
+    """'relative (absolute)' of one headline rating; '—' when the run has none."""
+    if h is None:
+        return "—"
+    return f"{h.rating}" + (f" ({h.absolute_rating})" if h.absolute_rating is not None else "")
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("causalrate.report", "templates"),
+        autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(num=fmt, rating_cell=rating_cell, headline_cell=headline_cell)
+    return env
