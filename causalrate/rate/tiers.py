@@ -66,6 +66,15 @@ def group_levels(n_groups: int, levels: int) -> np.ndarray:
     return out
 
 
+def levels_of(key: np.ndarray, sig: np.ndarray, levels: int) -> np.ndarray:
+    """Level of every system [S] (1 = best) from its key and the significance matrix."""
+    groups = tie_groups(key, sig)
+    ratings = np.empty(key.size, dtype=int)
+    for group, level in zip(groups, group_levels(len(groups), levels), strict=True):
+        ratings[group] = level
+    return ratings
+
+
 def tier_ratings(
     raw: np.ndarray, replicates: np.ndarray | None, *, levels: int, higher_is_better: bool = False
 ) -> tuple[np.ndarray, list[list[int]]]:
@@ -77,9 +86,41 @@ def tier_ratings(
     key = -np.asarray(raw, dtype=float) if higher_is_better else np.asarray(raw, dtype=float)
     reps = None if replicates is None else (-replicates if higher_is_better else replicates)
     sig = significance(key, reps)
-    groups = tie_groups(key, sig)
-    ratings = np.empty(key.size, dtype=int)
-    for group, level in zip(groups, group_levels(len(groups), levels), strict=True):
-        ratings[group] = level
     tied = [[j for j in range(key.size) if j != i and not sig[i, j]] for i in range(key.size)]
-    return ratings, tied
+    return levels_of(key, sig, levels), tied
+
+
+def translated_p_values(observed: float, d: np.ndarray) -> np.ndarray:
+    """[B] paired_p_value of every replicate b, its test distribution taken as d moved to centre on d[b].
+
+    A replicate has no resamples of its own; the observed paired differences d, shifted by
+    d[b] − observed, stand in for them (the translation approximation of a double bootstrap). With
+    d[b] = observed it is exactly paired_p_value(d).
+    """
+    finite = np.sort(d[np.isfinite(d)])
+    if finite.size == 0 or not finite.any():
+        return np.ones(d.size)
+    threshold = observed - d  # d − observed + d[b] ≤ 0  ⇔  d ≤ observed − d[b]
+    below = np.searchsorted(finite, threshold, side="right") + 1
+    above = finite.size - np.searchsorted(finite, threshold, side="left") + 1
+    p = np.minimum(1.0, 2 * np.minimum(below, above) / (finite.size + 1))
+    return np.where(np.isfinite(threshold), p, 1.0)
+
+
+def replicate_tier_ratings(
+    raw: np.ndarray, replicates: np.ndarray, *, levels: int, higher_is_better: bool = False, alpha: float = ALPHA
+) -> np.ndarray:
+    """[B, S] the tiers rule re-run on every replicate: the replicate's values order the systems, each pair
+    is tested on its translated paired differences (translated_p_values), BH over the pairs, tie groups,
+    levels. A replicate equal to the observed values gives exactly tier_ratings."""
+    key = -np.asarray(raw, dtype=float) if higher_is_better else np.asarray(raw, dtype=float)
+    reps = -replicates if higher_is_better else np.asarray(replicates, dtype=float)
+    n, b = key.size, reps.shape[0]
+    pairs = list(combinations(range(n), 2))
+    sig = np.zeros((b, n, n), dtype=bool)
+    if pairs:
+        p = np.column_stack([translated_p_values(key[i] - key[j], reps[:, i] - reps[:, j]) for i, j in pairs])
+        differ = stats.false_discovery_control(p, axis=1, method="bh") < alpha
+        first, second = (np.array(side) for side in zip(*pairs, strict=True))
+        sig[:, first, second] = sig[:, second, first] = differ
+    return np.vstack([levels_of(reps[r], sig[r], levels) for r in range(b)])
