@@ -2,11 +2,12 @@
 
 Every replicate — a window-block bootstrap resample, or one observational draw for the deconfounded
 scores — is rated by the rule that rated the row: `paper` bins the replicate's values by rank;
-`tiers` re-runs the tiering on it (tiers.replicate_tier_ratings), so systems the rule ties stay tied
-unless the replicate makes their difference significant. An inconclusive APE is floored (never the
-best level) in every replicate as it is in the report. Rows rated on the absolute scale, insufficient
-and undefined rows have no stability. The robustness headline is re-derived in every bootstrap
-replicate the same way it is derived from the reported ratings (headlines.headline_levels).
+`tiers` re-runs the tiering on it (tiers.replicate_tier_ratings) with the score's own paired test
+(bootstrap or, for draws, t-test), so systems the rule ties stay tied unless the replicate makes their
+difference significant. An inconclusive APE is floored (never the best level) in every replicate as it
+is in the report. Rows rated on the absolute scale, insufficient and undefined rows have no stability.
+The robustness headline is re-derived in every bootstrap replicate the same way it is derived from the
+reported ratings (headlines.headline_levels).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from causalrate.rate.binning import bin_ratings
 from causalrate.rate.headlines import headline_levels, robustness_rows
 from causalrate.rate.inconclusive import inconclusive_level
 from causalrate.rate.ratings import RatingSettings
-from causalrate.rate.tiers import replicate_tier_ratings
+from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, replicate_tier_ratings
 from causalrate.score.scores import SCORES
 
 
@@ -52,13 +53,15 @@ def replicate_levels(
         return None
     (rule,) = rules
     score, p = rated["score"].iloc[0], rated["perturbation"].iloc[0]
-    higher = SCORES.get(score).higher_is_better
+    cls = SCORES.get(score)
+    higher = cls.higher_is_better
     raw = rated.set_index("system").loc[systems, "raw"].to_numpy(dtype=float)
     matrix = np.column_stack([per_system[s] for s in systems])
     if rule == "paper":
         per_replicate = np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
     else:
-        per_replicate = replicate_tier_ratings(raw, matrix, levels=levels, higher_is_better=higher)
+        test = PAIRED_TESTS.get(cls.replicates, BOOTSTRAP)
+        per_replicate = replicate_tier_ratings(raw, matrix, levels=levels, higher_is_better=higher, test=test)
     floored = np.array([_inconclusive(rigor, p, score, s) for s in systems], dtype=bool)
     per_replicate = np.where(floored[None, :], inconclusive_level(per_replicate), per_replicate)
     return systems, reported_levels(rated, rigor).loc[systems].to_numpy(dtype=int), per_replicate
