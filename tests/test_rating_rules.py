@@ -147,10 +147,11 @@ def test_bootstrap_scores_keep_the_bootstrap_p_value():
 
 
 def test_a_clearly_larger_deconfounded_ape_is_rated_worse(planted_run):
-    # end to end (6 draws): the 1000× larger planted effect is rated worse on the deconfounded APE too
+    # end to end (6 draws, min sign-count p 2/7): the 1000× larger planted effect is rated worse on the
+    # deconfounded APE too, where the draws' sign count tied every system
     for scheme in ("industry", "company"):
         ape = rows(planted_run, "P1", f"ape_{scheme}")
-        assert ape["huge"]["raw"] > 100 * ape["tiny"]["raw"]
+        assert ape["huge"]["raw"] > 5 * ape["tiny"]["raw"]
         assert ape["tiny"]["rating"] < ape["huge"]["rating"], scheme
         assert "huge" not in ape["tiny"]["tied_with"], scheme
 

@@ -4,6 +4,7 @@ rank), and the inconclusive "≥ k" — planted systems whose answer is known by
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from causalrate.causal.rigor import Rigor
 from causalrate.causal.uncertainty import bootstrap_counts, replicate_means, stability
@@ -11,7 +12,14 @@ from causalrate.rate.binning import bin_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
 from causalrate.rate.ratings import RatingSettings, rate_scores
 from causalrate.rate.stability import add_stability
-from causalrate.rate.tiers import paired_p_value, replicate_tier_ratings, tier_ratings, translated_p_values
+from causalrate.rate.tiers import (
+    bootstrap_p_value,
+    replicate_tier_ratings,
+    t_test_p_value,
+    tier_ratings,
+    translated_bootstrap_p_values,
+    translated_t_test_p_values,
+)
 
 SERIES = np.repeat(np.arange(5), 40)  # 200 windows in 5 series
 COUNTS = bootstrap_counts(SERIES, replicates=400, rng=np.random.default_rng(11))
@@ -94,7 +102,7 @@ def test_a_replicate_at_the_observed_values_is_tiered_exactly_as_the_rating():
     reps = rng.normal([0.0, 0.15, 0.5, 0.55], 0.2, size=(300, 4))
     raw = reps[17].copy()  # the observed values are one of the replicates
     d = reps[:, 0] - reps[:, 2]
-    assert translated_p_values(raw[0] - raw[2], d)[17] == paired_p_value(reps[:, 0], reps[:, 2])
+    assert translated_bootstrap_p_values(raw[0] - raw[2], d)[17] == bootstrap_p_value(reps[:, 0] - reps[:, 2])
     assert (replicate_tier_ratings(raw, reps, levels=3)[17] == tier_ratings(raw, reps, levels=3)[0]).all()
     higher = replicate_tier_ratings(-raw, -reps, levels=3, higher_is_better=True)
     assert (higher == replicate_tier_ratings(raw, reps, levels=3)).all()
@@ -119,3 +127,51 @@ def test_inconclusive_shows_the_level_it_is_reported_at_and_its_stability_is_of_
     assert "display" not in rigor.rows[("P1", "ape", "b")]
     # a reads "≥ 2" in every replicate (1 or 2 by rank, floored): fully stable; b still flips with a
     assert shares["a"] == 1.0 and 0.3 <= shares["b"] <= 0.7 and shares["c"] == 1.0
+
+
+def draw_stability(per_draw: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    """Rate ape_industry (replicates: the observational draws, their mean rated) and add its stability."""
+    systems = sorted(per_draw)
+    raw = pd.DataFrame(
+        {
+            "perturbation": "P1",
+            "score": "ape_industry",
+            "system": systems,
+            "raw": [float(np.mean(per_draw[s])) for s in systems],
+            "coverage": 1.0,
+            "quantity": np.nan,
+        }
+    )
+    settings = RatingSettings(levels=3, scale="relative")
+    rigor = Rigor(replicates={("ape_industry", "P1"): per_draw})  # draws: no bootstrap, no headline stability
+    rated = rate_scores(raw, settings=settings, replicates=rigor.replicates)
+    add_stability(rigor, rated, settings=settings, control="P0")
+    shares = {s: rigor.rows[("P1", "ape_industry", s)]["stability"] for s in systems}
+    return rated.set_index("system")["rating"].to_dict(), shares
+
+
+def test_draw_replicates_are_re_tested_as_replicates_of_their_mean():
+    # a draw moves the rated mean by (d_b − mean d)/√n: its t is t + (d_b − mean d)/sd, checked with scipy
+    rng = np.random.default_rng(9)
+    d = rng.normal(0.1, 0.3, 20)
+    mean = d.mean()
+    for b in (0, 7, 19):
+        moved = d - mean + mean + (d[b] - mean) / np.sqrt(d.size)  # the same sd, centred on the replicate
+        assert translated_t_test_p_values(0.0, d)[b] == pytest.approx(stats.ttest_1samp(moved, 0).pvalue)
+    symmetric = np.array([-1.0, 0.0, 1.0, 2.0, 3.0])  # its draw 2 is its mean: re-tested exactly as rated
+    assert translated_t_test_p_values(0.0, symmetric)[2] == pytest.approx(t_test_p_value(symmetric), rel=1e-12)
+    assert translated_t_test_p_values(0.0, np.array([1.0, np.nan])).tolist() == [1.0, 1.0]
+
+
+def test_draw_scores_are_stable_when_clearly_apart_and_mostly_when_tied():
+    rng = np.random.default_rng(10)
+    a = 1.0 + rng.normal(0, 0.05, 20)
+    ratings, shares = draw_stability({"a": a, "b": a + 0.5 + rng.normal(0, 0.05, 20)})
+    assert ratings == {"a": 1, "b": 2} and shares == {"a": 1.0, "b": 1.0}
+    # tied by draw noise only: kept tied in most draws (a single draw, re-rated raw, would split them)
+    kept = []
+    for _ in range(100):
+        ratings, shares = draw_stability({"a": rng.normal(1, 0.3, 20), "b": rng.normal(1, 0.3, 20)})
+        if ratings == {"a": 1, "b": 1}:
+            kept.append(shares["a"])
+    assert len(kept) > 85 and np.mean(kept) > 0.85

@@ -12,6 +12,7 @@ whose score is significantly better (the order of the levels follows the order o
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
@@ -58,11 +59,26 @@ def t_test_p_value(d: np.ndarray) -> float:
 
 
 def translated_t_test_p_values(observed: float, d: np.ndarray) -> np.ndarray:
-    """[B] t_test_p_value of every draw b, its test taken as d moved to centre on d[b]: the draws'
-    standard error sd/√n kept, the mean replaced by d[b]. A draw whose difference equals mean d gets
-    exactly t_test_p_value(d); `observed` is not needed (the draws' own mean is their centre)."""
+    """[B] t_test_p_value re-run for every draw b as a replicate of the rated mean: the draws' sd kept,
+    the mean moved to mean d + (d[b] − mean d)/√n (mean_replicates), i.e. t_b = t + (d[b] − mean d)/sd.
+    A draw at the mean gets exactly t_test_p_value(d). `observed` is not needed: the draws' own mean is
+    the centre of their test."""
     del observed
-    return _t_p(np.asarray(d, dtype=float), d[np.isfinite(d)])
+    d = np.asarray(d, dtype=float)
+    finite = d[np.isfinite(d)]
+    return _t_p(mean_replicates(finite.mean() if finite.size else 0.0, d), finite)
+
+
+def mean_replicates(value: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Draws [B, ...] turned into replicates of their mean: value + (draw − mean draw)/√n (n finite draws).
+
+    One draw spreads √n times as widely as the mean of n draws, which is what is rated; re-rating a
+    single draw would call two systems tied on the mean "different" in most draws.
+    """
+    n = np.maximum(np.sum(np.isfinite(draws), axis=0), 1)
+    with warnings.catch_warnings():  # a system with no finite draw: its replicates stay NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return value + (draws - np.nanmean(draws, axis=0)) / np.sqrt(n)
 
 
 def _t_p(means: np.ndarray, finite: np.ndarray) -> np.ndarray:
@@ -81,17 +97,19 @@ def _t_p(means: np.ndarray, finite: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class PairedTest:
     """A two-sided test of 'two systems do not differ' on their paired replicate differences d = a − b:
-    p_value(d), and replicate_p_values(observed, d), the [B] p-values of each replicate re-tested
-    (stability, rate.stability)."""
+    p_value(d); for stability (rate.stability) replicate_p_values(observed, d), the [B] p-values of each
+    replicate re-tested, and replicate_values(raw [S], replicates [B, S]), the replicates as values of
+    the rated score (the order the re-tiering sorts by)."""
 
     p_value: Callable[[np.ndarray], float]
     replicate_p_values: Callable[[float, np.ndarray], np.ndarray]
+    replicate_values: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 # a score's `replicates` fact (score.scores.Score) → the test its tiers use
 PAIRED_TESTS: dict[str, PairedTest] = {
-    "windows": PairedTest(bootstrap_p_value, translated_bootstrap_p_values),
-    "draws": PairedTest(t_test_p_value, translated_t_test_p_values),
+    "windows": PairedTest(bootstrap_p_value, translated_bootstrap_p_values, lambda raw, reps: reps),
+    "draws": PairedTest(t_test_p_value, translated_t_test_p_values, mean_replicates),
 }
 BOOTSTRAP = PAIRED_TESTS["windows"]
 
@@ -176,10 +194,10 @@ def replicate_tier_ratings(
     test: PairedTest = BOOTSTRAP,
     alpha: float = ALPHA,
 ) -> np.ndarray:
-    """[B, S] the tiers rule re-run on every replicate: the replicate's values order the systems, each pair
-    is re-tested on its translated paired differences (test.replicate_p_values), BH over the pairs, tie
-    groups, levels. Under the bootstrap test a replicate equal to the observed values gives exactly
-    tier_ratings."""
+    """[B, S] the tiers rule re-run on every replicate: the replicate's values (test.replicate_values) order
+    the systems, each pair is re-tested on its translated paired differences (test.replicate_p_values), BH
+    over the pairs, tie groups, levels. Under the bootstrap test a replicate equal to the observed values
+    gives exactly tier_ratings."""
     key = -np.asarray(raw, dtype=float) if higher_is_better else np.asarray(raw, dtype=float)
     reps = -replicates if higher_is_better else np.asarray(replicates, dtype=float)
     n, b = key.size, reps.shape[0]
@@ -190,4 +208,5 @@ def replicate_tier_ratings(
         differ = stats.false_discovery_control(p, axis=1, method="bh") < alpha
         first, second = (np.array(side) for side in zip(*pairs, strict=True))
         sig[:, first, second] = sig[:, second, first] = differ
-    return np.vstack([levels_of(reps[r], sig[r], levels) for r in range(b)])
+    values = test.replicate_values(key, reps)
+    return np.vstack([levels_of(values[r], sig[r], levels) for r in range(b)])
