@@ -69,8 +69,9 @@ def translated_t_test_p_values(observed: float, d: np.ndarray) -> np.ndarray:
     return _t_p(mean_replicates(finite.mean() if finite.size else 0.0, d), finite)
 
 
-def mean_replicates(value: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """Draws [B, ...] turned into replicates of their mean: value + (draw − mean draw)/√n (n finite draws).
+def mean_replicates(value: float | np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Draws [B, ...] turned into replicates of their mean (`value`, the rated one): value + (draw − mean
+    draw)/√n, n the finite draws.
 
     One draw spreads √n times as widely as the mean of n draws, which is what is rated; re-rating a
     single draw would call two systems tied on the mean "different" in most draws.
