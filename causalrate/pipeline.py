@@ -195,7 +195,7 @@ def analyze(study: Study, forecasts: pd.DataFrame) -> Result:
     )
     rated = rate_scores(raw, settings=rating, replicates=rigor.replicates if rigor else None)
     if rigor:
-        add_stability(rigor, rated, levels=cfg.rating.levels, control=control)
+        add_stability(rigor, rated, settings=rating, control=control)
         rated = withhold_inconclusive(rated, rigor)
     headlines = headline_ratings(
         rated, settings=rating, control=control, stability=rigor.overall_stability if rigor else None

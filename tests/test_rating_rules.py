@@ -6,6 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from causalrate.causal import effects as effects_module
 from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
@@ -13,7 +14,7 @@ from causalrate.causal.selfcheck import judge
 from causalrate.causal.wrs import wrs
 from causalrate.rate.absolute import absolute_level, load_scales
 from causalrate.rate.ratings import RatingSettings, rate_scores
-from causalrate.rate.tiers import tier_ratings
+from causalrate.rate.tiers import PAIRED_TESTS, bootstrap_p_value, t_test_p_value, tier_ratings
 from causalrate.score.bias import bias_gap
 from causalrate.score.scores import SCORES, Evidence
 
@@ -82,6 +83,77 @@ def test_tiers_on_hand_made_replicates():
     # three systems tied at the best value and one far away: it is level 2, not 3 (no empty level)
     ratings, _ = tier_ratings(np.array([0.0, 0.0, 0.0, 2.3e-4]), None, levels=3)
     assert ratings.tolist() == [1, 1, 1, 2]
+
+
+def draw_scores(per_draw: dict[str, np.ndarray], score: str = "ape_industry") -> pd.DataFrame:
+    """Rate one score whose per-system replicates are `per_draw` and whose raw value is their mean."""
+    systems = sorted(per_draw)
+    raw = pd.DataFrame(
+        {
+            "perturbation": "P1",
+            "score": score,
+            "system": systems,
+            "raw": [float(np.mean(per_draw[s])) for s in systems],
+            "coverage": 1.0,
+            "quantity": np.nan,
+        }
+    )
+    out = rate_scores(raw, settings=RatingSettings(levels=3), replicates={(score, "P1"): per_draw})
+    return out.set_index("system")
+
+
+def test_draw_scores_separate_a_constant_gap_over_20_draws():
+    # planted: b's per-draw APE is a's plus 0.5, each draw ± small noise. The mean over 20 draws is what
+    # is rated, so the gap is many standard errors wide; a sign count over 20 draws can never reach 5 %.
+    rng = np.random.default_rng(4)
+    a = 1.0 + rng.normal(0, 0.05, 20)
+    per_draw = {"a": a, "b": a + 0.5 + rng.normal(0, 0.05, 20)}
+    out = draw_scores(per_draw)
+    assert out.loc["a", "rating"] == 1 and out.loc["b", "rating"] == 2
+    assert out.loc["a", "tied_with"] == []
+    # the same replicates read as a window bootstrap (score `ape`) stay tied: min p = 2/21 > 0.05
+    assert draw_scores(per_draw, "ape")["rating"].tolist() == [1, 1]
+
+
+def test_draw_scores_tie_systems_that_differ_only_by_draw_noise():
+    rng = np.random.default_rng(5)
+    out = draw_scores({"a": 1.0 + rng.normal(0, 0.3, 20), "b": 1.0 + rng.normal(0, 0.3, 20)})
+    assert out["rating"].tolist() == [1, 1] and out.loc["a", "tied_with"] == ["b"]
+    # and the test keeps its size: equal means are called different in about 5 % of studies, not more
+    separated = [t_test_p_value(rng.normal(0, 0.3, 20) - rng.normal(0, 0.3, 20)) < 0.05 for _ in range(2000)]
+    assert 0.03 < np.mean(separated) < 0.07
+
+
+def test_draw_test_is_scipys_paired_t_test():
+    rng = np.random.default_rng(6)
+    a, b = rng.normal(1.0, 0.2, 20), rng.normal(1.1, 0.2, 20)
+    a[3] = np.nan  # a failed draw is dropped, its pair with it
+    expected = stats.ttest_rel(a, b, nan_policy="omit").pvalue
+    assert t_test_p_value(a - b) == pytest.approx(expected, rel=1e-10)
+    assert PAIRED_TESTS[SCORES.get("ape_industry").replicates].p_value is t_test_p_value
+    assert PAIRED_TESTS[SCORES.get("pie_company").replicates].p_value is t_test_p_value
+    assert t_test_p_value(np.full(20, 0.5)) == 0.0  # no spread, a gap: certain
+    assert t_test_p_value(np.zeros(20)) == 1.0  # no spread, no gap
+    assert t_test_p_value(np.array([0.5, np.nan, np.nan])) == 1.0  # fewer than 2 finite draws: tied
+
+
+def test_bootstrap_scores_keep_the_bootstrap_p_value():
+    # hand-computed: d = [1, 2, 3, −1]: #{d ≤ 0} + 1 = 2, #{d ≥ 0} + 1 = 4, p = 2 · 2 / 5
+    assert bootstrap_p_value(np.array([1.0, 2.0, 3.0, -1.0])) == pytest.approx(0.8)
+    assert bootstrap_p_value(np.full(199, 0.1)) == pytest.approx(2 / 200)
+    for score, cls in SCORES.items():
+        if cls.replicates == "windows":
+            assert PAIRED_TESTS[cls.replicates].p_value is bootstrap_p_value, score
+
+
+def test_a_clearly_larger_deconfounded_ape_is_rated_worse(planted_run):
+    # end to end (6 draws, min sign-count p 2/7): the 1000× larger planted effect is rated worse on the
+    # deconfounded APE too, where the draws' sign count tied every system
+    for scheme in ("industry", "company"):
+        ape = rows(planted_run, "P1", f"ape_{scheme}")
+        assert ape["huge"]["raw"] > 5 * ape["tiny"]["raw"]
+        assert ape["tiny"]["rating"] < ape["huge"]["rating"], scheme
+        assert "huge" not in ape["tiny"]["tied_with"], scheme
 
 
 def test_insufficient_and_undefined_rows():

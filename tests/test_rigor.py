@@ -81,7 +81,7 @@ def test_no_effect_is_robust_with_enough_windows_and_inconclusive_with_too_few()
     rigor = Rigor(rows={("P1", "ape", "few"): {"inconclusive": True}, ("P1", "ape", "many"): {"inconclusive": False}})
     published = withhold_inconclusive(rated, rigor)
     assert published["rating"].tolist() == [2, 2]  # the best level is withheld from the inconclusive one
-    assert rigor.rows[("P1", "ape", "few")]["display"] == "≥ 1"
+    assert rigor.rows[("P1", "ape", "few")]["display"] == "≥ 2"  # the level it is reported at, not its pre-floor 1
 
 
 def test_stability_separated_versus_identical_systems():

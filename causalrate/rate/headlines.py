@@ -50,13 +50,10 @@ def headline_ratings(
         means = rows.groupby("system")["rating"].mean()
         hopeless = rows.groupby("system")["insufficient"].all()
         names = list(means.index)
-        if settings.rule == "paper":
-            ratings, ties = bin_ratings(means.to_numpy(), levels=settings.levels), None
-        else:
-            ratings, ties = tier_ratings(means.to_numpy(), None, levels=settings.levels)
+        ratings, ties = headline_levels(means.to_numpy(), hopeless.to_numpy(), settings)
         absolute = rows.dropna(subset=["absolute_rating"]).groupby("system")["absolute_rating"].mean()
         for k, system in enumerate(names):
-            rating = settings.levels if hopeless[system] else int(ratings[k])
+            rating = int(ratings[k])
             tied = [] if ties is None or hopeless[system] else sorted(names[j] for j in ties[k])
             abs_rating = _level(absolute.get(system), hopeless[system])
             out[system][family] = {
@@ -68,6 +65,18 @@ def headline_ratings(
                 "scores": sorted(rows["score"].unique()),
             }
     return out
+
+
+def headline_levels(
+    means: np.ndarray, hopeless: np.ndarray, settings: RatingSettings
+) -> tuple[np.ndarray, list[list[int]] | None]:
+    """A headline's level per system from its mean rating (the study's rule; under tiers equal means tie) and,
+    under tiers, who it is tied with; a system whose rows are all insufficient is worst."""
+    if settings.rule == "paper":
+        ratings, ties = bin_ratings(means, levels=settings.levels), None
+    else:
+        ratings, ties = tier_ratings(means, None, levels=settings.levels)
+    return np.where(hopeless, settings.levels, ratings), ties
 
 
 def _level(mean: float | None, hopeless: bool) -> int | None:

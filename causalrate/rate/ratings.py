@@ -17,7 +17,7 @@ import pandas as pd
 
 from causalrate.rate.absolute import ABSOLUTE_LEVELS, absolute_level, load_scales
 from causalrate.rate.binning import bin_ratings
-from causalrate.rate.tiers import tier_ratings
+from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, tier_ratings
 from causalrate.score.scores import SCORES
 
 COLUMNS = [
@@ -111,7 +111,8 @@ def rate_scores(
 
 
 def _rate_group(group: pd.DataFrame, score: str, settings: RatingSettings, reps: dict | None) -> pd.DataFrame:
-    levels, higher = settings.levels, SCORES.get(score).higher_is_better
+    cls = SCORES.get(score)
+    levels, higher = settings.levels, cls.higher_is_better
     values = group["raw"].to_numpy(dtype=float)
     defined = np.isfinite(values)
     undefined = ~defined & group["note"].notna().to_numpy()
@@ -126,10 +127,10 @@ def _rate_group(group: pd.DataFrame, score: str, settings: RatingSettings, reps:
     if settings.rule == "paper":
         relative[idx] = bin_ratings(values[idx], levels=levels, higher_is_better=higher)
     elif idx.size:
-        matrix = None
+        matrix, test = None, PAIRED_TESTS.get(cls.replicates, BOOTSTRAP)
         if reps is not None and all(s in reps for s in systems[idx]):
             matrix = np.column_stack([reps[s] for s in systems[idx]])
-        ratings, ties = tier_ratings(values[idx], matrix, levels=levels, higher_is_better=higher)
+        ratings, ties = tier_ratings(values[idx], matrix, levels=levels, higher_is_better=higher, test=test)
         relative[idx] = ratings
         for k, i in enumerate(idx):
             tied[i] = sorted(systems[idx][j] for j in ties[k])

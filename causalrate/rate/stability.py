@@ -1,4 +1,14 @@
-"""Rating stability (METHOD §6): the share of replicates (bootstrap or draws) in which a rating is kept."""
+"""Rating stability (METHOD §6): the share of replicates in which a reported rating is kept.
+
+Every replicate — a window-block bootstrap resample, or one observational draw for the deconfounded
+scores — is rated by the rule that rated the row: `paper` bins the replicate's values by rank;
+`tiers` re-runs the tiering on it (tiers.replicate_tier_ratings) with the score's own paired test
+(bootstrap or, for draws, t-test), so systems the rule ties stay tied unless the replicate makes their
+difference significant. An inconclusive APE is floored (never the best level) in every replicate as it
+is in the report. Rows rated on the absolute scale, insufficient and undefined rows have no stability.
+The robustness headline is re-derived in every bootstrap replicate the same way it is derived from the
+reported ratings (headlines.headline_levels).
+"""
 
 from __future__ import annotations
 
@@ -8,54 +18,92 @@ import pandas as pd
 from causalrate.causal.rigor import Rigor
 from causalrate.causal.uncertainty import stability
 from causalrate.rate.binning import bin_ratings
-from causalrate.rate.headlines import robustness_rows
+from causalrate.rate.headlines import headline_levels, robustness_rows
+from causalrate.rate.inconclusive import inconclusive_level
+from causalrate.rate.ratings import RatingSettings
+from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, replicate_tier_ratings
 from causalrate.score.scores import SCORES
 
 
-def add_stability(rigor: Rigor, rated: pd.DataFrame, *, levels: int, control: str) -> None:
-    """Share of replicates in which each rating (and each overall rating) is kept, by rank-based binning."""
+def add_stability(rigor: Rigor, rated: pd.DataFrame, *, settings: RatingSettings, control: str) -> None:
+    """Per rating row and per robustness headline: the share of replicates that keep the reported level."""
+    replicated = {}
     for (score, p), per_system in rigor.replicates.items():
-        _stability_from(rigor, rated, score, p, per_system, levels)
-    bootstrap = {k: v for k, v in rigor.replicates.items() if k in rigor.bootstrap}
-    rigor.overall_stability = _overall_stability(rated, bootstrap, levels, control)
+        rows = rated[(rated["score"] == score) & (rated["perturbation"] == p)]
+        found = replicate_levels(rows, per_system, rigor, levels=settings.levels)
+        if found is None:
+            continue
+        systems, reported, matrix = found
+        for s, share in zip(systems, stability(matrix, reported), strict=True):
+            rigor.rows.setdefault((p, score, s), {})["stability"] = float(share)
+        if (score, p) in rigor.bootstrap:
+            replicated[(score, p)] = (systems, matrix)
+    rigor.overall_stability = _overall_stability(rigor, rated, replicated, settings, control)
 
 
-def _stability_from(rigor: Rigor, rated: pd.DataFrame, score: str, p: str, per_system: dict, levels: int) -> None:
-    observed = rated[(rated["score"] == score) & (rated["perturbation"] == p)].set_index("system")
-    observed = observed[~observed["insufficient"] & observed["display"].ne("—")]
-    systems = [s for s in observed.index if s in per_system]
-    if not systems:
-        return
+def replicate_levels(
+    rows: pd.DataFrame, per_system: dict[str, np.ndarray], rigor: Rigor, *, levels: int
+) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """The systems one (score, perturbation) rated by its rule, their reported levels [n] and their levels
+    in every replicate [B, n]; None when the rows were rated on the absolute scale or lack replicates."""
+    rated = rows[~rows["insufficient"] & rows["display"].ne("—")]
+    rules = set(rated["rule"])
+    systems = sorted(rated["system"])
+    if not systems or rules - {"paper", "tiers"} or any(s not in per_system for s in systems):
+        return None
+    (rule,) = rules
+    score, p = rated["score"].iloc[0], rated["perturbation"].iloc[0]
+    cls = SCORES.get(score)
+    higher = cls.higher_is_better
+    raw = rated.set_index("system").loc[systems, "raw"].to_numpy(dtype=float)
     matrix = np.column_stack([per_system[s] for s in systems])
-    higher = SCORES.get(score).higher_is_better
-    ratings = np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
-    shares = stability(ratings, observed.loc[systems, "rating"].to_numpy())
-    for s, share in zip(systems, shares, strict=True):
-        extra = rigor.rows.setdefault((p, score, s), {})
-        extra["stability"] = float(share)
+    if rule == "paper":
+        per_replicate = np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
+    else:
+        test = PAIRED_TESTS.get(cls.replicates, BOOTSTRAP)
+        per_replicate = replicate_tier_ratings(raw, matrix, levels=levels, higher_is_better=higher, test=test)
+    floored = np.array([_inconclusive(rigor, p, score, s) for s in systems], dtype=bool)
+    per_replicate = np.where(floored[None, :], inconclusive_level(per_replicate), per_replicate)
+    return systems, reported_levels(rated, rigor).loc[systems].to_numpy(dtype=int), per_replicate
 
 
-def _overall_stability(rated: pd.DataFrame, replicates: dict, levels: int, control: str) -> dict[str, float]:
-    """Re-derive the overall rating in every bootstrap replicate (scores without replicates keep their rating)."""
+def reported_levels(rows: pd.DataFrame, rigor: Rigor) -> pd.Series:
+    """System → the level the report shows for rows of one (score, perturbation): inconclusive APEs floored."""
+    return pd.Series(
+        [
+            inconclusive_level(r.rating) if _inconclusive(rigor, r.perturbation, r.score, r.system) else r.rating
+            for r in rows.itertuples()
+        ],
+        index=rows["system"].to_numpy(),
+        dtype=float,
+    )
+
+
+def _inconclusive(rigor: Rigor, p: str, score: str, system: str) -> bool:
+    return bool(rigor.rows.get((p, score, system), {}).get("inconclusive"))
+
+
+def _overall_stability(
+    rigor: Rigor, rated: pd.DataFrame, replicated: dict, settings: RatingSettings, control: str
+) -> dict[str, float]:
+    """Re-derive the robustness headline in every bootstrap replicate from the rows' replicate levels
+    (replicated: (score, perturbation) → systems, [B, n]); rows without replicates keep their level."""
     robust = robustness_rows(rated, control=control)
     systems = sorted(robust["system"].unique())
-    if not systems:
+    b = next((matrix.shape[0] for _, matrix in replicated.values()), 0)
+    if not systems or b == 0 or settings.scale == "absolute":
         return {}
-    b = next((len(v) for per in replicates.values() for v in per.values()), 0)
-    if b == 0:
-        return {}
-    observed_means = robust.groupby("system")["rating"].mean().reindex(systems).to_numpy()
-    observed = bin_ratings(observed_means, levels=levels)
-    totals = np.zeros((b, len(systems)))
+    totals, reported_totals = np.zeros((b, len(systems))), np.zeros(len(systems))
     for (score, p), group in robust.groupby(["score", "perturbation"]):
-        per = replicates.get((score, p))
-        ratings = group.set_index("system")["rating"].reindex(systems).to_numpy(dtype=float)
-        if per is None or any(s not in per for s in systems):
-            totals += ratings[None, :]
-            continue
-        matrix = np.column_stack([per[s] for s in systems])
-        higher = SCORES.get(score).higher_is_better
-        totals += np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
-    counts = robust.groupby("system")["rating"].size().reindex(systems).to_numpy()
-    replicate_overall = np.vstack([bin_ratings(row / counts, levels=levels) for row in totals])
-    return {s: float(v) for s, v in zip(systems, stability(replicate_overall, observed), strict=True)}
+        reported = reported_levels(group, rigor)
+        per_replicate = pd.DataFrame(np.tile(reported.to_numpy(), (b, 1)), columns=reported.index)
+        if (score, p) in replicated:
+            found_systems, matrix = replicated[(score, p)]
+            per_replicate[found_systems] = matrix
+        totals += per_replicate.reindex(columns=systems).fillna(0.0).to_numpy()
+        reported_totals += reported.reindex(systems).fillna(0.0).to_numpy()
+    counts = robust.groupby("system").size().reindex(systems).to_numpy()
+    hopeless = robust.groupby("system")["insufficient"].all().reindex(systems).to_numpy()
+    observed, _ = headline_levels(reported_totals / counts, hopeless, settings)
+    replicate = np.vstack([headline_levels(row / counts, hopeless, settings)[0] for row in totals])
+    return {s: float(v) for s, v in zip(systems, stability(replicate, observed), strict=True)}

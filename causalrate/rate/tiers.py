@@ -1,14 +1,20 @@
 """The default rating rule (METHOD §6, `rule: tiers`): ties by significance, tie groups into levels.
 
-Two systems are tied on a score when their paired bootstrap difference is not significant after
-Benjamini–Hochberg over all pairs (5 %). Systems, sorted best first, are cut into tie groups of
-mutually indistinguishable systems; the groups — not the systems — are split into the L levels, so
-no level between two occupied ones is empty and a system is never rated better than one whose
-score is significantly better (the order of the levels follows the order of the scores).
+Two systems are tied on a score when their paired difference is not significant after
+Benjamini–Hochberg over all pairs (5 %). The test follows where the score's replicates come from
+(its `replicates` fact, PAIRED_TESTS): window-block bootstrap replicates of the rated value get the
+bootstrap p-value; observational draws, whose *mean* is the rated value, get a paired t-test (their
+standard error is sd/√B, not the spread of one draw). Systems, sorted best first, are cut into tie
+groups of mutually indistinguishable systems; the groups — not the systems — are split into the L
+levels, so no level between two occupied ones is empty and a system is never rated better than one
+whose score is significantly better (the order of the levels follows the order of the scores).
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -17,9 +23,9 @@ from scipy import stats
 ALPHA = 0.05
 
 
-def paired_p_value(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided p-value of 'a and b do not differ' from paired replicates (the same resamples)."""
-    d = a - b
+def bootstrap_p_value(d: np.ndarray) -> float:
+    """Two-sided p of 'no difference' from paired bootstrap replicates d = a − b of the rated value,
+    2 · min(#{d ≤ 0} + 1, #{d ≥ 0} + 1) / (n + 1)."""
     d = d[np.isfinite(d)]
     if d.size == 0 or not d.any():
         return 1.0
@@ -27,8 +33,93 @@ def paired_p_value(a: np.ndarray, b: np.ndarray) -> float:
     return float(min(1.0, 2 * min(below, above) / (d.size + 1)))
 
 
-def significance(key: np.ndarray, replicates: np.ndarray | None, *, alpha: float = ALPHA) -> np.ndarray:
-    """[S, S] True where two systems differ significantly (BH over the pairs); exact values without replicates."""
+def translated_bootstrap_p_values(observed: float, d: np.ndarray) -> np.ndarray:
+    """[B] bootstrap_p_value of every replicate b, its test distribution taken as d moved to centre on d[b].
+
+    A replicate has no resamples of its own; the observed paired differences d, shifted by
+    d[b] − observed, stand in for them (the translation approximation of a double bootstrap). With
+    d[b] = observed it is exactly bootstrap_p_value(d).
+    """
+    finite = np.sort(d[np.isfinite(d)])
+    if finite.size == 0 or not finite.any():
+        return np.ones(d.size)
+    threshold = observed - d  # d − observed + d[b] ≤ 0  ⇔  d ≤ observed − d[b]
+    below = np.searchsorted(finite, threshold, side="right") + 1
+    above = finite.size - np.searchsorted(finite, threshold, side="left") + 1
+    p = np.minimum(1.0, 2 * np.minimum(below, above) / (finite.size + 1))
+    return np.where(np.isfinite(threshold), p, 1.0)
+
+
+def t_test_p_value(d: np.ndarray) -> float:
+    """Two-sided paired t-test p of 'mean d = 0' from per-draw differences d = a − b (NaN draws dropped):
+    scipy's one-sample t on d, i.e. ttest_rel(a, b). Fewer than 2 finite draws: 1 (tied). No spread:
+    0 when every d is the same non-zero value, 1 when all are 0."""
+    finite = d[np.isfinite(d)]
+    return float(_t_p(np.array([finite.mean() if finite.size else 0.0]), finite)[0])
+
+
+def translated_t_test_p_values(observed: float, d: np.ndarray) -> np.ndarray:
+    """[B] t_test_p_value re-run for every draw b as a replicate of the rated mean: the draws' sd kept,
+    the mean moved to mean d + (d[b] − mean d)/√n (mean_replicates), i.e. t_b = t + (d[b] − mean d)/sd.
+    A draw at the mean gets exactly t_test_p_value(d). `observed` is not needed: the draws' own mean is
+    the centre of their test."""
+    del observed
+    d = np.asarray(d, dtype=float)
+    finite = d[np.isfinite(d)]
+    return _t_p(mean_replicates(finite.mean() if finite.size else 0.0, d), finite)
+
+
+def mean_replicates(value: float | np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Draws [B, ...] turned into replicates of their mean (`value`, the rated one): value + (draw − mean
+    draw)/√n, n the finite draws.
+
+    One draw spreads √n times as widely as the mean of n draws, which is what is rated; re-rating a
+    single draw would call two systems tied on the mean "different" in most draws.
+    """
+    n = np.maximum(np.sum(np.isfinite(draws), axis=0), 1)
+    with warnings.catch_warnings():  # a system with no finite draw: its replicates stay NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return value + (draws - np.nanmean(draws, axis=0)) / np.sqrt(n)
+
+
+def _t_p(means: np.ndarray, finite: np.ndarray) -> np.ndarray:
+    """Two-sided t p-values of the means [k] with the standard error and degrees of freedom of `finite`."""
+    if finite.size < 2:
+        return np.ones(means.size)
+    se = float(np.std(finite, ddof=1)) / np.sqrt(finite.size)
+    if se > 0:
+        with np.errstate(invalid="ignore"):
+            p = 2 * stats.t.sf(np.abs(means) / se, df=finite.size - 1)
+    else:
+        p = np.where(means != 0.0, 0.0, 1.0)
+    return np.where(np.isfinite(means), p, 1.0)
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """A two-sided test of 'two systems do not differ' on their paired replicate differences d = a − b:
+    p_value(d); for stability (rate.stability) replicate_p_values(observed, d), the [B] p-values of each
+    replicate re-tested, and replicate_values(raw [S], replicates [B, S]), the replicates as values of
+    the rated score (the order the re-tiering sorts by)."""
+
+    p_value: Callable[[np.ndarray], float]
+    replicate_p_values: Callable[[float, np.ndarray], np.ndarray]
+    replicate_values: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+# a score's `replicates` fact (score.scores.Score) → the test its tiers use
+PAIRED_TESTS: dict[str, PairedTest] = {
+    "windows": PairedTest(bootstrap_p_value, translated_bootstrap_p_values, lambda raw, reps: reps),
+    "draws": PairedTest(t_test_p_value, translated_t_test_p_values, mean_replicates),
+}
+BOOTSTRAP = PAIRED_TESTS["windows"]
+
+
+def significance(
+    key: np.ndarray, replicates: np.ndarray | None, *, test: PairedTest = BOOTSTRAP, alpha: float = ALPHA
+) -> np.ndarray:
+    """[S, S] True where two systems differ significantly by `test` (BH over the pairs); exact values
+    without replicates."""
     n = key.size
     sig = np.zeros((n, n), dtype=bool)
     pairs = list(combinations(range(n), 2))
@@ -38,7 +129,7 @@ def significance(key: np.ndarray, replicates: np.ndarray | None, *, alpha: float
         for i, j in pairs:
             sig[i, j] = sig[j, i] = key[i] != key[j]
         return sig
-    p = np.array([paired_p_value(replicates[:, i], replicates[:, j]) for i, j in pairs])
+    p = np.array([test.p_value(replicates[:, i] - replicates[:, j]) for i, j in pairs])
     adjusted = stats.false_discovery_control(p, method="bh")
     for (i, j), q in zip(pairs, adjusted, strict=True):
         sig[i, j] = sig[j, i] = q < alpha
@@ -66,20 +157,57 @@ def group_levels(n_groups: int, levels: int) -> np.ndarray:
     return out
 
 
-def tier_ratings(
-    raw: np.ndarray, replicates: np.ndarray | None, *, levels: int, higher_is_better: bool = False
-) -> tuple[np.ndarray, list[list[int]]]:
-    """Ratings [S] (1 = best) and, per system, the systems it is statistically indistinguishable from.
-
-    raw [S] holds only rateable (finite) values; replicates [B, S] are paired resamples of the
-    same score (None: only equal values tie).
-    """
-    key = -np.asarray(raw, dtype=float) if higher_is_better else np.asarray(raw, dtype=float)
-    reps = None if replicates is None else (-replicates if higher_is_better else replicates)
-    sig = significance(key, reps)
+def levels_of(key: np.ndarray, sig: np.ndarray, levels: int) -> np.ndarray:
+    """Level of every system [S] (1 = best) from its key and the significance matrix."""
     groups = tie_groups(key, sig)
     ratings = np.empty(key.size, dtype=int)
     for group, level in zip(groups, group_levels(len(groups), levels), strict=True):
         ratings[group] = level
+    return ratings
+
+
+def tier_ratings(
+    raw: np.ndarray,
+    replicates: np.ndarray | None,
+    *,
+    levels: int,
+    higher_is_better: bool = False,
+    test: PairedTest = BOOTSTRAP,
+) -> tuple[np.ndarray, list[list[int]]]:
+    """Ratings [S] (1 = best) and, per system, the systems it is statistically indistinguishable from.
+
+    raw [S] holds only rateable (finite) values; replicates [B, S] are paired resamples of the
+    same score (None: only equal values tie), tested by `test` (PAIRED_TESTS[the score's replicates]).
+    """
+    key = -np.asarray(raw, dtype=float) if higher_is_better else np.asarray(raw, dtype=float)
+    reps = None if replicates is None else (-replicates if higher_is_better else replicates)
+    sig = significance(key, reps, test=test)
     tied = [[j for j in range(key.size) if j != i and not sig[i, j]] for i in range(key.size)]
-    return ratings, tied
+    return levels_of(key, sig, levels), tied
+
+
+def replicate_tier_ratings(
+    raw: np.ndarray,
+    replicates: np.ndarray,
+    *,
+    levels: int,
+    higher_is_better: bool = False,
+    test: PairedTest = BOOTSTRAP,
+    alpha: float = ALPHA,
+) -> np.ndarray:
+    """[B, S] the tiers rule re-run on every replicate: the replicate's values (test.replicate_values) order
+    the systems, each pair is re-tested on its translated paired differences (test.replicate_p_values), BH
+    over the pairs, tie groups, levels. Under the bootstrap test a replicate equal to the observed values
+    gives exactly tier_ratings."""
+    key = -np.asarray(raw, dtype=float) if higher_is_better else np.asarray(raw, dtype=float)
+    reps = -replicates if higher_is_better else np.asarray(replicates, dtype=float)
+    n, b = key.size, reps.shape[0]
+    pairs = list(combinations(range(n), 2))
+    sig = np.zeros((b, n, n), dtype=bool)
+    if pairs:
+        p = np.column_stack([test.replicate_p_values(key[i] - key[j], reps[:, i] - reps[:, j]) for i, j in pairs])
+        differ = stats.false_discovery_control(p, axis=1, method="bh") < alpha
+        first, second = (np.array(side) for side in zip(*pairs, strict=True))
+        sig[:, first, second] = sig[:, second, first] = differ
+    values = test.replicate_values(key, reps)
+    return np.vstack([levels_of(values[r], sig[r], levels) for r in range(b)])

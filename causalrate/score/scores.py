@@ -51,7 +51,8 @@ class Score:
     description: ClassVar[str] = ""  # one plain-language line
     radar: ClassVar[bool] = False  # an axis of the radar / small multiples, and a row of the cards' tables
     # where its replicates (interval, stability, ties) come from: "windows" (block bootstrap over windows
-    # within series), "draws" (the B observational draws of a scheme) or "none"
+    # within series), "draws" (the B observational draws of a scheme) or "none"; it also picks the
+    # tiers rule's paired test (rate.tiers.PAIRED_TESTS: bootstrap p for windows, paired t for draws)
     replicates: ClassVar[str] = "none"
     metric: ClassVar[str | None] = None  # per-forecast column whose window mean is the score (bootstrapped)
     scheme: ClassVar[str | None] = None  # the assignment scheme a confounding score belongs to
