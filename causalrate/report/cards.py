@@ -2,10 +2,10 @@
 
 Reads only RUN_DIR/ratings.json and RUN_DIR/forecasts.sqlite. Writes RUN_DIR/cards/, per system:
 <slug>.html (the label: one screen, one printed page) with <slug>.png and <slug>.pdf,
-<slug>.report.html (the detailed report) with <slug>.md (+ <slug>.<figure>.png figures),
+<slug>.report.html (the detailed report) with <slug>.md (+ <slug>.<figure>.svg figures),
 <slug>.model-card.json (Model Card Toolkit fields) and <slug>.model-index.yaml (Hugging Face);
 for the run, comparison.html (+ .png) and index.html. Pages are self-contained (inline CSS,
-images as data URIs, no JavaScript); every user-supplied string is escaped by jinja2.
+SVG figures as data URIs, no JavaScript); every user-supplied string is escaped by jinja2.
 """
 
 from __future__ import annotations
@@ -108,9 +108,9 @@ def slugify(name: str, taken: set[str]) -> str:
 
 
 def figure_file(slug: str, figure: str) -> str:
-    """A Markdown card's figure file: '.' never occurs in a slug, so `naive.ape.png` (a figure of `naive`)
-    cannot collide with `naive-ape.png` (the card of a system named `naive-ape`)."""
-    return f"{slug}.{figure}.png"
+    """A Markdown card's figure file: '.' never occurs in a slug, so `naive.ape.svg` (a figure of `naive`)
+    cannot collide with `naive-ape.svg` (the card of a system named `naive-ape`)."""
+    return f"{slug}.{figure}.svg"
 
 
 def generated_line() -> str:
@@ -204,13 +204,11 @@ def card_figures(run: Run, system: str) -> list[Figure]:
     out = [
         Figure(
             "radar",
-            figures.png(
-                figures.radar(
-                    radar_labels(),
-                    shown,
-                    title="Scores, normalised: outer edge = best of the systems compared",
-                    colours=colours,
-                )
+            figures.radar(
+                radar_labels(),
+                shown,
+                title="Scores, normalised: outer edge = best of the systems compared",
+                colours=colours,
             ),
             alt=f"Radar chart of {system}'s scores against the reference systems "
             f"({', '.join(references) or 'none'}); each axis is scaled so the outer edge is the best value "
@@ -225,9 +223,7 @@ def card_figures(run: Run, system: str) -> list[Figure]:
         out.append(
             Figure(
                 "dose",
-                figures.png(
-                    figures.dose_response(curves, outcome=doc["outcome"], labels=severity_labels(run), colours=colours)
-                ),
+                figures.dose_response(curves, outcome=doc["outcome"], labels=severity_labels(run), colours=colours),
                 alt=f"Line chart: {system}'s absolute perturbation effect (APE) at each severity of each "
                 f"severity grid, beside the reference systems ({', '.join(references) or 'none'}).",
             )
@@ -242,7 +238,7 @@ def card_figures(run: Run, system: str) -> list[Figure]:
         out.append(
             Figure(
                 "ape",
-                figures.png(figures.ape_bars(effects, perturbations=perts, schemes=schemes, outcome=doc["outcome"])),
+                figures.ape_bars(effects, perturbations=perts, schemes=schemes, outcome=doc["outcome"]),
                 alt=f"Bar chart: for each perturbation and assignment scheme, {system}'s true (randomized), "
                 "observed and deconfounded APE, with 2.5–97.5 % ranges over the observational draws.",
             )
@@ -252,7 +248,7 @@ def card_figures(run: Run, system: str) -> list[Figure]:
             out.append(
                 Figure(
                     "balance",
-                    balance_png(tuple(table.items())),
+                    balance_svg(tuple(table.items())),
                     alt="Horizontal bars: absolute standardised mean difference of each confounder "
                     "between perturbed and clean windows, before and after matching.",
                 )
@@ -268,7 +264,7 @@ def optional_figures(doc: dict[str, Any], system: str) -> list[Figure]:
         out.append(
             Figure(
                 "recency",
-                figures.png(figures.recency_profile(recency, outcome=doc["outcome"])),
+                figures.recency_profile(recency, outcome=doc["outcome"]),
                 alt=f"Line chart: {system}'s APE by how recent the perturbed input point was, per perturbation, "
                 "with 95 % intervals.",
             )
@@ -280,7 +276,7 @@ def optional_figures(doc: dict[str, Any], system: str) -> list[Figure]:
         out.append(
             Figure(
                 "fragility",
-                figures.png(figures.fragility_rules(rules)),
+                figures.fragility_rules(rules),
                 alt=f"Dot plot: the subgroups where the perturbation changes {system}'s error most (conditional "
                 "effect with 95 % interval), largest first.",
             )
@@ -307,7 +303,7 @@ def fragility_figure(doc: dict[str, Any], system: str) -> Figure | None:
     profile = per[p]["profile"]
     return Figure(
         "driver",
-        figures.png(figures.fragility(profile, title=f"{system}, {p}: where it is fragile", outcome=doc["outcome"])),
+        figures.fragility(profile, title=f"{system}, {p}: where it is fragile", outcome=doc["outcome"]),
         alt=f"Line chart: {system}'s mean individual effect of {p} along {profile['covariate']}, "
         "the covariate that separates its effects most, against the average effect.",
     )
@@ -332,9 +328,9 @@ def severity_labels(run: Run) -> dict[str, str]:
 
 
 @lru_cache(maxsize=8)
-def balance_png(table: tuple[tuple[str, tuple[float, float]], ...]) -> bytes:
+def balance_svg(table: tuple[tuple[str, tuple[float, float]], ...]) -> str:
     """Matching balances the windows, not the systems: systems without failures share one figure, drawn once."""
-    return figures.png(figures.balance(dict(table), title="Covariate balance, mean over perturbations and schemes"))
+    return figures.balance(dict(table), title="Covariate balance, mean over perturbations and schemes")
 
 
 def balance_table(effects: list[dict]) -> dict[str, tuple[float, float]]:
@@ -409,7 +405,7 @@ def example_figure(run: Run, system: str) -> Figure | None:
         f"{window.first_forecast_date}. Clean and perturbed inputs, the true continuation, and the system's "
         f"forecasts from each; {effect}."
     )
-    return Figure("example", figures.png(fig), alt)
+    return Figure("example", fig, alt)
 
 
 def failure_summary(run: Run, system: str) -> dict[str, Any]:
@@ -516,7 +512,7 @@ def write_pages(
             written.append(write(out / f"{slug}.report.html", env.get_template("report.html.j2").render(**context)))
         if "md" in formats:
             for fig in context["figures"]:
-                (out / figure_file(slug, fig.name)).write_bytes(fig.png)
+                write(out / figure_file(slug, fig.name), fig.svg)
                 written.append(out / figure_file(slug, fig.name))
             written.append(write(out / f"{slug}.md", env.get_template("report.md.j2").render(**context)))
         if "json" in formats:

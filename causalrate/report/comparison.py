@@ -116,13 +116,11 @@ def comparison_figures(doc: dict[str, Any], normalised: dict[str, list[float]]) 
         out.append(
             Figure(
                 "scatter",
-                figures.png(
-                    figures.robustness_accuracy(
-                        points,
-                        colours=colours,
-                        x_label="MASE on clean input (mean over forecasts; lower = more accurate)",
-                        y_label="|APE_true|, mean over perturbations (lower = more robust)",
-                    )
+                figures.robustness_accuracy(
+                    points,
+                    colours=colours,
+                    x_label="MASE on clean input (mean over forecasts; lower = more accurate)",
+                    y_label="|APE_true|, mean over perturbations (lower = more robust)",
                 ),
                 alt="Scatter of each system's clean-input MASE against its mean perturbation effect, with 95 % "
                 "ranges (effect: mean of the per-perturbation bounds) and the Pareto front of systems no other "
@@ -132,7 +130,7 @@ def comparison_figures(doc: dict[str, Any], normalised: dict[str, list[float]]) 
     out.append(
         Figure(
             "multiples",
-            figures.png(figures.small_multiples(radar_labels(), normalised, colours=colours)),
+            figures.small_multiples(radar_labels(), normalised, colours=colours),
             alt="One bar panel per system: each score averaged over the perturbations and scaled so that 1 is "
             "the best value among the compared systems and 0 the worst.",
         )
@@ -142,7 +140,7 @@ def comparison_figures(doc: dict[str, Any], normalised: dict[str, list[float]]) 
         out.append(
             Figure(
                 "parameters",
-                figures.png(figures.scatter_parameters(params, levels=doc["levels"], colours=colours)),
+                figures.scatter_parameters(params, levels=doc["levels"], colours=colours),
                 alt="Scatter plot of parameter count against mean robustness rating per system.",
             )
         )
