@@ -36,13 +36,9 @@ rigor: {replicates: 0}
 
 def _copy_checkout(dest: Path) -> None:
     """The files a user's clone holds: tracked and untracked-but-not-ignored ones."""
-    files = (
-        subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
-        )
-        .stdout.decode()
-        .split("\0")
-    )
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+    ).stdout.decode().split("\0")
     for name in filter(None, files):
         src = ROOT / name
         if src.is_file() and not name.startswith("ratings/quickstart/"):  # the reference run is not needed
@@ -85,9 +81,7 @@ def test_wheel_installs_and_runs_a_study_from_another_folder(tmp_path):
     python = venv / "bin" / "python"
     site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
+        check=True, capture_output=True, text=True,
     ).stdout.strip()
     Path(site, "_causalrate_test_deps.pth").write_text("\n".join(_dependency_paths()) + "\n")
     install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index"]
@@ -97,22 +91,14 @@ def test_wheel_installs_and_runs_a_study_from_another_folder(tmp_path):
     env = {**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": ""}
     where = subprocess.run(
         [python, "-c", "import causalrate; print(causalrate.__file__)"],
-        cwd=work,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
+        cwd=work, env=env, check=True, capture_output=True, text=True,
     ).stdout
     assert where.startswith(site), f"imported {where} instead of the installed wheel in {site}"
 
     (work / "study.yaml").write_text(textwrap.dedent(STUDY))
     run = subprocess.run(
         [venv / "bin" / "causalrate", "assess", "study.yaml", "--no-cards", "--workers", "1"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        cwd=work, env=env, capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert (work / "runs" / "installed" / "ratings.json").is_file()
