@@ -17,7 +17,8 @@ from PIL import Image
 
 from causalrate.cli import main
 from causalrate.report.cards import render_cards, slugify
-from causalrate.report.figures import pareto_front, system_colours
+from causalrate.report.comparison_charts import pareto_front
+from causalrate.report.figures import system_colours
 from causalrate.report.machine import model_card, schema
 from causalrate.report.render import LABEL_HEIGHT, WIDTH, Session, find_chromium
 from causalrate.report.svg import Scale, nice_ticks

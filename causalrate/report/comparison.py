@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from causalrate.report import figures
+from causalrate.report import comparison_charts, figures
 from causalrate.report.estimators import estimator, facts, label
 from causalrate.report.figures import Figure
 from causalrate.report.headlines import headlines, level_class
@@ -116,7 +116,7 @@ def comparison_figures(doc: dict[str, Any], normalised: dict[str, list[float]]) 
         out.append(
             Figure(
                 "scatter",
-                figures.robustness_accuracy(
+                comparison_charts.robustness_accuracy(
                     points,
                     colours=colours,
                     x_label="MASE on clean input (mean over forecasts; lower = more accurate)",
@@ -130,7 +130,7 @@ def comparison_figures(doc: dict[str, Any], normalised: dict[str, list[float]]) 
     out.append(
         Figure(
             "multiples",
-            figures.small_multiples(radar_labels(), normalised, colours=colours),
+            comparison_charts.small_multiples(radar_labels(), normalised, colours=colours),
             alt="One bar panel per system: each score averaged over the perturbations and scaled so that 1 is "
             "the best value among the compared systems and 0 the worst.",
         )
@@ -140,7 +140,7 @@ def comparison_figures(doc: dict[str, Any], normalised: dict[str, list[float]]) 
         out.append(
             Figure(
                 "parameters",
-                figures.scatter_parameters(params, levels=doc["levels"], colours=colours),
+                comparison_charts.scatter_parameters(params, levels=doc["levels"], colours=colours),
                 alt="Scatter plot of parameter count against mean robustness rating per system.",
             )
         )

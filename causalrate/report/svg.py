@@ -23,6 +23,11 @@ def text_width(text: str, size: float) -> float:
     return 0.6 * size * len(text)
 
 
+def label_margin(labels: list[str], size: float = 11) -> float:
+    """Room left of a panel for tick labels of this size, and the tick marks."""
+    return 30 + max((text_width(t, size) for t in labels), default=0)
+
+
 def finite(values) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]
 
