@@ -110,7 +110,7 @@ def small_multiples(
             yticks=list(range(len(axes))),
             ylabels=axes if col == 0 else [""] * len(axes),
             title=system,
-            grid="x",
+            xgrid=True,
         )
         c.text(ax.x(0), ax.top + ax.height + 13, "worst", size=11)  # inside the panel: never into the next
         c.text(ax.x(1), ax.top + ax.height + 13, "best", size=11, anchor="end")

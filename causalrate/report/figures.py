@@ -101,8 +101,8 @@ def example_window(
     ax = Panel(c, (80, 62, 760, 240), (-n - 1, d + 2), (lo - pad, hi + pad))
     ax.vline(0.5, GREY)
     ax.canvas.line(ax.xy(past, clean), GREY, width=1.5)
+    # the perturbed input equals the clean one except at the changed points: only those are drawn
     changed = ~np.isclose(clean, perturbed, equal_nan=False) | np.isnan(perturbed)
-    ax.canvas.line(ax.xy(past, np.where(changed, np.nan, perturbed)), PALETTE[1], width=1.3, dash="5 3")
     for x in past[changed]:
         y = float(perturbed[past == x][0])
         if np.isnan(y):
@@ -114,7 +114,7 @@ def example_window(
             c.text(ax.x(x) + 8, edge - 10, f"{y:.4g} (off scale)", size=11, colour=PALETTE[1])
         else:
             c.marker(ax.x(x), ax.y(y), PALETTE[1], size=8)
-    entries = [("clean input", GREY, "line"), ("perturbed input (changed points marked)", PALETTE[1], "dash")]
+    entries = [("clean input", GREY, "line"), ("perturbed input: the changed points", PALETTE[1], "dot")]
     c.line(ax.xy(future, truth), INK, width=1.8)
     entries.append(("truth", INK, "line"))
     if forecast_clean is not None:

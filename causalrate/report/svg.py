@@ -137,14 +137,12 @@ class Canvas:
         anchor: str = "start",
         colour: str = INK,
         rotate: float = 0,
-        bold: bool = False,
     ) -> None:
         """Text centred vertically on y, turned `rotate` degrees counter-clockwise about (x, y)."""
         turn = f' transform="rotate({_n(-rotate)} {_n(x)} {_n(y)})"' if rotate else ""
-        weight = ' font-weight="bold"' if bold else ""
         self.parts.append(
             f'<text x="{_n(x)}" y="{_n(y + 0.35 * size)}" font-size="{size}" text-anchor="{anchor}" '
-            f'fill="{colour}"{weight}{turn}>{escape(text)}</text>'
+            f'fill="{colour}"{turn}>{escape(text)}</text>'
         )
 
     def legend(self, items: list[tuple[str, str, str]], *, top: float, columns: int, left: float | None = None):
@@ -242,7 +240,7 @@ class Panel:
         xlabel: str = "",
         ylabel: str = "",
         title: str = "",
-        grid: str = "",
+        xgrid: bool = False,
         size: float = 11,
     ) -> None:
         """Spines, ticks with labels (default: round values of the scale), axis labels and title."""
@@ -251,14 +249,12 @@ class Panel:
         yticks = nice_ticks(min(self.y.lo, self.y.hi), max(self.y.lo, self.y.hi)) if yticks is None else yticks
         for v, label in zip(xticks, xlabels or [tick_text(v) for v in xticks], strict=True):
             px = self.x(v)
-            if "x" in grid:
+            if xgrid:
                 c.line([(px, self.top), (px, bottom)], GRID, width=0.6)
             c.line([(px, bottom), (px, bottom + 4)], INK, width=0.8)
             c.text(px, bottom + 13, label, size=size, anchor="middle")
         for v, label in zip(yticks, ylabels or [tick_text(v) for v in yticks], strict=True):
             py = self.y(v)
-            if "y" in grid:
-                c.line([(self.left, py), (right, py)], GRID, width=0.6)
             c.line([(self.left - 4, py), (self.left, py)], INK, width=0.8)
             c.text(self.left - 7, py, label, size=size, anchor="end")
         c.line([(self.left, self.top), (self.left, bottom), (right, bottom)], INK, width=0.8)
