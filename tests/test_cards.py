@@ -7,6 +7,7 @@ import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
+from xml.etree import ElementTree
 
 import jsonschema
 import numpy as np
@@ -16,9 +17,11 @@ from PIL import Image
 
 from causalrate.cli import main
 from causalrate.report.cards import render_cards, slugify
-from causalrate.report.figures import pareto_front, system_colours
+from causalrate.report.comparison_charts import pareto_front
+from causalrate.report.figures import system_colours
 from causalrate.report.machine import model_card, schema
 from causalrate.report.render import LABEL_HEIGHT, WIDTH, Session, find_chromium
+from causalrate.report.svg import Scale, nice_ticks
 from causalrate.run import RatingsDocument
 from tests.card_fixtures import augment_run
 from tests.conftest import make_synthetic_study
@@ -122,7 +125,7 @@ def test_pages_escape_and_sanitise(run):
         assert "<script" not in html.lower(), name  # no JavaScript at all
         assert "http://" not in html and "https://" not in html, name  # self-contained: no network
         for img in re.findall(r"<img [^>]*>", html):
-            assert 'src="data:image/png;base64,' in img and 'alt="' in img and 'alt=""' not in img
+            assert 'src="data:image/svg+xml;base64,' in img and 'alt="' in img and 'alt=""' not in img
     assert "t&lt;b&gt;s&lt;/b&gt;" in (cards / f"{slug}.html").read_text()
     md = (cards / "naive.md").read_text()
     for target in re.findall(r"\]\(([^)]+)\)", md):
@@ -296,6 +299,27 @@ def test_one_colour_per_system_everywhere(run):
             for s, c in zip(doc["systems"], colours.values(), strict=True)
         }
         assert swatches and all(names[name] == colour for colour, name in swatches)
+
+
+def test_figures_are_svg_files_that_parse(run):
+    """The Markdown report's figures are standalone SVG documents with a size (what an <img> needs)."""
+    render_cards(run, formats=("md",))
+    found = sorted((run / "cards").glob("*.svg"))
+    assert {p.name.split(".")[1] for p in found} >= {"radar", "ape", "balance"}
+    for path in found:
+        root = ElementTree.parse(path).getroot()
+        assert root.tag == "{http://www.w3.org/2000/svg}svg", path.name
+        assert float(root.get("width")) > 300 and float(root.get("height")) > 100, path.name
+        assert len(root) > 5 and "nan" not in path.read_text().lower(), path.name  # drawn, no NaN coordinate
+
+
+def test_svg_ticks_and_scales():
+    assert nice_ticks(0.0, 1.0) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert nice_ticks(-0.013, 0.047) == [0.0, 0.02, 0.04]  # step 0.012 rounds up to 0.02
+    assert nice_ticks(3.0, 7.2) == [3.0, 4.0, 5.0, 6.0, 7.0]
+    assert Scale(0.0, 10.0, 100.0, 300.0)(2.5) == 150.0  # linear: a quarter of the way
+    assert Scale(10.0, 1000.0, 0.0, 200.0, log=True)(100.0) == 100.0  # log: 100 is halfway from 10 to 1000
+    assert Scale(0.0, 1.0, 250.0, 50.0)(1.0) == 50.0  # y grows upwards: pixels run the other way
 
 
 def test_pareto_front():

@@ -39,13 +39,13 @@ def test_card_files_never_collide_and_overwrite_leaves_no_stale_card(synthetic_s
     assert code == 0, err
     cards = run / "cards"
     for slug in ("naive", "naive-ape"):
-        linked = re.findall(r"\]\(([^)]+\.png)\)", (cards / f"{slug}.md").read_text())
+        linked = re.findall(r"\]\(([^)]+\.svg)\)", (cards / f"{slug}.md").read_text())
         assert linked and all(name.startswith(f"{slug}.") for name in linked), linked
         assert all((cards / name).is_file() for name in linked)
-    naive_figures = {p.name for p in cards.glob("naive.*.png")}
-    other_figures = {p.name for p in cards.glob("naive-ape.*.png")}
+    naive_figures = {p.name for p in cards.glob("naive.*.svg")}
+    other_figures = {p.name for p in cards.glob("naive-ape.*.svg")}
     assert naive_figures and other_figures and not naive_figures & other_figures
-    assert (cards / "naive.ape.png").read_bytes() != (cards / "naive-ape.ape.png").read_bytes()
+    assert (cards / "naive.ape.svg").read_bytes() != (cards / "naive-ape.ape.svg").read_bytes()
 
     one = Path(str(both).replace("study.yaml", "one.yaml"))
     one.write_text(both.read_text().replace("  - {name: naive-ape, type: random}\n", ""))

@@ -29,13 +29,11 @@ def card_figures(run: Run, system: str, normalised: dict[str, list[float]]) -> l
     out = [
         Figure(
             "radar",
-            figures.png(
-                figures.radar(
-                    radar_labels(),
-                    shown,
-                    title="Scores, normalised: outer edge = best of the systems compared",
-                    colours=colours,
-                )
+            figures.radar(
+                radar_labels(),
+                shown,
+                title="Scores, normalised: outer edge = best of the systems compared",
+                colours=colours,
             ),
             alt=f"Radar chart of {system}'s scores against the reference systems "
             f"({', '.join(references) or 'none'}); each axis is scaled so the outer edge is the best value "
@@ -50,9 +48,7 @@ def card_figures(run: Run, system: str, normalised: dict[str, list[float]]) -> l
         out.append(
             Figure(
                 "dose",
-                figures.png(
-                    figures.dose_response(curves, outcome=doc.outcome, labels=severity_labels(doc), colours=colours)
-                ),
+                figures.dose_response(curves, outcome=doc.outcome, labels=severity_labels(doc), colours=colours),
                 alt=f"Line chart: {system}'s absolute perturbation effect (APE) at each severity of each "
                 f"severity grid, beside the reference systems ({', '.join(references) or 'none'}).",
             )
@@ -67,13 +63,11 @@ def card_figures(run: Run, system: str, normalised: dict[str, list[float]]) -> l
         out.append(
             Figure(
                 "ape",
-                figures.png(
-                    figures.ape_bars(
-                        [e.model_dump() for e in effects],
-                        perturbations=perturbations,
-                        schemes=schemes,
-                        outcome=doc.outcome,
-                    )
+                figures.ape_bars(
+                    [e.model_dump() for e in effects],
+                    perturbations=perturbations,
+                    schemes=schemes,
+                    outcome=doc.outcome,
                 ),
                 alt=f"Bar chart: for each perturbation and assignment scheme, {system}'s true (randomized), "
                 "observed and deconfounded APE, with 2.5–97.5 % ranges over the observational draws.",
@@ -84,7 +78,7 @@ def card_figures(run: Run, system: str, normalised: dict[str, list[float]]) -> l
             out.append(
                 Figure(
                     "balance",
-                    balance_png(tuple(table.items())),
+                    balance_svg(tuple(table.items())),
                     alt="Horizontal bars: absolute standardised mean difference of each confounder "
                     "between perturbed and clean windows, before and after matching.",
                 )
@@ -100,7 +94,7 @@ def optional_figures(doc: RatingsDocument, system: str) -> list[Figure]:
         out.append(
             Figure(
                 "recency",
-                figures.png(figures.recency_profile(recency, outcome=doc.outcome)),
+                figures.recency_profile(recency, outcome=doc.outcome),
                 alt=f"Line chart: {system}'s APE by how recent the perturbed input point was, per perturbation, "
                 "with 95 % intervals.",
             )
@@ -112,7 +106,7 @@ def optional_figures(doc: RatingsDocument, system: str) -> list[Figure]:
         out.append(
             Figure(
                 "fragility",
-                figures.png(figures.fragility_rules(rules)),
+                figures.fragility_rules(rules),
                 alt=f"Dot plot: the subgroups where the perturbation changes {system}'s error most (conditional "
                 "effect with 95 % interval), largest first.",
             )
@@ -129,7 +123,7 @@ def fragility_figure(doc: RatingsDocument, system: str) -> Figure | None:
     profile = per[p].profile
     return Figure(
         "driver",
-        figures.png(figures.fragility(profile, title=f"{system}, {p}: where it is fragile", outcome=doc.outcome)),
+        figures.fragility(profile, title=f"{system}, {p}: where it is fragile", outcome=doc.outcome),
         alt=f"Line chart: {system}'s mean individual effect of {p} along {profile['covariate']}, "
         "the covariate that separates its effects most, against the average effect.",
     )
@@ -154,9 +148,9 @@ def severity_labels(doc: RatingsDocument) -> dict[str, str]:
 
 
 @lru_cache(maxsize=8)
-def balance_png(table: tuple[tuple[str, tuple[float, float]], ...]) -> bytes:
+def balance_svg(table: tuple[tuple[str, tuple[float, float]], ...]) -> str:
     """Matching balances the windows, not the systems: systems without failures share one figure, drawn once."""
-    return figures.png(figures.balance(dict(table), title="Covariate balance, mean over perturbations and schemes"))
+    return figures.balance(dict(table), title="Covariate balance, mean over perturbations and schemes")
 
 
 def balance_table(effects: list[Effect]) -> dict[str, tuple[float, float]]:
@@ -219,4 +213,4 @@ def example_figure(run: Run, system: str) -> Figure | None:
         f"{window.first_forecast_date}. Clean and perturbed inputs, the true continuation, and the system's "
         f"forecasts from each; {effect}."
     )
-    return Figure("example", figures.png(fig), alt)
+    return Figure("example", fig, alt)

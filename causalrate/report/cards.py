@@ -3,10 +3,10 @@
 Reads RUN_DIR/ratings.json and RUN_DIR/forecasts.sqlite only through the typed run (causalrate.run).
 Writes RUN_DIR/cards/, per system:
 <slug>.html (the label: one screen, one printed page) with <slug>.png and <slug>.pdf,
-<slug>.report.html (the detailed report) with <slug>.md (+ <slug>.<figure>.png figures),
+<slug>.report.html (the detailed report) with <slug>.md (+ <slug>.<figure>.svg figures),
 <slug>.model-card.json (Model Card Toolkit fields) and <slug>.model-index.yaml (Hugging Face);
 for the run, comparison.html (+ .png) and index.html. Pages are self-contained (inline CSS,
-images as data URIs, no JavaScript); every user-supplied string is escaped by jinja2.
+SVG figures as data URIs, no JavaScript); every user-supplied string is escaped by jinja2.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def slugify(name: str, taken: set[str]) -> str:
 
 
 def figure_file(slug: str, figure: str) -> str:
-    """A Markdown card's figure file: '.' never occurs in a slug, so `naive.ape.png` (a figure of `naive`)
-    cannot collide with `naive-ape.png` (the card of a system named `naive-ape`)."""
-    return f"{slug}.{figure}.png"
+    """A Markdown card's figure file: '.' never occurs in a slug, so `naive.ape.svg` (a figure of `naive`)
+    cannot collide with `naive-ape.svg` (the card of a system named `naive-ape`)."""
+    return f"{slug}.{figure}.svg"
 
 
 def generated_line() -> str:
@@ -229,7 +229,7 @@ def write_pages(
             written.append(write(out / f"{slug}.report.html", env.get_template("report.html.j2").render(**context)))
         if "md" in formats:
             for fig in context["figures"]:
-                (out / figure_file(slug, fig.name)).write_bytes(fig.png)
+                write(out / figure_file(slug, fig.name), fig.svg)
                 written.append(out / figure_file(slug, fig.name))
             written.append(write(out / f"{slug}.md", env.get_template("card.md.j2").render(**context)))
         if "json" in formats:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from causalrate.report import figures
+from causalrate.report import comparison_charts, figures
 from causalrate.report.estimators import estimator, facts, label
 from causalrate.report.figures import Figure
 from causalrate.report.headlines import headlines, level_class
@@ -112,13 +112,11 @@ def comparison_figures(doc: RatingsDocument, normalised: dict[str, list[float]])
         out.append(
             Figure(
                 "scatter",
-                figures.png(
-                    figures.robustness_accuracy(
-                        points,
-                        colours=colours,
-                        x_label="MASE on clean input (mean over forecasts; lower = more accurate)",
-                        y_label="|APE_true|, mean over perturbations (lower = more robust)",
-                    )
+                comparison_charts.robustness_accuracy(
+                    points,
+                    colours=colours,
+                    x_label="MASE on clean input (mean over forecasts; lower = more accurate)",
+                    y_label="|APE_true|, mean over perturbations (lower = more robust)",
                 ),
                 alt="Scatter of each system's clean-input MASE against its mean perturbation effect, with 95 % "
                 "ranges (effect: mean of the per-perturbation bounds) and the Pareto front of systems no other "
@@ -128,7 +126,7 @@ def comparison_figures(doc: RatingsDocument, normalised: dict[str, list[float]])
     out.append(
         Figure(
             "multiples",
-            figures.png(figures.small_multiples(radar_labels(), normalised, colours=colours)),
+            comparison_charts.small_multiples(radar_labels(), normalised, colours=colours),
             alt="One bar panel per system: each score averaged over the perturbations and scaled so that 1 is "
             "the best value among the compared systems and 0 the worst.",
         )
@@ -138,7 +136,7 @@ def comparison_figures(doc: RatingsDocument, normalised: dict[str, list[float]])
         out.append(
             Figure(
                 "parameters",
-                figures.png(figures.scatter_parameters(params, levels=doc.levels, colours=colours)),
+                comparison_charts.scatter_parameters(params, levels=doc.levels, colours=colours),
                 alt="Scatter plot of parameter count against mean robustness rating per system.",
             )
         )

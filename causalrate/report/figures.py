@@ -1,20 +1,20 @@
-"""Figures for cards and the comparison page: matplotlib, Okabe–Ito colours, deterministic PNG bytes.
+"""A system's report figures: SVG drawn by causalrate.report.svg, Okabe–Ito colours.
 
-Every function returns a Figure; `png` turns it into bytes with no timestamp in the
-metadata, so the same run gives the same image bytes.
+Every chart function returns the SVG text of one figure; the same inputs give the same bytes.
+The pages embed them as data URIs; the Markdown report links them as files. The comparison
+page's charts are in comparison_charts.py.
 """
 
 from __future__ import annotations
 
 import base64
-import io
+import math
+import textwrap
 from dataclasses import dataclass
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
+
+from causalrate.report.svg import INK, Canvas, Panel, extent, label_margin
 
 # Okabe & Ito (2008), readable with every common colour-vision deficiency
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -35,60 +35,50 @@ def system_colours(systems: list[str]) -> dict[str, str]:
     return {name: SYSTEM_ORDER[i % len(SYSTEM_ORDER)] for i, name in enumerate(systems)}
 
 
-plt.rcParams.update(
-    {
-        "font.size": 10,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-        "svg.hashsalt": "causalrate",
-        "figure.dpi": 100,
-        # laid out once while drawing: savefig(bbox_inches="tight") would draw every figure twice
-        "figure.constrained_layout.use": True,
-    }
-)
-
-
 @dataclass(frozen=True)
 class Figure:
-    """A rendered figure: its name (file suffix, section), PNG bytes and alt text."""
+    """A rendered figure: its name (file suffix, section), SVG text and alt text."""
 
     name: str
-    png: bytes
+    svg: str
     alt: str
 
     @property
     def data_uri(self) -> str:
-        return "data:image/png;base64," + base64.b64encode(self.png).decode()
+        return "data:image/svg+xml;base64," + base64.b64encode(self.svg.encode()).decode()
 
 
-def png(fig: plt.Figure) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return buffer.getvalue()
-
-
-def radar(axes: list[str], series: dict[str, list[float]], *, title: str, colours: dict[str, str]) -> plt.Figure:
+def radar(axes: list[str], series: dict[str, list[float]], *, title: str, colours: dict[str, str]) -> str:
     """One polygon per system over normalised axes (1 = best of the systems compared, at the rim)."""
-    angles = np.linspace(0, 2 * np.pi, len(axes), endpoint=False)
-    closed = np.r_[angles, angles[:1]]
-    fig, ax = plt.subplots(figsize=(6.2, 6.2), subplot_kw={"polar": True})
+    c = Canvas(860, 640)  # room on both sides for axis names as long as "APE, company-confounded"
+    cx, cy, radius = 430, 305, 205
+    angles = [-math.pi / 2 + 2 * math.pi * k / len(axes) for k in range(len(axes))]
+
+    def point(angle: float, r: float) -> tuple[float, float]:
+        return cx + radius * r / 1.05 * math.cos(angle), cy + radius * r / 1.05 * math.sin(angle)
+
+    for ring in (0.25, 0.5, 0.75, 1.0):
+        c.line([point(a, ring) for a in [*angles, angles[0]]], "#d9d9d9", width=0.8)
+    c.text(cx + 4, point(-math.pi / 2, 1.0)[1] + 9, "best", size=10, colour=GREY)
+    for angle, name in zip(angles, axes, strict=True):
+        c.line([(cx, cy), point(angle, 1.05)], "#d9d9d9", width=0.8)
+        x, y = point(angle, 1.16)
+        cos = math.cos(angle)
+        c.text(x, y, name, size=12, anchor="start" if cos > 0.2 else "end" if cos < -0.2 else "middle")
     for i, (name, values) in enumerate(series.items()):
-        v = np.nan_to_num(np.asarray(values, dtype=float), nan=0.0)
-        colour = colours[name]
-        style = "-" if i == 0 else "--"
-        ax.plot(closed, np.r_[v, v[:1]], style, color=colour, linewidth=2.4 if i == 0 else 1.4, label=name)
+        ring = [point(a, 0.0 if not math.isfinite(v) else v) for a, v in zip(angles, values, strict=True)]
         if i == 0:
-            ax.fill(closed, np.r_[v, v[:1]], color=colour, alpha=0.15)
-    ax.set_xticks(angles)
-    ax.set_xticklabels(axes, fontsize=8.5)
-    ax.tick_params(axis="x", pad=12)  # labels clear of the rim
-    ax.set_ylim(0, 1.05)
-    ax.set_yticks([0.25, 0.5, 0.75, 1.0])
-    ax.set_yticklabels(["", "", "", "best"], fontsize=7, color=GREY)
-    ax.set_title(title, fontsize=10, pad=18)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=3, frameon=False, fontsize=9)
-    return fig
+            c.polygon(ring, colours[name], opacity=0.15)
+        c.line([*ring, ring[0]], colours[name], width=2.6 if i == 0 else 1.5, dash=None if i == 0 else "6 3")
+    c.text(cx, 18, title, size=13, anchor="middle")
+    kinds = ["line"] + ["dash"] * (len(series) - 1)
+    c.legend([(n, colours[n], k) for n, k in zip(series, kinds, strict=True)], top=cy + radius + 50, columns=4)
+    return c.svg()
+
+
+def _title_lines(c: Canvas, title: str, *, centre: float, top: float = 16) -> None:
+    for k, line in enumerate(title.splitlines()):
+        c.text(centre, top + 17 * k, line, size=13, anchor="middle")
 
 
 def example_window(
@@ -99,174 +89,168 @@ def example_window(
     forecast_clean: np.ndarray | None,
     forecast_perturbed: np.ndarray | None,
     title: str,
-) -> plt.Figure:
+) -> str:
     """Clean vs perturbed input, the truth, and the system's forecast from each."""
     n, d = clean.size, truth.size
     past, future = np.arange(-n + 1, 1), np.arange(1, d + 1)
-    fig, ax = plt.subplots(figsize=(8.5, 3.6))
-    ax.plot(past, clean, color=GREY, linewidth=1.5, label="clean input")
-    changed = ~np.isclose(clean, perturbed, equal_nan=False) | np.isnan(perturbed)
-    ax.plot(
-        past,
-        np.where(changed, np.nan, perturbed),
-        color=PALETTE[1],
-        linewidth=1.2,
-        linestyle="--",
-        label="perturbed input (changed points marked)",
-    )
+    c = Canvas(860, 420)
     # keep the scale of the data: a value dropped to 0 would squash the series into a flat line
     shown = np.concatenate([clean, truth, *(f for f in (forecast_clean, forecast_perturbed) if f is not None)])
-    lo, hi = np.nanmin(shown), np.nanmax(shown)
+    lo, hi = float(np.nanmin(shown)), float(np.nanmax(shown))
     pad = 0.08 * (hi - lo or abs(hi) or 1.0)
-    ax.set_ylim(lo - pad, hi + pad)
+    ax = Panel(c, (80, 62, 760, 240), (-n - 1, d + 2), (lo - pad, hi + pad))
+    ax.vline(0.5, GREY)
+    ax.canvas.line(ax.xy(past, clean), GREY, width=1.5)
+    # the perturbed input equals the clean one except at the changed points: only those are drawn
+    changed = ~np.isclose(clean, perturbed, equal_nan=False) | np.isnan(perturbed)
     for x in past[changed]:
-        y = perturbed[past == x][0]
+        y = float(perturbed[past == x][0])
         if np.isnan(y):
-            ax.axvline(x, color=PALETTE[1], linestyle=":", linewidth=1.5)
-            ax.annotate(
-                "missing", (x, hi + pad), textcoords="offset points", xytext=(3, -12), fontsize=8, color=PALETTE[1]
-            )
+            ax.vline(x, PALETTE[1], width=1.5, dash="2 3")
+            c.text(ax.x(x) + 4, ax.top + 8, "missing", size=11, colour=PALETTE[1])
         elif y < lo - pad or y > hi + pad:
-            edge = lo - pad if y < lo else hi + pad
-            ax.plot([x], [edge], "v" if y < lo else "^", color=PALETTE[1], markersize=9, clip_on=False)
-            ax.annotate(
-                f"{y:.4g} (off scale)",
-                (x, edge),
-                textcoords="offset points",
-                xytext=(6, 6),
-                fontsize=8,
-                color=PALETTE[1],
-            )
+            edge = ax.y(lo - pad) if y < lo else ax.y(hi + pad)
+            c.marker(ax.x(x), edge, PALETTE[1], kind="v" if y < lo else "^", size=11)
+            c.text(ax.x(x) + 8, edge - 10, f"{y:.4g} (off scale)", size=11, colour=PALETTE[1])
         else:
-            ax.plot([x], [y], "o", color=PALETTE[1], markersize=7)
-    ax.plot(future, truth, color="black", linewidth=1.8, label="truth")
+            c.marker(ax.x(x), ax.y(y), PALETTE[1], size=8)
+    entries = [("clean input", GREY, "line"), ("perturbed input: the changed points", PALETTE[1], "dot")]
+    c.line(ax.xy(future, truth), INK, width=1.8)
+    entries.append(("truth", INK, "line"))
     if forecast_clean is not None:
-        ax.plot(future, forecast_clean, color=PALETTE[0], linewidth=1.8, label="forecast from clean input")
+        c.line(ax.xy(future, forecast_clean), PALETTE[0], width=1.8)
+        entries.append(("forecast from clean input", PALETTE[0], "line"))
     if forecast_perturbed is not None:
-        ax.plot(
-            future,
-            forecast_perturbed,
-            color=PALETTE[3],
-            linewidth=1.8,
-            linestyle=(0, (4, 2)),
-            label="forecast from perturbed input",
-        )
-    ax.axvline(0.5, color=GREY, linewidth=0.8)
-    ax.set_xlabel("trading days relative to the last input value")
-    ax.set_ylabel("value")
-    ax.set_title(title, fontsize=10)
+        c.line(ax.xy(future, forecast_perturbed), PALETTE[3], width=1.8, dash="6 3")
+        entries.append(("forecast from perturbed input", PALETTE[3], "dash"))
+    ax.axes(xlabel="trading days relative to the last input value", ylabel="value")
+    _title_lines(c, title, centre=c.width / 2)
     # below the axes: a legend inside could cover the "off scale" and "missing" markers
-    ax.legend(fontsize=8, frameon=False, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
-    return fig
+    c.legend(entries, top=ax.top + ax.height + 48, columns=3)
+    return c.svg()
 
 
-def ape_bars(effects: list[dict], *, perturbations: list[str], schemes: list[str], outcome: str) -> plt.Figure:
+def _num(x: object) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _bounds(row: dict, key: str = "interval") -> tuple[float, float]:
+    lo, hi = row.get(key) or (None, None)
+    return _num(lo), _num(hi)
+
+
+def ape_bars(effects: list[dict], *, perturbations: list[str], schemes: list[str], outcome: str) -> str:
     """Per perturbation and scheme: APE true / observed / deconfounded, with 2.5–97.5 % ranges over draws."""
-    fig, axes = plt.subplots(1, len(perturbations), figsize=(3.3 * len(perturbations) + 0.6, 3.4), squeeze=False)
     kinds = [
         ("ape_true", "true (randomized)", PALETTE[2]),
         ("ape_obs", "observed (mean over draws)", PALETTE[3]),
         ("ape_adj", "deconfounded APE_adj (mean over draws)", PALETTE[0]),
     ]
-    for ax, p in zip(axes[0], perturbations, strict=True):
+    values = [
+        _num(e.get(k))
+        for e in effects
+        for k in ("ape_true", "ape_obs_lo", "ape_obs_hi", "ape_adj_lo", "ape_adj_hi", "ape_obs", "ape_adj")
+    ]
+    y = extent(values, zero=True)
+    panel_w = max(230, 62 * len(schemes))
+    c = Canvas(100 + (panel_w + 40) * len(perturbations), 390)
+    for j, p in enumerate(perturbations):
         rows = {e["scheme"]: e for e in effects if e["perturbation"] == p}
-        x = np.arange(len(schemes))
-        for k, (key, label, colour) in enumerate(kinds):
-            values = np.array([_num(rows.get(s, {}).get(key)) for s in schemes])
-            err = None
-            if key != "ape_true":
-                lo = np.array([_num(rows.get(s, {}).get(f"{key}_lo")) for s in schemes])
-                hi = np.array([_num(rows.get(s, {}).get(f"{key}_hi")) for s in schemes])
-                err = np.vstack([np.clip(values - lo, 0, None), np.clip(hi - values, 0, None)])
-            ax.bar(
-                x + (k - 1) * 0.26,
-                values,
-                0.26,
-                color=colour,
-                label=label,
-                yerr=err,
-                capsize=2,
-                error_kw={"linewidth": 0.8},
-            )
-        ax.axhline(0, color="black", linewidth=0.6)
-        ax.set_xticks(x)
-        ax.set_xticklabels(schemes, fontsize=8)
-        ax.set_title(p, fontsize=10)
-    axes[0][0].set_ylabel(f"APE ({outcome})")
-    fig.legend(
-        *axes[0][0].get_legend_handles_labels(),
-        fontsize=8,
-        frameon=False,
-        ncol=3,
-        loc="outside lower center",
-    )
-    return fig
+        ax = Panel(c, (90 + j * (panel_w + 40), 40, panel_w, 250), (-0.5, len(schemes) - 0.5), y)
+        for s, scheme in enumerate(schemes):
+            row = rows.get(scheme, {})
+            for k, (key, _, colour) in enumerate(kinds):
+                v, left = _num(row.get(key)), s + (k - 1.5) * 0.26
+                if math.isfinite(v):
+                    c.rect(ax.x(left), ax.y(0), ax.x(left + 0.26) - ax.x(left), ax.y(v) - ax.y(0), colour)
+                if key != "ape_true":
+                    ax.errorbar_y(left + 0.13, _num(row.get(f"{key}_lo")), _num(row.get(f"{key}_hi")), INK, cap=2)
+        ax.hline(0, INK, width=0.6)
+        ax.axes(xticks=list(range(len(schemes))), xlabels=schemes, title=p, ylabel=f"APE ({outcome})" if j == 0 else "")
+    c.legend([(label, colour, "box") for _, label, colour in kinds], top=330, columns=3)
+    return c.svg()
 
 
-def recency_profile(rows: list[dict], *, outcome: str) -> plt.Figure:
+def recency_profile(rows: list[dict], *, outcome: str) -> str:
     """|APE| by how recent the perturbed input point was (bins of input positions), one line per perturbation."""
     bins = list(dict.fromkeys(r["bin"] for r in rows))
     perturbations = list(dict.fromkeys(r["perturbation"] for r in rows))
-    fig, ax = plt.subplots(figsize=(7.2, 3.4))
-    x = np.arange(len(bins))
+    y = extent([v for r in rows for v in (_num(r.get("ape")), *_bounds(r))], zero=True)
+    c = Canvas(740, 400)
+    ax = Panel(c, (90, 20, 630, 260), (-0.5, len(bins) - 0.5), y)
+    ax.hline(0, INK, width=0.6)
+    entries = []
     for i, p in enumerate(perturbations):
+        colour, offset = PALETTE[i % len(PALETTE)], (i - (len(perturbations) - 1) / 2) * 0.06
         by = {r["bin"]: r for r in rows if r["perturbation"] == p}
-        y = np.array([_num(by.get(b, {}).get("ape")) for b in bins])
-        lo = np.array([_num((by.get(b, {}).get("interval") or [None, None])[0]) for b in bins])
-        hi = np.array([_num((by.get(b, {}).get("interval") or [None, None])[1]) for b in bins])
-        err = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
-        offset = (i - (len(perturbations) - 1) / 2) * 0.06
-        ax.errorbar(
-            x + offset, y, yerr=np.nan_to_num(err), fmt="o-", color=PALETTE[i % len(PALETTE)], capsize=3, label=p
-        )
-    ax.axhline(0, color="black", linewidth=0.6)
-    ax.set_xticks(x)
-    ax.set_xticklabels(bins)
-    ax.set_xlabel("position of the perturbed point, counted back from the last input (1 = last)")
-    ax.set_ylabel(f"APE ({outcome})")
-    ax.legend(fontsize=8, frameon=False, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.22))
-    return fig
-
-
-def fragility_rules(rules: list[dict]) -> plt.Figure:
-    """Conditional effect (CATE) of each subgroup rule with its 95 % interval, largest first."""
-    labels = [f"{r['perturbation']}: {r['text']}" for r in rules]
-    y = np.arange(len(rules))
-    cate = np.array([_num(r.get("cate")) for r in rules])
-    lo = np.array([_num((r.get("interval") or [None, None])[0]) for r in rules])
-    hi = np.array([_num((r.get("interval") or [None, None])[1]) for r in rules])
-    fig, ax = plt.subplots(figsize=(8.2, 0.42 * len(rules) + 1.2))
-    ax.errorbar(
-        cate,
-        y,
-        xerr=np.nan_to_num(np.vstack([np.clip(cate - lo, 0, None), np.clip(hi - cate, 0, None)])),
-        fmt="o",
-        color=PALETTE[3],
-        capsize=3,
+        xs = [k + offset for k in range(len(bins))]
+        ys = [_num(by.get(b, {}).get("ape")) for b in bins]
+        for x, b in zip(xs, bins, strict=True):
+            ax.errorbar_y(x, *_bounds(by.get(b, {})), colour)
+        c.line(ax.xy(xs, ys), colour, width=1.6)
+        for x, v in zip(xs, ys, strict=True):
+            c.marker(ax.x(x), ax.y(v) if math.isfinite(v) else math.nan, colour)
+        entries.append((p, colour, "line"))
+    ax.axes(
+        xticks=list(range(len(bins))),
+        xlabels=bins,
+        xlabel="position of the perturbed point, counted back from the last input (1 = last)",
+        ylabel=f"APE ({outcome})",
     )
-    ax.axvline(0, color="black", linewidth=0.6)
-    ax.set_yticks(y)
-    ax.set_yticklabels([t if len(t) <= 60 else t[:57] + "…" for t in labels], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("conditional effect of the perturbation in the subgroup (CATE, 95 % interval)")
-    return fig
+    c.legend(entries, top=340, columns=4)
+    return c.svg()
 
 
-def balance(rows: dict[str, tuple[float, float]], *, title: str) -> plt.Figure:
+def fragility_rules(rules: list[dict]) -> str:
+    """Conditional effect (CATE) of each subgroup rule with its 95 % interval, largest first.
+
+    A rule's words are wrapped on up to three lines: its condition comes last and must stay readable.
+    """
+    labels = [textwrap.wrap(f"{r['perturbation']}: {r['text']}", 52, max_lines=3, placeholder=" …") for r in rules]
+    left = label_margin([line for lines in labels for line in lines])
+    row = 46
+    x = extent([v for r in rules for v in (_num(r.get("cate")), *_bounds(r))], zero=True)
+    c = Canvas(max(820, left + 360), row * len(rules) + 80)
+    ax = Panel(c, (left, 10, c.width - left - 25, row * len(rules)), x, (-0.5, len(rules) - 0.5), yinvert=True)
+    ax.vline(0, INK, width=0.6)
+    for k, (r, lines) in enumerate(zip(rules, labels, strict=True)):
+        ax.errorbar_x(k, *_bounds(r), PALETTE[3])
+        c.marker(ax.x(_num(r.get("cate"))), ax.y(k), PALETTE[3])
+        for i, line in enumerate(lines):
+            c.text(left - 8, ax.y(k) + 13 * (i - (len(lines) - 1) / 2), line, size=11, anchor="end")
+    ax.axes(
+        yticks=list(range(len(rules))),
+        ylabels=[""] * len(rules),
+        xlabel="conditional effect of the perturbation in the subgroup (CATE, 95 % interval)",
+    )
+    return c.svg()
+
+
+def balance(rows: dict[str, tuple[float, float]], *, title: str) -> str:
     """|SMD| per confounder before and after matching, with the usual 0.1 threshold."""
     names = list(rows)
-    y = np.arange(len(names))
-    fig, ax = plt.subplots(figsize=(6.5, 0.32 * len(names) + 1.3))
-    ax.barh(y + 0.2, [rows[n][0] for n in names], 0.38, color=PALETTE[3], label="before matching")
-    ax.barh(y - 0.2, [rows[n][1] for n in names], 0.38, color=PALETTE[0], label="after matching")
-    ax.axvline(0.1, color=GREY, linestyle="--", linewidth=0.8)
-    ax.set_yticks(y)
-    ax.set_yticklabels(names, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("|standardised mean difference| (below 0.1 = balanced)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
-    return fig
+    left = label_margin(names)
+    c = Canvas(max(650, left + 420), 30 * len(names) + 130)
+    x = extent([0.1, *(v for pair in rows.values() for v in pair)], zero=True)
+    ax = Panel(c, (left, 40, c.width - left - 30, 30 * len(names)), x, (-0.5, len(names) - 0.5), yinvert=True)
+    for k, name in enumerate(names):
+        for before, colour, shift in ((True, PALETTE[3], -0.2), (False, PALETTE[0], 0.2)):
+            value = rows[name][0 if before else 1]
+            top = ax.y(k + shift - 0.19)
+            c.rect(ax.x(0), top, ax.x(value) - ax.x(0), ax.y(k + shift + 0.19) - top, colour)
+    ax.vline(0.1, GREY, dash="5 3")
+    ax.axes(
+        yticks=list(range(len(names))),
+        ylabels=names,
+        xlabel="|standardised mean difference| (below 0.1 = balanced)",
+        title=title,
+    )
+    c.legend(
+        [("before matching", PALETTE[3], "box"), ("after matching", PALETTE[0], "box")],
+        top=ax.top + ax.height + 45,
+        columns=2,
+    )
+    return c.svg()
 
 
 def dose_response(
@@ -275,150 +259,53 @@ def dose_response(
     outcome: str,
     labels: dict[str, str],
     colours: dict[str, str],
-) -> plt.Figure:
+) -> str:
     """|APE| against severity, one panel per severity grid, one line per system (the card's system first)."""
     families = sorted({f for per in curves.values() for f in per})
-    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families) + 0.4, 3.3), squeeze=False)
-    for ax, family in zip(axes[0], families, strict=True):
-        for i, (system, per) in enumerate(curves.items()):
-            points = sorted(per.get(family, []))
-            if points:
-                x, y = zip(*points, strict=True)
-                ax.plot(
-                    x,
-                    np.abs(y),
-                    "o-" if i == 0 else "s--",
-                    color=colours[system],
-                    linewidth=2.2 if i == 0 else 1.2,
-                    markersize=5,
-                    label=system,
-                )
-        ax.set_title(family, fontsize=10)
-        ax.set_xlabel(labels.get(family) or "severity")
-        ax.set_ylim(bottom=0)
-    axes[0][0].set_ylabel(f"|APE| ({outcome})")
-    axes[0][0].legend(fontsize=8, frameon=False)
-    return fig
+    c = Canvas(100 + 400 * len(families), 390)
+    for j, family in enumerate(families):
+        points = {s: sorted(per.get(family, [])) for s, per in curves.items()}
+        xs = [p[0] for pts in points.values() for p in pts]
+        ys = [abs(p[1]) for pts in points.values() for p in pts]
+        ax = Panel(c, (90 + 400 * j, 40, 340, 250), extent(xs), extent(ys, zero=True))
+        for i, (system, pts) in enumerate(points.items()):
+            if pts:
+                px = ax.xy([p[0] for p in pts], [abs(p[1]) for p in pts])
+                c.line(px, colours[system], width=2.2 if i == 0 else 1.2, dash=None if i == 0 else "6 3")
+                for a, b in px:
+                    c.marker(a, b, colours[system], kind="o" if i == 0 else "s", size=7 if i == 0 else 6)
+        ax.axes(title=family, xlabel=labels.get(family) or "severity", ylabel=f"|APE| ({outcome})" if j == 0 else "")
+    systems = [s for s, per in curves.items() if any(per.values())]
+    kinds = ["line" if i == 0 else "dash" for i in range(len(systems))]
+    c.legend([(s, colours[s], k) for s, k in zip(systems, kinds, strict=True)], top=340, columns=5)
+    return c.svg()
 
 
-def fragility(profile: dict, *, title: str, outcome: str) -> plt.Figure:
+def fragility(profile: dict, *, title: str, outcome: str) -> str:
     """Mean individual effect (ITE) along the main driver of the fragility map, with the overall average."""
     points = profile["points"]
-    x = [p["x"] for p in points]
+    xs = [p["x"] for p in points]
     y = np.array([_num(p["ite"]) for p in points])
     n = np.array([p["n"] for p in points])
-    fig, ax = plt.subplots(figsize=(5.6, 3.2))
-    if all(isinstance(v, str) for v in x):
-        ax.bar(range(len(x)), y, color=PALETTE[0])
-        ax.set_xticks(range(len(x)))
-        ax.set_xticklabels(x, fontsize=8, rotation=30, ha="right")
+    average = float(np.sum(np.nan_to_num(y) * n) / max(n.sum(), 1))
+    categorical = all(isinstance(v, str) for v in xs)
+    c = Canvas(600, 400 if categorical else 370)
+    yr = extent([*y, average], zero=True)
+    ax = Panel(c, (90, 40, 480, 230), (-0.6, len(xs) - 0.4) if categorical else extent(xs), yr)
+    if categorical:
+        for k, v in enumerate(y):
+            if math.isfinite(v):
+                c.rect(ax.x(k - 0.4), ax.y(0), ax.x(k + 0.4) - ax.x(k - 0.4), ax.y(v) - ax.y(0), PALETTE[0])
+        ax.axes(xticks=list(range(len(xs))), xlabels=[""] * len(xs), ylabel=f"mean ITE ({outcome})", title=title)
+        for k, v in enumerate(xs):
+            c.text(ax.x(k) + 4, ax.top + ax.height + 12, v, size=11, anchor="end", rotate=30)
+        c.text(ax.left + ax.width / 2, c.height - 38, profile["covariate"], size=12, anchor="middle")
     else:
-        ax.plot(x, y, "o-", color=PALETTE[0], linewidth=2)
-    ax.axhline(float(np.sum(y * n) / max(n.sum(), 1)), color=GREY, linestyle="--", linewidth=1, label="average")
-    ax.set_xlabel(profile["covariate"])
-    ax.set_ylabel(f"mean ITE ({outcome})")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, frameon=False)
-    return fig
-
-
-def scatter_parameters(points: dict[str, tuple[float, float]], *, levels: int, colours: dict[str, str]) -> plt.Figure:
-    """Parameter count vs mean robustness rating, one labelled point per system."""
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    for name, (params, rating) in points.items():
-        ax.scatter([params], [rating], color=colours[name], s=50)
-        ax.annotate(name, (params, rating), textcoords="offset points", xytext=(5, 4), fontsize=8)
-    ax.set_xscale("log")
-    ax.set_ylim(levels + 0.3, 0.7)
-    ax.set_xlabel("parameters (log scale)")
-    ax.set_ylabel("mean robustness rating (1 = best, top)")
-    return fig
-
-
-def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
-    """Systems no other system beats on both axes (both lower = better), sorted by the first axis."""
-    front = [
-        a
-        for a, (xa, ya) in points.items()
-        if not any((xb <= xa and yb <= ya) and (xb < xa or yb < ya) for b, (xb, yb) in points.items() if b != a)
-    ]
-    return sorted(front, key=lambda name: points[name])
-
-
-def robustness_accuracy(
-    points: dict[str, dict[str, float]], *, colours: dict[str, str], x_label: str, y_label: str
-) -> plt.Figure:
-    """Accuracy error (x) vs perturbation effect (y), both lower = better, 95 % ranges and the Pareto front.
-
-    points: {system: {x, x_lo, x_hi, y, y_lo, y_hi}}.
-    """
-    fig, ax = plt.subplots(figsize=(7.4, 4.6))
-    centres = {s: (p["x"], p["y"]) for s, p in points.items()}
-    front = pareto_front(centres)
-    if len(front) >= 2:
-        xs, ys = zip(*(centres[s] for s in front), strict=True)
-        ax.step(xs, ys, where="post", color=GREY, linewidth=1.2, linestyle="--", zorder=1)
-    for system, p in points.items():
-        err_x = [[max(p["x"] - p["x_lo"], 0)], [max(p["x_hi"] - p["x"], 0)]]
-        err_y = [[max(p["y"] - p["y_lo"], 0)], [max(p["y_hi"] - p["y"], 0)]]
-        ax.errorbar(
-            [p["x"]],
-            [p["y"]],
-            xerr=err_x,
-            yerr=err_y,
-            fmt="o",
-            color=colours[system],
-            markersize=8,
-            markeredgecolor="black" if system in front else colours[system],
-            markeredgewidth=1.6,
-            capsize=3,
-            linewidth=1.2,
-            zorder=3,
-            label=system + (" (Pareto front)" if system in front else ""),
-        )
-    ax.set_xlabel(x_label)
-    ax.set_ylabel(y_label)
-    ax.set_title("Lower-left is better; dashed: Pareto front (no other system beats these on both)", fontsize=9.5)
-    ax.legend(fontsize=9, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.margins(0.12)
-    return fig
-
-
-def small_multiples(
-    axes: list[str], series: dict[str, list[float]], *, colours: dict[str, str], columns: int = 4
-) -> plt.Figure:
-    """One horizontal-bar panel per system: each score scaled 0 (worst) to 1 (best of the systems)."""
-    n = len(series)
-    columns = max(1, min(columns, n))
-    rows = -(-n // columns)
-    fig, grid = plt.subplots(
-        rows,
-        columns,
-        figsize=(2.35 * columns + 1.3, 0.2 * len(axes) * rows + 0.9 * rows),
-        squeeze=False,
-        sharex=True,
-        sharey=True,
-    )
-    y = np.arange(len(axes))
-    for k, (system, values) in enumerate(series.items()):
-        ax = grid[k // columns][k % columns]
-        v = np.asarray(values, dtype=float)
-        ax.barh(y, np.nan_to_num(v, nan=0.0), color=colours[system], height=0.7)
-        for i in np.flatnonzero(~np.isfinite(v)):
-            ax.text(0.02, i, "n/a", va="center", fontsize=7, color=GREY)
-        ax.set_title(system, fontsize=10, color="black")
-        ax.set_xlim(0, 1.0)
-        ax.set_xticks([0, 0.5, 1])
-        ax.set_xticklabels(["worst", "", "best"], fontsize=7.5)
-        ax.grid(axis="x", color="#e6e6e6", linewidth=0.6)
-    for k in range(n, rows * columns):
-        grid[k // columns][k % columns].axis("off")
-    for row in grid:
-        row[0].set_yticks(y)
-        row[0].set_yticklabels(axes, fontsize=8)
-        row[0].invert_yaxis()
-    return fig
-
-
-def _num(x: object) -> float:
-    return float("nan") if x is None else float(x)
+        px = ax.xy(xs, y)
+        c.line(px, PALETTE[0], width=2)
+        for a, b in px:
+            c.marker(a, b, PALETTE[0])
+        ax.axes(xlabel=profile["covariate"], ylabel=f"mean ITE ({outcome})", title=title)
+    ax.hline(average, GREY, width=1, dash="5 3")
+    c.legend([("average", GREY, "dash")], top=c.height - 28, columns=1)
+    return c.svg()

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from causalrate.report import figures
-from causalrate.report.figures import PALETTE, plt
+from causalrate.report import mpl
+from causalrate.report.figures import PALETTE
+from causalrate.report.mpl import plt
 from causalrate.report.templating import fmt
 
 CONDITION_NAMES = {"plain": "without ratings", "ratings": "with ratings"}
@@ -28,7 +29,7 @@ def _figures(scored: pd.DataFrame) -> dict[str, bytes]:
     ax.set_ylim(0, 1)
     ax.set_ylabel("share agreeing with causalrate")
     ax.legend(frameon=False, fontsize=8)
-    accuracy = figures.png(fig)
+    accuracy = mpl.png(fig)
     fig, ax = plt.subplots(figsize=(6, 3.4))
     ax.boxplot(
         [scored[scored["condition"] == c]["difficulty"] for c in conditions],
@@ -36,7 +37,7 @@ def _figures(scored: pd.DataFrame) -> dict[str, bytes]:
     )
     ax.set_ylabel("difficulty (1 = very easy, 5 = very difficult)")
     ax.set_ylim(0.5, 5.5)
-    return {"accuracy": accuracy, "difficulty": figures.png(fig)}
+    return {"accuracy": accuracy, "difficulty": mpl.png(fig)}
 
 
 def markdown(summary: dict, problems: list[tuple[str, str, str]], kit: str) -> str:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from causalrate.report import figures
-from causalrate.report.figures import GREY, PALETTE, plt
+from causalrate.report import mpl
+from causalrate.report.figures import GREY, PALETTE
+from causalrate.report.mpl import plt
 
 
 def question_figure(
@@ -74,7 +75,7 @@ def question_figure(
         )
     fig.suptitle(title, fontsize=12)
     fig.tight_layout()
-    return figures.png(fig)
+    return mpl.png(fig)
 
 
 def _ranking(ranks: dict[str, int]) -> str:
