@@ -126,6 +126,6 @@ def test_a_v2_store_is_still_re_rated_exported_and_carded(synthetic_study, cli, 
     assert pd.read_parquet(out.strip())["offsets"].isna().all()
     code, out, err = cli("card", tmp_path / "rerated", "--format", "md")
     assert code == 0, err
-    assert any(line.endswith(".example.png") for line in out.splitlines())  # replayed by the series rule
+    assert any(line.endswith(".example.svg") for line in out.splitlines())  # replayed by the series rule
     with Run.open(tmp_path / "rerated").store() as store:
         assert not store.has_offsets
