@@ -19,8 +19,8 @@ from causalrate.rate.tiers import tier_ratings
 from causalrate.score.scores import SCORES
 
 HEADLINES = {
-    "robustness": "robustness to perturbations (how much perturbed inputs change its error, and its failures)",
-    "bias": "bias (how much its errors differ between industries or companies)",
+    "robustness": "robustness to perturbations, that is how much perturbed inputs change its error, and its failures",
+    "bias": "bias, that is how much its errors differ between industries or companies",
     "accuracy": "accuracy on clean inputs",
 }
 
@@ -98,4 +98,4 @@ def _meaning(what: str, rating: int, levels: int, n: int, tied: list[str], all_r
         else "in between"
     )
     tie = f"; tied with {', '.join(tied)} (same mean rating)" if tied else ""
-    return f"{rating} of {levels} on {what} (1 = best): {place} among the {n} systems compared{tie}."
+    return f"{rating} of {levels} (1 = best) on {what}: {place} among the {n} systems compared{tie}."
