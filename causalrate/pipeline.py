@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from causalrate import plugins
-from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
+from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes, summarise_effects
+from causalrate.causal.estimate import estimate_all
 from causalrate.causal.heterogeneity import assess_heterogeneity
 from causalrate.causal.rigor import assess_rigor
 from causalrate.causal.selfcheck import judge
@@ -145,16 +146,19 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
         seed=cfg.seed,
     )
     identification = identify_schemes(settings, study.dataset.attribute_names)
-    draws = estimate_effects(
+    # one Estimate per (system, perturbation, scheme, draw): the effects, the rigor layer, the refuters
+    # and the heterogeneity self-check all read these
+    estimates = estimate_all(
         windows=table, outcomes=outcomes, control=control, settings=settings, identification=identification
     )
+    draws = draws_table(estimates)
     effects = (
         summarise_effects(draws)
         if len(draws)
         else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "ape_adj", "pie"])
     )
     severity = {p.id: (p.family, p.severity) for p in study.suite if p.severity is not None}
-    fragility = assess_heterogeneity(study, forecasts, outcomes, settings, identification)
+    fragility = assess_heterogeneity(study, forecasts, outcomes, estimates)
     # score: one raw number per (system, perturbation, score)
     evidence = Evidence(
         forecasts=forecasts,
@@ -178,7 +182,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
             series_index=study.windows.series_index,
             forecasts=forecasts,
             outcomes=outcomes,
-            draws=draws,
+            estimates=estimates,
             effects=effects,
             control=control,
             wrs_plans=wrs_plans(table, cfg.causal.wrs_groups),
