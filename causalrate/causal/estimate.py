@@ -51,6 +51,7 @@ class Estimate:
     perturbed: np.ndarray  # outcome of the perturbed forecast, valid windows
     clean: np.ndarray  # outcome of the clean forecast, valid windows
     ape_true: float  # mean paired difference over the valid windows (the same for every draw)
+    ape_obs: float  # naive difference in mean observed outcome, treated minus control
     match: MatchResult  # the estimator's result: ATE, ATT, ATC, balance
     estimator: Matching
     balance_names: tuple[str, ...]  # the design's columns, for the per-confounder SMDs
@@ -64,11 +65,6 @@ class Estimate:
     def outcome(self) -> np.ndarray:
         """The observed outcome R: the perturbed forecast's where treated, the clean one's elsewhere."""
         return np.where(self.treated, self.perturbed, self.clean)
-
-    @property
-    def ape_obs(self) -> float:
-        t, y = self.treated, self.outcome
-        return float(y[t].mean() - y[~t].mean())
 
     @property
     def ape_adj(self) -> float:
@@ -156,14 +152,16 @@ def estimate_all(
                     if cached not in fitted:
                         fitted[cached] = (propensity(features, t, strata=strata), smd(features, t))
                     scores, before = fitted[cached]
+                    y = np.where(t, perturbed, clean)
                     match = estimator.estimate(
                         features,
                         t,
-                        np.where(t, perturbed, clean),
+                        y,
                         rng=rng(settings.seed, "match", *key),
                         scores=scores,
                         before=before,
                     )
                     cell = (system, perturbation, scheme, b, assignments[key], valid, perturbed, clean, truth)
-                    out.append(Estimate(*cell, match, estimator, names))
+                    obs = float(y[t].mean() - y[~t].mean())
+                    out.append(Estimate(*cell, obs, match, estimator, names))
     return out
