@@ -187,6 +187,7 @@ def analyse(study: Study, forecasts: pd.DataFrame) -> Result:
     if cfg.rigor.replicates > 0:
         rigor = assess_rigor(
             config=cfg,
+            evidence=evidence,
             table=table,
             series_index=study.windows.series_index,
             forecasts=forecasts,

@@ -32,7 +32,7 @@ from causalrate.causal.uncertainty import (
 )
 from causalrate.config import StudyConfig
 from causalrate.score.bias import bias_gap
-from causalrate.score.scores import SCORES
+from causalrate.score.scores import SCORES, Evidence, Score
 from causalrate.seeding import rng
 
 
@@ -51,6 +51,15 @@ class Rigor:
 def _window_means() -> dict[str, str]:
     """Score → per-forecast column, for every registered score that is a window mean (bootstrapped)."""
     return {name: cls.metric for name, cls in SCORES.items() if cls.replicates == "windows" and cls.metric}
+
+
+def _window_scores() -> list[tuple[str, type]]:
+    """Every registered score bootstrapped over windows from values of its own (Score.window_values)."""
+    return [
+        (name, cls)
+        for name, cls in SCORES.items()
+        if cls.replicates == "windows" and not cls.metric and cls.window_values is not Score.window_values
+    ]
 
 
 def _draw_scores() -> list[tuple[str, type]]:
@@ -76,6 +85,7 @@ def wrs_pairs(values: np.ndarray, groups: np.ndarray, within: np.ndarray | None)
 def assess_rigor(
     *,
     config: StudyConfig,
+    evidence: Evidence,
     table: pd.DataFrame,
     series_index: np.ndarray,
     forecasts: pd.DataFrame,
@@ -145,6 +155,9 @@ def assess_rigor(
                     if system in frame.index.get_level_values(0) and p in frame.columns:
                         column = frame.loc[system][p].reindex(range(len(table))).to_numpy(dtype=float)
                         replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
+    for score, cls in _window_scores():  # e.g. recency, ape_worst: |mean| of the score's own per-window values
+        for (system, p), values in cls().window_values(evidence).items():
+            replicates.setdefault((score, p), {})[system] = np.abs(replicate_means(counts, values))
     bootstrap = set(replicates)
     replicates.update(draw_replicates(estimates))
     for (score, p), per_system in replicates.items():
