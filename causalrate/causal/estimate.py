@@ -82,9 +82,6 @@ class Estimate:
     def sample(self, windows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
         """The observational sample as a dowhy frame: the valid windows' `columns`, treatment P and outcome R."""
         frame = windows.loc[self.valid, columns].reset_index(drop=True)
-        for c in columns:  # text as categories (sorted levels): the refuters copy, permute and resample it often
-            if frame[c].dtype.kind not in "biuf":
-                frame[c] = pd.Categorical(frame[c])
         frame[TREATMENT] = self.treated
         frame[OUTCOME] = self.outcome
         return frame

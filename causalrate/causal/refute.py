@@ -86,13 +86,9 @@ def _design_and_propensity(data: pd.DataFrame, adjust: tuple[str, ...], treated:
 
     digest = hashlib.sha1(treated.tobytes())
     for col in adjust:  # cheaper than pd.util.hash_pandas_object on text columns
-        values = data[col]
+        values = data[col].to_numpy()
         digest.update(col.encode() + b"\x00")
-        if isinstance(values.dtype, pd.CategoricalDtype):  # Estimate.sample's text columns: codes and levels
-            digest.update(values.cat.codes.to_numpy().tobytes() + "\x1f".join(values.cat.categories).encode())
-        else:
-            values = values.to_numpy()
-            digest.update(values.tobytes() if values.dtype.kind in "biuf" else "\x1f".join(map(str, values)).encode())
+        digest.update(values.tobytes() if values.dtype.kind in "biuf" else "\x1f".join(map(str, values)).encode())
     key = digest.digest()
     if key not in _CACHE:
         if len(_CACHE) > 20_000:
