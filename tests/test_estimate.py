@@ -14,7 +14,7 @@ from causalrate.causal.estimate import estimate_all
 from causalrate.causal.schemes import SCHEMES, Scheme
 from causalrate.causal.uncertainty import interval
 from causalrate.cli import main
-from causalrate.score.scores import SCORES
+from causalrate.score.scores import SCORES, Evidence
 
 
 class FixedShare(Scheme):
@@ -124,3 +124,38 @@ def test_same_seed_same_draws_and_the_sample_is_the_observed_outcome():
         y[~s0.treated], clean[5:][~s0.treated]
     )
     assert s0.ape_obs == pytest.approx(y[s0.treated].mean() - y[~s0.treated].mean())
+
+
+def test_recency_and_ape_worst_bootstrap_their_own_paired_differences():
+    """Planted: 6 windows in 2 series; P1 moves the error by +1 where the change is recent (distance ≤ 2), by
+    +10 elsewhere; P9 is a worst placement adding 3. Unit counts give back the raw score exactly."""
+    from causalrate.causal.rigor import _window_scores
+    from causalrate.causal.uncertainty import bootstrap_counts, replicate_means
+    from causalrate.score.recency import ApeWorst, Recency
+
+    offsets = {0: "[79]", 1: "[78]", 2: "[10]", 3: "[79]", 4: "[70]", 5: "[0]"}  # n = 80: distances 1, 2, 70, 1, 10, 80
+    rows = []
+    for w in range(6):
+        rows.append(
+            {"system": "s", "window": w, "series": w // 3, "perturbation": "P0", "outcome": 1.0, "offsets": None}
+        )
+        rows.append({"system": "s", "window": w, "series": w // 3, "perturbation": "P1", "offsets": offsets[w],
+                     "outcome": 1.0 + (1.0 if w in (0, 1, 3) else 10.0)})  # fmt: skip
+        rows.append(
+            {"system": "s", "window": w, "series": w // 3, "perturbation": "P9", "outcome": 4.0, "offsets": "[5]"}
+        )
+    evidence = Evidence(
+        forecasts=pd.DataFrame(rows), wrs=pd.DataFrame(), effects=pd.DataFrame(), control="P0", severity={},
+        table=pd.DataFrame({"series": [0, 0, 0, 1, 1, 1]}), input_length=80, recency_k=2,
+        recency_perturbations=("P1",), worst_perturbations=("P9",),
+    )  # fmt: skip
+    assert {name for name, _ in _window_scores()} >= {"recency", "ape_worst"}
+    recent = Recency().window_values(evidence)[("s", "P1")]
+    assert np.array_equal(np.isnan(recent), [False, False, True, False, True, True]) and np.nanmean(recent) == 1.0
+    assert Recency().compute(evidence)["raw"].tolist() == [1.0]
+    worst = ApeWorst().window_values(evidence)[("s", "P9")]
+    assert np.allclose(worst, 3.0)
+    assert replicate_means(np.ones((1, 6)), recent)[0] == 1.0  # unit counts: the raw score itself
+    counts = bootstrap_counts(np.array([0, 0, 0, 1, 1, 1]), replicates=50, rng=np.random.default_rng(0))
+    reps = replicate_means(counts, recent)
+    assert np.nanmin(reps) == np.nanmax(reps) == 1.0  # every recent window moved by exactly 1: no spread
