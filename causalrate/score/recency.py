@@ -31,9 +31,8 @@ def recency_bins(input_length: int) -> list[tuple[str, int, int]]:
 
 def distances(offsets: pd.Series, input_length: int) -> np.ndarray:
     """Per row, n − (last perturbed offset): 1 = the last input point; NaN when no offset is stored."""
-    return np.array(
-        [np.nan if not o or not json.loads(o) else input_length - max(json.loads(o)) for o in offsets], dtype=float
-    )
+    parsed = (json.loads(o) if o else None for o in offsets)  # each row parsed once
+    return np.array([input_length - max(p) if p else np.nan for p in parsed], dtype=float)
 
 
 def paired_effects(evidence: Evidence, perturbations: tuple[str, ...] | None = None) -> pd.DataFrame:
