@@ -7,21 +7,20 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from causalrate import plugins
-from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
+from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes, summarise_effects
+from causalrate.causal.estimate import estimate_all
 from causalrate.causal.heterogeneity import assess_heterogeneity
 from causalrate.causal.rigor import assess_rigor
 from causalrate.causal.selfcheck import judge
 from causalrate.causal.wrs import wrs_plans, wrs_scores
 from causalrate.config import StudyConfig
 from causalrate.errors import UserError
-from causalrate.forecast.cache import ForecastCache, default_cache_path
-from causalrate.forecast.plan import forecast_all, store_windows
-from causalrate.forecast.runner import make_executor
 from causalrate.forecast.store import ForecastStore
 from causalrate.rate.absolute import absolute_quantities, naive_clean_error
 from causalrate.rate.headlines import headline_ratings
@@ -33,6 +32,9 @@ from causalrate.score.metrics import METRICS
 from causalrate.score.recency import recency_profile
 from causalrate.score.scores import Evidence, score_all
 from causalrate.study import Result, Study, prepare
+
+if TYPE_CHECKING:
+    from causalrate.forecast.cache import ForecastCache
 
 RUN_FILES = ("forecasts.sqlite", "forecasts.sqlite-*", "ratings.json", "scores.csv", "report.md")
 
@@ -53,6 +55,10 @@ def assess(
 
     With resume, forecasts already in `out`'s store are kept and only the missing ones are made.
     """
+    # forecasting's modules (matplotlib for image systems among them) here, not at import: a re-rate needs none
+    from causalrate.forecast.plan import forecast_all
+    from causalrate.forecast.runner import make_executor
+
     study = prepare(config, base_dir=base_dir, skip_unavailable=skip_unavailable)
     config = study.config  # without the systems that cannot run here, if skipped
     store = _open_store(study, out, resume=resume, overwrite=overwrite)
@@ -106,6 +112,8 @@ def _open_store(study: Study, out: Path, *, resume: bool, overwrite: bool) -> Fo
     store.put_meta("not_assessed", study.not_assessed)
     store.put_meta("plugins", plugins.resolve(config.plugins, base_dir=base_dir, where=base_dir))
     store.put_meta("status", "forecasting")
+    from causalrate.forecast.plan import store_windows
+
     store_windows(store, study)
     return store
 
@@ -122,6 +130,8 @@ def _finished(store_path: Path) -> bool:
 
 
 def _open_cache(config: StudyConfig, base_dir: Path) -> ForecastCache | None:
+    from causalrate.forecast.cache import ForecastCache, default_cache_path
+
     if not config.forecast.cache:
         return None
     path = (base_dir / config.forecast.cache_path).resolve() if config.forecast.cache_path else default_cache_path()
@@ -145,16 +155,19 @@ def analyze(study: Study, forecasts: pd.DataFrame) -> Result:
         seed=cfg.seed,
     )
     identification = identify_schemes(settings, study.dataset.attribute_names)
-    draws = estimate_effects(
+    # one Estimate per (system, perturbation, scheme, draw): the effects, the rigor layer, the refuters
+    # and the heterogeneity self-check all read these
+    estimates = estimate_all(
         windows=table, outcomes=outcomes, control=control, settings=settings, identification=identification
     )
+    draws = draws_table(estimates)
     effects = (
         summarise_effects(draws)
         if len(draws)
         else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "ape_adj", "pie"])
     )
     severity = {p.id: (p.family, p.severity) for p in study.suite if p.severity is not None}
-    fragility = assess_heterogeneity(study, forecasts, outcomes, settings, identification)
+    fragility = assess_heterogeneity(study, forecasts, outcomes, estimates)
     # score: one raw number per (system, perturbation, score)
     evidence = Evidence(
         forecasts=forecasts,
@@ -174,11 +187,12 @@ def analyze(study: Study, forecasts: pd.DataFrame) -> Result:
     if cfg.rigor.replicates > 0:
         rigor = assess_rigor(
             config=cfg,
+            evidence=evidence,
             table=table,
             series_index=study.windows.series_index,
             forecasts=forecasts,
             outcomes=outcomes,
-            draws=draws,
+            estimates=estimates,
             effects=effects,
             control=control,
             wrs_plans=wrs_plans(table, cfg.causal.wrs_groups),

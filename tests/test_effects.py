@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalrate.causal.effects import DrawSettings, ape_true, estimate_effects, identify_schemes, summarise_effects
+from causalrate.causal.effects import DrawSettings, ape_true, draws_table, identify_schemes, summarise_effects
+from causalrate.causal.estimate import estimate_all
 
 
 def test_ape_true_is_the_paired_mean_over_valid_windows():
@@ -30,8 +31,8 @@ def test_matching_removes_planted_confounding(scheme):
     settings = DrawSettings(schemes=(scheme,), draws=10, high=0.8, low=0.2, caliper=0.2, covariates=(), seed=5)
     ident = identify_schemes(settings, ["company", "industry"])
     assert set(ident[scheme].adjustment_set) == {"company", "industry"}
-    draws = estimate_effects(
-        windows=windows, outcomes={"s": outcomes}, control="P0", settings=settings, identification=ident
+    draws = draws_table(
+        estimate_all(windows=windows, outcomes={"s": outcomes}, control="P0", settings=settings, identification=ident)
     )
     summary = summarise_effects(draws).iloc[0]
     assert summary.ape_true == pytest.approx(0.5, abs=0.02)
@@ -45,12 +46,14 @@ def test_uniform_scheme_is_unconfounded_and_draws_are_shared_across_systems():
     windows, outcomes = planted()
     settings = DrawSettings(schemes=("uniform",), draws=8, high=0.8, low=0.2, caliper=0.2, covariates=(), seed=5)
     ident = identify_schemes(settings, ["company", "industry"])
-    draws = estimate_effects(
-        windows=windows,
-        outcomes={"a": outcomes, "b": outcomes.copy()},
-        control="P0",
-        settings=settings,
-        identification=ident,
+    draws = draws_table(
+        estimate_all(
+            windows=windows,
+            outcomes={"a": outcomes, "b": outcomes.copy()},
+            control="P0",
+            settings=settings,
+            identification=ident,
+        )
     )
     a, b = (draws[draws.system == s].reset_index(drop=True) for s in "ab")
     pd.testing.assert_frame_equal(a.drop(columns="system"), b.drop(columns="system"))
@@ -68,8 +71,10 @@ def test_level_scheme_with_continuous_confounder():
     ident = identify_schemes(settings, ["company", "industry"])
     assert "level" in ident["level"].adjustment_set
     summary = summarise_effects(
-        estimate_effects(
-            windows=windows, outcomes={"s": outcomes}, control="P0", settings=settings, identification=ident
+        draws_table(
+            estimate_all(
+                windows=windows, outcomes={"s": outcomes}, control="P0", settings=settings, identification=ident
+            )
         )
     ).iloc[0]
     assert abs(summary.ape_obs - 1.0) > 1.0

@@ -10,7 +10,8 @@ import pytest
 from statsmodels.tsa.seasonal import STL
 from statsmodels.tsa.stattools import adfuller
 
-from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
+from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes, summarise_effects
+from causalrate.causal.estimate import estimate_all
 from causalrate.causal.graph import Identification
 from causalrate.config import load_config
 from causalrate.data.characteristics import compute_characteristics, terciles
@@ -152,14 +153,18 @@ def test_volatility_confounding_needs_volatility_in_the_adjustment_set():
     ident = identify_schemes(settings, ["company", "industry"])
     assert "volatility" in ident["volatility"].adjustment_set
     with_vol = summarise_effects(
-        estimate_effects(
-            windows=windows, outcomes={"s": outcomes}, control="P0", settings=settings, identification=ident
+        draws_table(
+            estimate_all(
+                windows=windows, outcomes={"s": outcomes}, control="P0", settings=settings, identification=ident
+            )
         )
     ).iloc[0]
     industry_only = {"volatility": Identification(adjustment_set=("industry",), estimand="")}
     without = summarise_effects(
-        estimate_effects(
-            windows=windows, outcomes={"s": outcomes}, control="P0", settings=settings, identification=industry_only
+        draws_table(
+            estimate_all(
+                windows=windows, outcomes={"s": outcomes}, control="P0", settings=settings, identification=industry_only
+            )
         )
     ).iloc[0]
     assert with_vol.ape_true == pytest.approx(0.3)

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from causalrate.causal import effects as effects_module
-from causalrate.causal.effects import DrawSettings, estimate_effects, identify_schemes, summarise_effects
+from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes, summarise_effects
+from causalrate.causal.estimate import Matching, estimate_all
 from causalrate.causal.selfcheck import judge
 from causalrate.causal.wrs import wrs
 from causalrate.rate.absolute import absolute_level, load_scales
@@ -241,19 +241,19 @@ def test_self_check_passes_matching_and_fails_a_broken_estimator(monkeypatch):
     ident = identify_schemes(settings, ["industry", "company"])
 
     def run():
-        draws = estimate_effects(
-            windows=table, outcomes=outcomes, control="P0", settings=settings, identification=ident
+        draws = draws_table(
+            estimate_all(windows=table, outcomes=outcomes, control="P0", settings=settings, identification=ident)
         )
         return judge(summarise_effects(draws))
 
     (good,) = run()
     assert good["passed"], good
-    real = effects_module.match_ate
+    real = Matching.estimate
 
-    def naive_match(features, t, y, **kwargs):  # "deconfounds" by returning the naive difference
-        return replace(real(features, t, y, **kwargs), ate=float(y[t].mean() - y[~t].mean()))
+    def naive_match(self, features, t, y, **kwargs):  # "deconfounds" by returning the naive difference
+        return replace(real(self, features, t, y, **kwargs), ate=float(y[t].mean() - y[~t].mean()))
 
-    monkeypatch.setattr(effects_module, "match_ate", naive_match)
+    monkeypatch.setattr(Matching, "estimate", naive_match)
     (bad,) = run()
     assert not bad["passed"] and "did not move" in bad["reason"]
     assert abs(bad["ape_obs"] - bad["ape_true"]) > 1.0  # the planted confounding bias

@@ -5,7 +5,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from causalrate.causal.refute import refute
+from causalrate.causal.effects import DrawSettings, identify_schemes
+from causalrate.causal.estimate import estimate_all
+from causalrate.causal.refute import backdoor_estimand, refute
 from causalrate.causal.rigor import Rigor, wrs_pairs
 from causalrate.causal.uncertainty import (
     bootstrap_counts,
@@ -109,16 +111,20 @@ def test_replicate_wrs_with_unit_counts_equals_wrs():
     assert pvalues[0] == pytest.approx(stats.ttest_ind(values[:30], values[30:60], equal_var=False).pvalue)
 
 
-def test_placebo_refuter_gives_about_zero():
+def test_refuters_take_the_causal_stages_estimate_and_placebo_gives_about_zero():
     rng = np.random.default_rng(0)
     n = 900
     industry = rng.choice(["A", "B", "C"], n)
-    company = np.array([f"{i}{k % 2}" for k, i in enumerate(industry)])
-    treated = rng.random(n) < np.where(industry == "A", 0.8, 0.2)
-    outcome = np.where(industry == "A", 10.0, 1.0) + 0.5 * treated + rng.normal(0, 0.3, n)
-    frame = pd.DataFrame({"P": treated, "R": outcome, "industry": industry, "company": company})
+    windows = pd.DataFrame({"industry": industry, "company": [f"{i}{k % 2}" for k, i in enumerate(industry)]})
+    clean = np.where(industry == "A", 10.0, 1.0) + rng.normal(0, 0.3, n)
+    outcomes = {"s": pd.DataFrame({"P0": clean, "P1": clean + 0.5})}  # the planted effect: 0.5 everywhere
+    settings = DrawSettings(schemes=("industry",), draws=1, high=0.8, low=0.2, caliper=0.2, covariates=(), seed=1)
+    ident = identify_schemes(settings, ["company", "industry"])
+    (first,) = estimate_all(windows=windows, outcomes=outcomes, control="P0", settings=settings, identification=ident)
+    data = first.sample(windows, ["company", "industry"])
+    assert (data["P"].to_numpy() == first.treated).all() and abs(first.ape_obs - 0.5) > 1.0  # confounded sample
     estimate, refutations = refute(
-        frame, confounders=["company", "industry"], interval=(0.4, 0.6), caliper_sd=0.2, seed=1, simulations=5
+        data, backdoor_estimand(data, ("company", "industry")), first, interval=(0.4, 0.6), seed=1, simulations=5
     )
     assert estimate == pytest.approx(0.5, abs=0.08)
     by_name = {r.refuter: r for r in refutations}

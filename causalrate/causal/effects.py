@@ -1,16 +1,19 @@
-"""APE_true / APE_obs / APE_adj and PIE% (METHOD §5.2–5.4) over B seeded observational draws."""
+"""APE_true / APE_obs / APE_adj and PIE% (METHOD §5.2–5.4): the settings, the identification and the
+summary over the B seeded observational draws (the draws themselves: causal.estimate)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from causalrate.causal.graph import Identification, identify
-from causalrate.causal.matching import match_ate, propensity, smd
 from causalrate.causal.schemes import SCHEMES
-from causalrate.seeding import rng
+
+if TYPE_CHECKING:
+    from causalrate.causal.estimate import Estimate
 
 PIE_EPSILON = 1e-9
 
@@ -62,21 +65,6 @@ def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.nda
     return (np.hstack(parts) if parts else np.zeros((len(table), 0))), names, strata
 
 
-def scheme_probabilities(windows: pd.DataFrame, settings: DrawSettings) -> dict[str, np.ndarray]:
-    """P(perturbed | window) per scheme: the observational assignment every draw samples from."""
-    return {
-        name: SCHEMES.get(name)().probabilities(windows, high=settings.high, low=settings.low)
-        for name in settings.schemes
-    }
-
-
-def treatment_draw(
-    settings: DrawSettings, scheme: str, perturbation: str, b: int, probability: np.ndarray
-) -> np.ndarray:
-    """Draw b of the scheme's assignment: depends only on (seed, scheme, perturbation, b), never on the system."""
-    return rng(settings.seed, scheme, perturbation, b).random(probability.size) < probability
-
-
 def ape_true(outcomes: np.ndarray, control: np.ndarray) -> tuple[float, int]:
     """Mean paired difference (same window, perturbed vs clean) over windows where both exist."""
     valid = np.isfinite(outcomes) & np.isfinite(control)
@@ -84,72 +72,9 @@ def ape_true(outcomes: np.ndarray, control: np.ndarray) -> tuple[float, int]:
     return (float(diff.mean()) if diff.size else np.nan), int(valid.sum())
 
 
-def estimate_effects(
-    *,
-    windows: pd.DataFrame,
-    outcomes: dict[str, pd.DataFrame],
-    control: str,
-    settings: DrawSettings,
-    identification: dict[str, Identification],
-) -> pd.DataFrame:
-    """One row per (system, perturbation, scheme, draw) with the three APEs, PIE% and balance.
-
-    `windows`: per-window attributes and covariates, one row per window (same order as the outcomes).
-    `outcomes[system]`: windows × perturbations, NaN where the forecast failed.
-    Treatment draws depend only on (seed, scheme, perturbation, draw), so every system sees the same
-    observational assignment: a fair comparison.
-    """
-    rows = []
-    fitted: dict[tuple, np.ndarray] = {}  # propensities depend on the draw and the valid windows, not the system
-    probabilities = scheme_probabilities(windows, settings)
-    for system, table in outcomes.items():
-        base = table[control].to_numpy()
-        for perturbation in [c for c in table.columns if c != control]:
-            treated_outcome = table[perturbation].to_numpy()
-            truth, n_valid = ape_true(treated_outcome, base)
-            valid = np.isfinite(treated_outcome) & np.isfinite(base)
-            for scheme in settings.schemes:
-                adjust = identification[scheme].adjustment_set
-                features, names, strata = design_matrix(windows.loc[valid], adjust)
-                for b in range(settings.draws):
-                    draw = treatment_draw(settings, scheme, perturbation, b, probabilities[scheme])
-                    t = draw[valid]
-                    if t.all() or not t.any():
-                        continue
-                    y = np.where(t, treated_outcome[valid], base[valid])
-                    obs = float(y[t].mean() - y[~t].mean())
-                    key = (scheme, perturbation, b, valid.tobytes())
-                    if key not in fitted:
-                        fitted[key] = (propensity(features, t, strata=strata), smd(features, t))
-                    match = match_ate(
-                        features,
-                        t,
-                        y,
-                        caliper_sd=settings.caliper,
-                        rng=rng(settings.seed, "match", scheme, perturbation, b),
-                        scores=fitted[key][0],
-                        before=fitted[key][1],
-                    )
-                    rows.append(
-                        {
-                            "system": system,
-                            "perturbation": perturbation,
-                            "scheme": scheme,
-                            "draw": b,
-                            "windows": n_valid,
-                            "treated": int(t.sum()),
-                            "ape_true": truth,
-                            "ape_obs": obs,
-                            "ape_adj": match.ate,
-                            "pie": 100 * abs(obs - match.ate) / max(abs(obs), PIE_EPSILON),
-                            "unmatched": match.unmatched,
-                            "smd_before": float(np.max(np.abs(match.smd_before), initial=0.0)),
-                            "smd_after": float(np.max(np.abs(match.smd_after), initial=0.0)),
-                            **{f"smd_before:{n}": abs(v) for n, v in zip(names, match.smd_before, strict=True)},
-                            **{f"smd_after:{n}": abs(v) for n, v in zip(names, match.smd_after, strict=True)},
-                        }
-                    )
-    return pd.DataFrame(rows)
+def draws_table(estimates: list[Estimate]) -> pd.DataFrame:
+    """One row per Estimate: its three APEs, PIE% and balance (the run's effect draws)."""
+    return pd.DataFrame([e.row() for e in estimates])
 
 
 def summarise_effects(draws: pd.DataFrame) -> pd.DataFrame:

@@ -20,7 +20,8 @@ import pandas as pd
 from scipy.stats import norm, spearmanr, ttest_ind
 from threadpoolctl import threadpool_limits
 
-from causalrate.causal.effects import DrawSettings, design_matrix, scheme_probabilities, treatment_draw
+from causalrate.causal.effects import design_matrix
+from causalrate.causal.estimate import Estimate
 from causalrate.causal.matching import propensity
 from causalrate.causal.schemes import SCHEMES
 from causalrate.data.characteristics import compute_characteristics
@@ -317,7 +318,7 @@ class Heterogeneity:
 
 
 def assess_heterogeneity(
-    study: Study, forecasts: pd.DataFrame, outcomes: dict[str, pd.DataFrame], draws: DrawSettings, identification: dict
+    study: Study, forecasts: pd.DataFrame, outcomes: dict[str, pd.DataFrame], estimates: list[Estimate]
 ) -> Heterogeneity | None:
     """The fragility map (and self-check) of every system × perturbation; None when switched off."""
     cfg = study.config.heterogeneity
@@ -330,11 +331,11 @@ def assess_heterogeneity(
             raise  # asked for in the config: say how to install it
         return None  # the default on a core install: fragility_spread is listed as not rated, with why
     with threadpool_limits(1):  # small fits: OpenMP threads only contend (the machine may be busy)
-        return _assess(study, forecasts, outcomes, draws, identification)
+        return _assess(study, forecasts, outcomes, estimates)
 
 
 def _assess(
-    study: Study, forecasts: pd.DataFrame, outcomes: dict[str, pd.DataFrame], draws: DrawSettings, identification: dict
+    study: Study, forecasts: pd.DataFrame, outcomes: dict[str, pd.DataFrame], estimates: list[Estimate]
 ) -> Heterogeneity:
     cfg = study.config.heterogeneity
     table, n = study.table, study.config.windows.input_length
@@ -343,7 +344,9 @@ def _assess(
     frame = table.assign(**extra)
     names = [*study.dataset.attribute_names, *cfg.covariates, DISTANCE]
     blocks = (table["series"].astype(str) + ":" + (table["start"] // n).astype(str)).to_numpy()
-    probabilities = scheme_probabilities(table, draws)
+    by_cell: dict[tuple[str, str], list[Estimate]] = {}
+    for e in estimates:
+        by_cell.setdefault((e.system, e.perturbation), []).append(e)
     doc: dict = {}
     spreads = []
     for system, wide in outcomes.items():
@@ -363,8 +366,8 @@ def _assess(
             ite = treated[valid] - control[valid]
             main = fmap.drivers[0][0] if fmap.drivers and fmap.drivers[0][1] > 0 else None
             checks = (
-                selfcheck(table.loc[valid], cov, control[valid], treated[valid], p.id, draws, identification,
-                          probabilities={k: v[valid] for k, v in probabilities.items()}, limit=cfg.selfcheck_draws)
+                selfcheck(table.loc[valid], cov, treated[valid] - control[valid], by_cell.get((system, p.id), []),
+                          seed=study.config.seed, limit=cfg.selfcheck_draws)
                 if cfg.selfcheck else []
             )  # fmt: skip
             doc.setdefault(system, {})[p.id] = {
@@ -406,34 +409,26 @@ def driver_profile(driver: str | None, frame: pd.DataFrame, ite: np.ndarray, bin
 
 
 def selfcheck(
-    windows: pd.DataFrame,
-    cov: Covariates,
-    control: np.ndarray,
-    treated: np.ndarray,
-    perturbation: str,
-    draws: DrawSettings,
-    identification: dict,
-    *,
-    probabilities: dict[str, np.ndarray],
-    limit: int,
+    windows: pd.DataFrame, cov: Covariates, ite: np.ndarray, estimates: list[Estimate], *, seed: int, limit: int
 ) -> list[dict]:
-    """Meta-learners on the first `limit` draws of every confounded scheme (the draws APE_adj uses), averaged."""
-    ite = treated - control
+    """Meta-learners on the first `limit` draws of every confounded scheme (the Estimates APE_adj comes from),
+    averaged. `windows`, `cov` and `ite` cover the estimates' valid windows; `estimates`: one system × perturbation."""
     out = []
-    for scheme in draws.schemes:
+    for scheme in dict.fromkeys(e.scheme for e in estimates):
         if not SCHEMES.get(scheme).confounders:
             continue  # randomized: nothing to deconfound
-        features, _, strata = design_matrix(windows, identification[scheme].adjustment_set)
+        chosen = [e for e in estimates if e.scheme == scheme and e.draw < limit]
+        if not chosen:
+            continue
+        features, _, strata = design_matrix(windows, chosen[0].estimator.adjustment_set)
         x = np.hstack([features, cov.x])
         rows = []
-        for b in range(min(limit, draws.draws)):
-            t = treatment_draw(draws, scheme, perturbation, b, probabilities[scheme])
-            if t.all() or not t.any():
-                continue
+        for e in chosen:
+            t = e.treated
             score = propensity(features, t, strata=strata)
-            seed = stable_seed(draws.seed, "selfcheck", scheme, perturbation, b)
-            rows += selfcheck_draw(x, t, np.where(t, treated, control), ite, score, seed=seed)
-        if rows:
-            means = pd.DataFrame(rows).groupby("learner", sort=True).mean()
-            out += [{"scheme": scheme, "learner": name, **row} for name, row in means.to_dict("index").items()]
+            rows += selfcheck_draw(
+                x, t, e.outcome, ite, score, seed=stable_seed(seed, "selfcheck", scheme, e.perturbation, e.draw)
+            )
+        means = pd.DataFrame(rows).groupby("learner", sort=True).mean()
+        out += [{"scheme": scheme, "learner": name, **row} for name, row in means.to_dict("index").items()]
     return out

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
 TIE_TOLERANCE = 1e-9
 
@@ -33,6 +32,8 @@ def propensity(features: np.ndarray, treated: np.ndarray, *, strata: np.ndarray 
             cells
         ):
             return (np.bincount(inverse, weights=treated) / np.bincount(inverse))[inverse]
+    from sklearn.linear_model import LogisticRegression  # only designs with a numeric confounder need it
+
     model = LogisticRegression(C=1e6, max_iter=1000, solver="newton-cholesky")  # exact Newton: many rows, few columns
     model.fit(features, treated)
     return model.predict_proba(features)[:, 1]

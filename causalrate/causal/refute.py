@@ -1,7 +1,8 @@
 """Refuting the deconfounded APE with dowhy's refuters (placebo treatment, random common cause, data subset).
 
-The tie-safe matcher is wrapped as a dowhy CausalEstimator, so dowhy's own refuters re-run
-exactly the estimator that produced APE_adj on their modified data.
+dowhy's shape: `refute(data, estimand, estimate)`. The estimate is the causal stage's own
+`Estimate` (causal.estimate); its estimator (`Matching`) is wrapped as a dowhy CausalEstimator,
+so dowhy's own refuters re-run exactly the estimator that produced APE_adj on their modified data.
 """
 
 from __future__ import annotations
@@ -10,29 +11,33 @@ import hashlib
 import logging
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
 from causalrate.causal.graph import OUTCOME, TREATMENT, causal_graph
-from causalrate.causal.matching import match_ate, propensity
+from causalrate.causal.matching import propensity
+
+if TYPE_CHECKING:
+    from causalrate.causal.estimate import Estimate, Matching
 
 
 def _estimator_class():
     from dowhy.causal_estimator import CausalEstimate, CausalEstimator
 
     class TieSafeMatching(CausalEstimator):
-        """ATE by tie-safe propensity matching both ways (causalrate's APE_adj estimator)."""
+        """causalrate's APE_adj estimator (a `Matching`) as a dowhy estimator, on the estimand's backdoor set."""
 
-        def __init__(self, identified_estimand, *, caliper_sd: float = 0.2, seed: int = 0, **kwargs):
+        def __init__(self, identified_estimand, *, matching: Matching, seed: int = 0, **kwargs):
             super().__init__(identified_estimand=identified_estimand, **kwargs)
-            self.caliper_sd, self.seed = caliper_sd, seed
+            self.matching, self.seed = matching, seed
 
         def get_new_estimator_object(self, identified_estimand, **_):
             """A fresh estimator for a refuter's simulation; dowhy's default deep-copies this one (and the
             whole estimand) every time, which was a third of the refuters' cost. Nothing here is mutated."""
-            return type(self)(identified_estimand, caliper_sd=self.caliper_sd, seed=self.seed)
+            return type(self)(identified_estimand, matching=self.matching, seed=self.seed)
 
         def fit(self, data: pd.DataFrame, effect_modifier_names=None):
             self._set_effect_modifiers(data, effect_modifier_names)
@@ -49,13 +54,8 @@ def _estimator_class():
             treated = data[estimand.treatment_variable[0]].astype(bool).to_numpy()
             outcome = data[estimand.outcome_variable[0]].to_numpy(dtype=float)
             features, scores = _design_and_propensity(data, adjust, treated)
-            value = match_ate(
-                features,
-                treated,
-                outcome,
-                caliper_sd=self.caliper_sd,
-                rng=np.random.default_rng(self.seed),
-                scores=scores,
+            value = self.matching.estimate(
+                features, treated, outcome, rng=np.random.default_rng(self.seed), scores=scores
             ).ate
             estimate = CausalEstimate(
                 data=data,
@@ -101,15 +101,17 @@ def _design_and_propensity(data: pd.DataFrame, adjust: tuple[str, ...], treated:
 _ESTIMANDS: dict[tuple[str, ...], object] = {}
 
 
-def _identified(frame: pd.DataFrame, confounders: tuple[str, ...]):
+def backdoor_estimand(frame: pd.DataFrame, confounders: tuple[str, ...]):
     """dowhy's backdoor estimand for the graph over these confounders (it does not depend on the data's values,
     and the refuters copy it before changing it: identified once per confounder set)."""
     from dowhy import CausalModel
 
     if confounders not in _ESTIMANDS:
         graph: nx.DiGraph = causal_graph(list(confounders))
-        model = CausalModel(data=frame, treatment=TREATMENT, outcome=OUTCOME, graph=graph)
-        estimand = model.identify_effect(proceed_when_unidentifiable=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = CausalModel(data=frame, treatment=TREATMENT, outcome=OUTCOME, graph=graph)
+            estimand = model.identify_effect(proceed_when_unidentifiable=True)
         estimand.set_identifier_method("backdoor")
         _ESTIMANDS[confounders] = estimand
     return _ESTIMANDS[confounders]
@@ -124,15 +126,17 @@ class Refutation:
 
 
 def refute(
-    frame: pd.DataFrame,
+    data: pd.DataFrame,
+    estimand,
+    estimate: Estimate,
     *,
-    confounders: list[str],
     interval: tuple[float, float],
-    caliper_sd: float,
     seed: int,
     simulations: int,
 ) -> tuple[float, list[Refutation]]:
-    """Estimate APE_adj on one observational sample (columns P, R, confounders) and refute it three ways.
+    """Refute one Estimate three ways on its sample `data` (columns P, R and the estimand's confounders:
+    `estimate.sample(...)`) and dowhy's backdoor `estimand` (backdoor_estimand). Returns the value dowhy's
+    wrapped estimator finds on the sample (seeded with `seed`, as are its re-runs) and the refutations.
 
     Placebo passes when the permuted-treatment effect is within half the APE_adj interval's width of 0;
     random common cause and data subset pass when their new estimate stays inside that interval.
@@ -146,20 +150,19 @@ def refute(
     half_width = max((hi - lo) / 2, 1e-12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        estimand = _identified(frame, tuple(confounders))
-        estimator = _estimator_class()(estimand, caliper_sd=caliper_sd, seed=seed).fit(frame)
-        estimate = estimator.estimate_effect(frame)
+        estimator = _estimator_class()(estimand, matching=estimate.estimator, seed=seed).fit(data)
+        found = estimator.estimate_effect(data)
         common = {
-            "data": frame,
+            "data": data,
             "target_estimand": estimand,
-            "estimate": estimate,
+            "estimate": found,
             "num_simulations": simulations,
             "random_state": np.random.RandomState(seed),
         }
         placebo = refute_placebo_treatment(treatment_names=[TREATMENT], placebo_type=PlaceboType.PERMUTE, **common)
         random_cause = refute_random_common_cause(**common)
         subset = refute_data_subset(subset_fraction=0.8, **common)
-    return float(estimate.value), [
+    return float(found.value), [
         Refutation(
             "placebo_treatment",
             float(placebo.new_effect),

@@ -2,12 +2,13 @@
 
 - intervals: block bootstrap over windows within series for the mean-type scores (APE, SMAPE, MASE,
   sign accuracy, failure rate) and the WRS distribution; APE_adj and PIE% use the spread over the
-  B observational draws they already have;
+  B observational draws they already have (the causal stage's Estimate objects, never redrawn);
 - power: the one-sided test of "no effect" for every APE, its achieved power against the minimal
   effect of interest, n_min, and an inconclusive flag (no effect seen, too little power to say so);
 - stability (rate.stability): the share of replicates in which a system keeps its rating;
 - multiple testing: Benjamini–Hochberg over the pairwise tests behind each WRS;
-- refutation: dowhy's placebo, random-common-cause and data-subset refuters on APE_adj.
+- refutation: dowhy's placebo, random-common-cause and data-subset refuters on the first Estimate of
+  every rated scheme.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from causalrate.causal.refute import refute
+from causalrate.causal.estimate import Estimate
 from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.uncertainty import (
     bootstrap_counts,
@@ -31,7 +32,7 @@ from causalrate.causal.uncertainty import (
 )
 from causalrate.config import StudyConfig
 from causalrate.score.bias import bias_gap
-from causalrate.score.scores import SCORES
+from causalrate.score.scores import SCORES, Evidence, Score
 from causalrate.seeding import rng
 
 
@@ -50,6 +51,15 @@ class Rigor:
 def _window_means() -> dict[str, str]:
     """Score → per-forecast column, for every registered score that is a window mean (bootstrapped)."""
     return {name: cls.metric for name, cls in SCORES.items() if cls.replicates == "windows" and cls.metric}
+
+
+def _window_scores() -> list[tuple[str, type]]:
+    """Every registered score bootstrapped over windows from values of its own (Score.window_values)."""
+    return [
+        (name, cls)
+        for name, cls in SCORES.items()
+        if cls.replicates == "windows" and not cls.metric and cls.window_values is not Score.window_values
+    ]
 
 
 def _draw_scores() -> list[tuple[str, type]]:
@@ -75,11 +85,12 @@ def wrs_pairs(values: np.ndarray, groups: np.ndarray, within: np.ndarray | None)
 def assess_rigor(
     *,
     config: StudyConfig,
+    evidence: Evidence,
     table: pd.DataFrame,
     series_index: np.ndarray,
     forecasts: pd.DataFrame,
     outcomes: dict[str, pd.DataFrame],
-    draws: pd.DataFrame,
+    estimates: list[Estimate],
     effects: pd.DataFrame,
     control: str,
     wrs_plans: list[tuple[str, np.ndarray, np.ndarray | None]],
@@ -144,50 +155,59 @@ def assess_rigor(
                     if system in frame.index.get_level_values(0) and p in frame.columns:
                         column = frame.loc[system][p].reindex(range(len(table))).to_numpy(dtype=float)
                         replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
+    for score, cls in _window_scores():  # e.g. recency, ape_worst: |mean| of the score's own per-window values
+        for (system, p), values in cls().window_values(evidence).items():
+            replicates.setdefault((score, p), {})[system] = np.abs(replicate_means(counts, values))
     bootstrap = set(replicates)
-    for score, cls in _draw_scores() if len(draws) else ():  # none when every forecast failed
-        part = draws[draws["scheme"] == cls.scheme].assign(abs_adj=lambda d: d["ape_adj"].abs())
-        for p, group in part.groupby("perturbation"):
-            per_system = {s: g.sort_values("draw")[cls.draw_column].to_numpy() for s, g in group.groupby("system")}
-            if len({v.size for v in per_system.values()}) == 1:
-                replicates[(score, p)] = per_system
+    replicates.update(draw_replicates(estimates))
     for (score, p), per_system in replicates.items():
         for s, column in per_system.items():
             rigor.rows.setdefault((p, score, s), {}).setdefault("interval", list(interval(column)))
     rigor.replicates = replicates
     rigor.bootstrap = bootstrap
     if cfg.refute:
-        rigor.refutations = _refutations(config, table, outcomes, draws, effects, control)
+        rigor.refutations = _refutations(config, table, estimates, effects)
     return rigor
 
 
-def _refutations(config, table, outcomes, draws, effects, control) -> list[dict]:
+def draw_replicates(estimates: list[Estimate]) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    """(score, perturbation) → system → the score's value in each of its scheme's draws, for every
+    score whose replicates are draws; left out where the systems' draw counts differ (not paired)."""
+    out = {}
+    for score, cls in _draw_scores():
+        per_p: dict[str, dict[str, list[tuple[int, float]]]] = {}
+        for e in estimates:
+            if e.scheme == cls.scheme:
+                value = getattr(e, cls.draw_column)
+                per_p.setdefault(e.perturbation, {}).setdefault(e.system, []).append((e.draw, value))
+        for p in sorted(per_p):
+            per_system = {s: np.array([v for _, v in sorted(per_p[p][s])]) for s in sorted(per_p[p])}
+            if len({v.size for v in per_system.values()}) == 1:
+                out[(score, p)] = per_system
+    return out
+
+
+def _refutations(config: StudyConfig, table: pd.DataFrame, estimates: list[Estimate], effects: pd.DataFrame) -> list:
     """dowhy refuters on the first observational draw of every rated scheme (industry, company, plugins')."""
+    from causalrate.causal.refute import backdoor_estimand, refute  # dowhy: imported only when refuting
+
+    first: dict[tuple[str, str, str], Estimate] = {}
+    for e in estimates:
+        first.setdefault((e.system, e.perturbation, e.scheme), e)
     out = []
     rated = [name for name, scheme in SCHEMES.items() if scheme.rated]
     for row in effects[effects["scheme"].isin(rated)].itertuples():
+        estimate = first.get((row.system, row.perturbation, row.scheme))
+        if estimate is None:
+            continue
         confounders = ("company", "industry", "sector", *SCHEMES.get(row.scheme).confounders)
         attributes = [c for c in dict.fromkeys(confounders) if c in table]
-        first = draws[
-            (draws["system"] == row.system)
-            & (draws["perturbation"] == row.perturbation)
-            & (draws["scheme"] == row.scheme)
-        ]
-        if first.empty:
-            continue
-        wide = outcomes[row.system]
-        base, treated = wide[control].to_numpy(), wide[row.perturbation].to_numpy()
-        valid = np.isfinite(base) & np.isfinite(treated)
-        probabilities = _scheme_probabilities(config, table, row.scheme)
-        t = (rng(config.seed, row.scheme, row.perturbation, 0).random(len(table)) < probabilities)[valid]
-        frame = table.loc[valid, attributes].reset_index(drop=True)
-        frame["P"] = t
-        frame["R"] = np.where(t, treated[valid], base[valid])
-        estimate, refutations = refute(
-            frame,
-            confounders=attributes,
+        data = estimate.sample(table, attributes)
+        found, refutations = refute(
+            data,
+            backdoor_estimand(data, tuple(attributes)),
+            estimate,
             interval=(row.ape_adj_lo, row.ape_adj_hi),
-            caliper_sd=config.causal.caliper,
             seed=config.seed,
             simulations=config.rigor.refute_simulations,
         )
@@ -197,7 +217,7 @@ def _refutations(config, table, outcomes, draws, effects, control) -> list[dict]
                     "system": row.system,
                     "perturbation": row.perturbation,
                     "scheme": row.scheme,
-                    "estimate": estimate,
+                    "estimate": found,
                     "refuter": r.refuter,
                     "new_effect": r.new_effect,
                     "passed": bool(r.passed),
@@ -205,7 +225,3 @@ def _refutations(config, table, outcomes, draws, effects, control) -> list[dict]
                 }
             )
     return out
-
-
-def _scheme_probabilities(config, table, scheme: str) -> np.ndarray:
-    return SCHEMES.get(scheme)().probabilities(table, high=config.causal.high, low=config.causal.low)

@@ -1,8 +1,9 @@
-"""Assignment schemes (METHOD §5.1): P(window is perturbed | its attributes).
+"""Assignment schemes (METHOD §5.1): P(window is perturbed | its attributes), and the draw itself.
 
 Drawing treatment with these probabilities from the full factorial gives observational
 samples in which the confounder drives both perturbation and error. Add your own with
-``@SCHEMES.register("name")``.
+``@SCHEMES.register("name")``: give it `probabilities`, and override `draw` when its
+assignment is not one independent coin per window (e.g. whole series at once).
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ class Scheme:
 
     def probabilities(self, table: pd.DataFrame, *, high: float, low: float) -> np.ndarray:
         raise NotImplementedError
+
+    def draw(self, table: pd.DataFrame, *, high: float, low: float, rng: np.random.Generator) -> np.ndarray:
+        """One observational assignment: which windows are perturbed (bool per row of `table`).
+
+        The causal stage calls it once per (scheme, perturbation, draw) with that triple's own
+        seeded stream and shares the result with every system (causal.estimate).
+        """
+        return rng.random(len(table)) < self.probabilities(table, high=high, low=low)
 
 
 SCHEMES: Registry[type[Scheme]] = Registry("assignment scheme")

@@ -31,16 +31,16 @@ def recency_bins(input_length: int) -> list[tuple[str, int, int]]:
 
 def distances(offsets: pd.Series, input_length: int) -> np.ndarray:
     """Per row, n − (last perturbed offset): 1 = the last input point; NaN when no offset is stored."""
-    return np.array(
-        [np.nan if not o or not json.loads(o) else input_length - max(json.loads(o)) for o in offsets], dtype=float
-    )
+    parsed = (json.loads(o) if o else None for o in offsets)  # each row parsed once
+    return np.array([input_length - max(p) if p else np.nan for p in parsed], dtype=float)
 
 
-def paired_effects(evidence: Evidence) -> pd.DataFrame:
-    """Per (system, perturbation, window) of the recency perturbations: outcome − control outcome, distance."""
+def paired_effects(evidence: Evidence, perturbations: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Per (system, perturbation, window) of the recency perturbations (or those given): outcome − control
+    outcome, distance."""
     f = evidence.forecasts
     control = f[f["perturbation"] == evidence.control].set_index(["system", "window"])["outcome"]
-    rows = f[f["perturbation"].isin(evidence.recency_perturbations)]
+    rows = f[f["perturbation"].isin(evidence.recency_perturbations if perturbations is None else perturbations)]
     base = control.reindex(pd.MultiIndex.from_frame(rows[["system", "window"]])).to_numpy()
     return pd.DataFrame(
         {
@@ -84,10 +84,21 @@ def recency_profile(evidence: Evidence, *, replicates: int, seed: int) -> list[d
     return out
 
 
+def window_differences(pairs: pd.DataFrame, n_windows: int) -> dict[tuple[str, str], np.ndarray]:
+    """Per (system, perturbation) of paired_effects() rows: outcome − control outcome per window id (NaN: none)."""
+    out = {}
+    for (system, perturbation), group in pairs.groupby(["system", "perturbation"], sort=True):
+        values = np.full(n_windows, np.nan)
+        values[group["window"].to_numpy()] = group["diff"].to_numpy(dtype=float)
+        out[(system, perturbation)] = values
+    return out
+
+
 @SCORES.register("recency")
 class Recency(Score):
     label = "APE, recent corruption"
     description = "how much its error changes when the corrupted point is among the last input points"
+    replicates = "windows"  # |mean| of the recent windows' paired differences, bootstrapped over windows
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         pairs = paired_effects(evidence)
@@ -99,11 +110,17 @@ class Recency(Score):
         index = pd.MultiIndex.from_frame(pairs[["system", "perturbation"]].drop_duplicates())
         return raw.reindex(index.sort_values()).rename("raw").reset_index().astype({"raw": np.float64})
 
+    def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
+        pairs = paired_effects(evidence)
+        recent = pairs.assign(diff=pairs["diff"].where(pairs["distance"] <= evidence.recency_k))
+        return window_differences(recent, len(evidence.table)) if evidence.table is not None else {}
+
 
 @SCORES.register("ape_worst")
 class ApeWorst(Score):
     label = "APE, worst placement"
     description = "how much its error changes when one corrupted point is placed where it hurts it most"
+    replicates = "windows"  # |APE_true| of the worst placement: its paired differences, bootstrapped over windows
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         if not evidence.worst_perturbations:
@@ -112,3 +129,8 @@ class ApeWorst(Score):
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         first = first[first["perturbation"].isin(evidence.worst_perturbations)]
         return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
+
+    def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
+        if not evidence.worst_perturbations or evidence.table is None:
+            return {}
+        return window_differences(paired_effects(evidence, evidence.worst_perturbations), len(evidence.table))

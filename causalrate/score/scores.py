@@ -61,6 +61,12 @@ class Score:
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         raise NotImplementedError
 
+    def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
+        """For a score that is |mean| of per-window values not stored per forecast (no `metric`): per
+        (system, perturbation), those values over all windows (NaN = not in the mean). The rigor layer
+        bootstraps them like APE's paired differences. Empty: the score has none."""
+        return {}
+
 
 SCORES: Registry[type[Score]] = Registry("score")
 
