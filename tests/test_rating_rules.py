@@ -272,3 +272,24 @@ def test_paper_rule_reproduces_the_v2_quickstart_ratings_exactly():
     assert len(got) == len(frame) == 164
     assert (withheld == got["rating_v2"]).all()
     assert set(rated["rule"]) == {"paper"} and rated["absolute_rating"].isna().all()
+
+
+def test_a_uniformly_fragile_system_gains_nothing_from_an_even_spread():
+    """`random` hurts everywhere alike (spread 0) while ARIMA's small effect is uneven: the robustness
+    headline must follow the size of the effect, not its spread (the quickstart once tied them)."""
+    from causalrate.rate.headlines import robustness_rows
+
+    rated = pd.DataFrame(
+        [
+            {"system": s, "perturbation": "P1", "score": score, "rating": r, "display": str(r)}
+            for s, score, r in [
+                ("arima", "ape", 1),
+                ("random", "ape", 3),
+                ("arima", "fragility_spread", 3),
+                ("random", "fragility_spread", 1),
+            ]
+        ]
+    )
+    rows = robustness_rows(rated, control="P0")
+    assert set(rows["score"]) == {"ape"}
+    assert rows.groupby("system")["rating"].mean().to_dict() == {"arima": 1.0, "random": 3.0}

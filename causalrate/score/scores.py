@@ -37,7 +37,7 @@ class Score:
     """A raw score. Lower is better unless higher_is_better.
 
     `family` decides which headline rating it feeds: "robustness" (the overall rating), "bias",
-    "accuracy" (clean input only) or "confounding" (rated, in no headline). `coverage` says which
+    "accuracy" (clean input only), or "confounding" / "fragility" (rated, in no headline). `coverage` says which
     forecasts it needs: "perturbed" (the perturbed one) or "paired" (perturbed and clean); a row
     computed on fewer than rating.min_coverage of a system's windows is rated insufficient.
     A compute() frame may carry a `note` column: a row with raw NaN and a note is *undefined*.
@@ -222,6 +222,11 @@ def dose_auc(severity: pd.Series, ape: pd.Series) -> float:
 
 @SCORES.register("fragility_spread")
 class FragilitySpread(Score):
+    """Where the effect falls, not how large it is: rated, but in no headline (METHOD §6.5 builds the
+    robustness headline from APE, recency, worst case and failure rate). A system that fails equally
+    everywhere has no spread, so averaging this in would pull a uniformly fragile system up."""
+
+    family = "fragility"
     label = "Fragility spread"
     description = (
         "how unevenly the perturbation hurts: spread of its effect across the sub-populations a causal tree "
