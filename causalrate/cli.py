@@ -230,9 +230,14 @@ def _env_list(args: argparse.Namespace) -> int:
     for name, recipe in recipes().items():
         state = f"built at {recipe.folder}" if recipe.built else f"not built (causalrate env create {name})"
         print(f"{name:10} {state}\n{'':10} requires: {', '.join(recipe.requirements)}")
-        packages = recipe.packages()
-        if packages:
-            print(f"{'':10} resolved: {', '.join(f'{k}=={v}' for k, v in packages.items())}")
+        if recipe.no_deps:
+            print(f"{'':10} without their dependencies: {', '.join(recipe.no_deps)}")
+            print(f"{'':10} pins relaxed: {'; '.join(recipe.relaxed) or 'none'}")
+        record = recipe.record()
+        if record.get("packages"):
+            print(f"{'':10} resolved: {', '.join(f'{k}=={v}' for k, v in record['packages'].items())}")
+        for complaint in record.get("pip_check", []):
+            print(f"{'':10} pip check: {complaint}")
     return 0
 
 
@@ -244,8 +249,9 @@ def _systems(args: argparse.Namespace) -> int:
     for name, cls in SYSTEMS.items():
         doc = (cls.__doc__ or "").strip().splitlines()[0].replace("``", "")  # reStructuredText literals, as text
         settings = ", ".join(cls.Settings.model_fields) or "-"
-        own = getattr(cls, "environment_requirements", None)
+        own = [*cls.environment_requirements, *(f"{p} (--no-deps)" for p in cls.environment_no_deps)]
         where = f"; own environment: {', '.join(own)}" if own else ""
+        where += f"; pins relaxed: {'; '.join(cls.pins_relaxed)}" if cls.pins_relaxed else ""
         print(f"{name:{width}}{doc}  [NaN: {nan_handling(cls)}; output: {cls.output}{where}; settings: {settings}]")
     return 0
 

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import moment_environment
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name not in {"common.py", "tiny_moment.py"})  # helpers
+SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name not in {"common.py"})  # helpers
 
 
 def test_every_bench_script_is_smoked():
