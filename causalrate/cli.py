@@ -217,10 +217,11 @@ def _perturbations(args: argparse.Namespace) -> int:
 def _env_create(args: argparse.Namespace) -> int:
     from causalrate.forecast.environments import create
 
-    started = time.perf_counter()
-    recipe, built = create(args.name, log=lambda line: print(line, file=sys.stderr))
-    took = f"built in {time.perf_counter() - started:.0f} s" if built else "already built"
-    print(f"environment {recipe.name}: {recipe.folder} ({took})")
+    for name in args.names:
+        started = time.perf_counter()
+        recipe, built = create(name, log=lambda line: print(line, file=sys.stderr))
+        took = f"built in {time.perf_counter() - started:.0f} s" if built else "already built"
+        print(f"environment {recipe.name}: {recipe.folder} ({took})")
     return 0
 
 
@@ -332,7 +333,7 @@ def parser() -> argparse.ArgumentParser:
     en = sub.add_parser("env", help="managed Python environments for systems that need their own packages")
     env = en.add_subparsers(dest="env_command", required=True)
     ec = env.add_parser("create", help="build a system type's environment (once; does nothing when it is built)")
-    ec.add_argument("name", help="the environment's name (its system type, e.g. moment)")
+    ec.add_argument("names", nargs="+", metavar="name", help="environments' names (their system types, e.g. moment)")
     ec.set_defaults(func=_env_create)
     env.add_parser("list", help="list the managed environments and whether they are built").set_defaults(func=_env_list)
     sub.add_parser("perturbations", help="list registered perturbation operators").set_defaults(func=_perturbations)

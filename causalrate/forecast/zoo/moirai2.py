@@ -24,11 +24,12 @@ MOIRAI_REQUIREMENTS = (
     "huggingface-hub>=0.23.0",
     "safetensors",
     "python-dotenv==1.0.0",
+    "orjson",
     "pandas<2.3",
 )
 MOIRAI_RELAXED = (
     "torch<2.5,>=2.1 → 2.13.0",
-    "datasets, jax[cpu], multiprocess, orjson, tensorboard: not installed (training and data building only)",
+    "datasets, jax[cpu], multiprocess, tensorboard: not installed (training and data building only)",
 )
 
 
