@@ -206,8 +206,8 @@ def own_runs(tmp_path_factory):
 
 def forecasts(run: Path) -> pd.DataFrame:
     with sqlite3.connect(run / "forecasts.sqlite") as conn:
-        query = "SELECT system, series, perturbation, forecast, error, samples FROM forecasts"
-        return pd.read_sql_query(query, conn).sort_values(["system", "series", "perturbation"], ignore_index=True)
+        query = "SELECT system, window, perturbation, forecast, error, samples FROM forecasts"
+        return pd.read_sql_query(query, conn).sort_values(["system", "window", "perturbation"], ignore_index=True)
 
 
 def test_own_environment_zoo_runs_end_to_end_with_its_output_kind(own_runs):

@@ -21,17 +21,21 @@ TOTO_REQUIREMENTS = (
     "einops==0.7.0",
     "jaxtyping==0.2.29",
     "beartype==0.18.5",
-    "gluonts==0.16.2",
+    "gluonts[torch]==0.16.2",
     "rotary-embedding-torch==0.8.6",
     "lightning==2.3.3",
+    "setuptools<81",  # lightning 2.3 imports pkg_resources, which setuptools 81 removed
     "huggingface-hub",
     "safetensors",
     "pyyaml==6.0.2",
+    "tqdm==4.66.3",
+    "rich>=10.2.2",
 )
 TOTO_RELAXED = (
     "torch==2.7.0 → 2.13.0",
-    "aioboto3, boto3, datasets, transformers, black, isort, jupyter, matplotlib, mypy, pytest, tensorboard, "
-    "typing stubs: not installed (evaluation, cloud data, development and plotting only)",
+    "aioboto3, boto3, datasets, dill, scikit-learn, transformers, black, isort, jupyter, matplotlib, mypy, "
+    "pytest, pytest-env, tabulate, tensorboard, types-pyyaml, types-tabulate: not installed "
+    "(evaluation, cloud data, development and plotting only)",
 )
 
 
