@@ -229,6 +229,15 @@ def test_own_environment_zoo_runs_end_to_end_with_its_output_kind(own_runs):
         assert systems[name]["pins_relaxed"] == list(cls.pins_relaxed)
 
 
+def test_own_environment_card_states_the_relaxed_pins(own_runs):
+    run = own_runs["folder"] / "run"
+    assert main(["card", str(run), "--format", "md,html"]) == 0
+    for name in own_runs["built"]:
+        card = next(run.rglob(f"*{name}*.md")).read_text()
+        pins = SYSTEMS.get(name).pins_relaxed
+        assert ("own environment with pins relaxed: " + "; ".join(pins) in card) == bool(pins), card[:600]
+
+
 def test_own_environment_zoo_is_deterministic_on_rerun(own_runs):
     """Fresh caches, same seed: the same forecasts (sampling models included) and a byte-identical ratings.json."""
     first, second = (forecasts(own_runs["folder"] / run) for run in ("run", "rerun"))

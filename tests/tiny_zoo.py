@@ -218,6 +218,7 @@ def build_tabpfn(folder: Path) -> Path:
 
     import torch
     from tabpfn.architectures import ARCHITECTURES
+    from tabpfn.model_loading import get_loss_criterion
 
     torch.manual_seed(0)
     architecture = ARCHITECTURES["tabpfn_v2"]
@@ -225,7 +226,8 @@ def build_tabpfn(folder: Path) -> Path:
         {"emsize": 16, "nlayers": 1, "nhead": 2, "features_per_group": 2, "max_num_classes": 0, "num_buckets": 32}
     )
     model = architecture.get_architecture(config)
-    state = {**model.state_dict(), "criterion.borders": torch.linspace(-4.0, 4.0, 33)}
+    criterion = get_loss_criterion(config, estimator_type="regressor", regression_borders=torch.linspace(-4, 4, 33))
+    state = {**model.state_dict(), **{f"criterion.{k}": v for k, v in criterion.state_dict().items()}}
     folder.mkdir(parents=True, exist_ok=True)
     checkpoint = {"state_dict": state, "config": dataclasses.asdict(config), "architecture_name": "tabpfn_v2"}
     torch.save(checkpoint, folder / "tabpfn-tiny.ckpt")
