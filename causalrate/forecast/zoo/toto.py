@@ -47,7 +47,7 @@ class TotoSettings(CheckpointSettings):
 class Toto(ZooSystem):
     """Toto: a decoder-only transformer with a Student-t mixture head, decoded autoregressively into sample paths.
 
-    Toto.from_pretrained(Datadog/Toto-Open-Base-1.0) → TotoForecaster(model.model).forecast on a
+    Toto.load_from_checkpoint(<Datadog/Toto-Open-Base-1.0 folder>) → TotoForecaster(model.model).forecast on a
     MaskedTimeseries (samples [batch, variate, time, sample]); each row is drawn under its own seed,
     so a forecast does not depend on its batch.
     """
@@ -70,7 +70,9 @@ class Toto(ZooSystem):
         from toto.inference.forecaster import TotoForecaster
         from toto.model.toto import Toto as TotoModel
 
-        model = TotoModel.from_pretrained(str(folder)).to(device)
+        # the package's loader for a local folder (config.json + model.safetensors), strict=False as its
+        # from_pretrained passes; from_pretrained itself fails under huggingface-hub ≥ 1 (proxies/resume_download)
+        model = TotoModel.load_from_checkpoint(str(folder), map_location=device, strict=False)
         return TotoForecaster(model.model)
 
     def forecast(self, batch: Batch) -> Prediction:
