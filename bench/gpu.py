@@ -19,7 +19,6 @@ GPU busy % is nvidia-smi's utilization.gpu, sampled every 0.2 s during each phas
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -42,76 +41,40 @@ SIZES = {  # (full, smoke)
 }
 
 
-def t5(smoke: bool, **extra):
-    from transformers import T5Config
-
+def t5_sizes(smoke: bool) -> dict:
+    """The T5 sizes of the benchmarked checkpoints (the real ones, or tiny for --smoke)."""
     size = SIZES["t5"][smoke]
     base = {"num_layers": 1, "num_heads": 2, "d_kv": 8} if smoke else {}
-    return T5Config(**{**base, **size, "num_decoder_layers": size.get("num_layers", 1)}, **extra)
+    return {**base, **size, "num_decoder_layers": size.get("num_layers", 1)}
 
 
 def build_chronos(folder: Path, smoke: bool) -> None:
-    from transformers import T5ForConditionalGeneration
+    from tests.tiny_models import build_chronos as build
 
-    bins = 64 if smoke else 4096
-    config = t5(smoke, vocab_size=bins + 2, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
-    config.chronos_config = {
-        "tokenizer_class": "MeanScaleUniformBins",
-        "tokenizer_kwargs": {"low_limit": -15.0, "high_limit": 15.0},
-        "context_length": 512,
-        "prediction_length": 64,
-        "n_tokens": bins + 2,
-        "n_special_tokens": 2,
-        "pad_token_id": 0,
-        "eos_token_id": 1,
-        "use_eos_token": True,
-        "model_type": "seq2seq",
-        "num_samples": 20,
-        "temperature": 1.0,
-        "top_k": 50,
-        "top_p": 1.0,
-    }
-    T5ForConditionalGeneration(config).save_pretrained(folder)
+    build(folder, sizes=t5_sizes(smoke), bins=64 if smoke else 4096, context_length=512, prediction_length=64)
 
 
 def build_bolt(folder: Path, smoke: bool) -> None:
-    from chronos.chronos_bolt import ChronosBoltModelForForecasting
+    from tests.tiny_models import build_chronos_bolt
 
-    config = t5(smoke, vocab_size=2, decoder_start_token_id=0, pad_token_id=0)
-    config.chronos_config = {
-        "context_length": 2048,
-        "prediction_length": 64,
-        "input_patch_size": 16,
-        "input_patch_stride": 16,
-        "quantiles": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
-        "use_reg_token": True,
-    }
-    config.chronos_pipeline_class = "ChronosBoltPipeline"
-    config.architectures = ["ChronosBoltModelForForecasting"]
-    ChronosBoltModelForForecasting(config).save_pretrained(folder)
+    build_chronos_bolt(folder, sizes=t5_sizes(smoke), context_length=2048, prediction_length=64, patch=16)
 
 
 def build_moment(folder: Path, smoke: bool) -> Path:
     """Built by MOMENT's own environment (causalrate env create moment), or here if momentfm is installed."""
     import importlib.util
-    import json
 
     from causalrate.systems.environments import python_of, recipes
+    from tests.tiny_models import build_moment_in
 
     recipe = recipes()["moment"]
     python = python_of(recipe.folder) if recipe.built else Path(sys.executable)
     if not recipe.built and importlib.util.find_spec("momentfm") is None:
         raise SystemExit("MOMENT's environment is not built: causalrate env create moment")
-    t5_config = {**t5(smoke).to_dict(), "vocab_size": 32, "feed_forward_proj": "gated-gelu", "model_type": "t5"}
-    done = subprocess.run(
-        [str(python), str(Path(__file__).with_name("tiny_moment.py")), str(folder), "20", json.dumps(t5_config)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"},
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"building the tiny MOMENT with {python} failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    from transformers import T5Config
+
+    t5 = {**T5Config(**t5_sizes(smoke)).to_dict(), "vocab_size": 32, "feed_forward_proj": "gated-gelu"}
+    return build_moment_in(python, folder, horizon=20, seq_len=512, t5=t5)[1]
 
 
 def build_phi3(folder: Path, smoke: bool) -> None:

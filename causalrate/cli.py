@@ -215,10 +215,11 @@ def _perturbations(args: argparse.Namespace) -> int:
 def _env_create(args: argparse.Namespace) -> int:
     from causalrate.systems.environments import create
 
-    started = time.perf_counter()
-    recipe, built = create(args.name, log=lambda line: print(line, file=sys.stderr))
-    took = f"built in {time.perf_counter() - started:.0f} s" if built else "already built"
-    print(f"environment {recipe.name}: {recipe.folder} ({took})")
+    for name in args.names:
+        started = time.perf_counter()
+        recipe, built = create(name, log=lambda line: print(line, file=sys.stderr))
+        took = f"built in {time.perf_counter() - started:.0f} s" if built else "already built"
+        print(f"environment {recipe.name}: {recipe.folder} ({took})")
     return 0
 
 
@@ -228,9 +229,14 @@ def _env_list(args: argparse.Namespace) -> int:
     for name, recipe in recipes().items():
         state = f"built at {recipe.folder}" if recipe.built else f"not built (causalrate env create {name})"
         print(f"{name:10} {state}\n{'':10} requires: {', '.join(recipe.requirements)}")
-        packages = recipe.packages()
-        if packages:
-            print(f"{'':10} resolved: {', '.join(f'{k}=={v}' for k, v in packages.items())}")
+        if recipe.no_deps:
+            print(f"{'':10} without their dependencies: {', '.join(recipe.no_deps)}")
+            print(f"{'':10} pins relaxed: {'; '.join(recipe.relaxed) or 'none'}")
+        record = recipe.record()
+        if record.get("packages"):
+            print(f"{'':10} resolved: {', '.join(f'{k}=={v}' for k, v in record['packages'].items())}")
+        for complaint in record.get("pip_check", []):
+            print(f"{'':10} pip check: {complaint}")
     return 0
 
 
@@ -242,8 +248,9 @@ def _systems(args: argparse.Namespace) -> int:
     for name, cls in SYSTEMS.items():
         doc = (cls.__doc__ or "").strip().splitlines()[0].replace("``", "")  # reStructuredText literals, as text
         settings = ", ".join(cls.Settings.model_fields) or "-"
-        own = getattr(cls, "environment_requirements", None)
+        own = [*cls.environment_requirements, *(f"{p} (--no-deps)" for p in cls.environment_no_deps)]
         where = f"; own environment: {', '.join(own)}" if own else ""
+        where += f"; pins relaxed: {'; '.join(cls.pins_relaxed)}" if cls.pins_relaxed else ""
         print(f"{name:{width}}{doc}  [NaN: {nan_handling(cls)}; output: {cls.output}{where}; settings: {settings}]")
     return 0
 
@@ -324,7 +331,7 @@ def parser() -> argparse.ArgumentParser:
     en = sub.add_parser("env", help="managed Python environments for systems that need their own packages")
     env = en.add_subparsers(dest="env_command", required=True)
     ec = env.add_parser("create", help="build a system type's environment (once; does nothing when it is built)")
-    ec.add_argument("name", help="the environment's name (its system type, e.g. moment)")
+    ec.add_argument("names", nargs="+", metavar="name", help="environments' names (their system types, e.g. moment)")
     ec.set_defaults(func=_env_create)
     env.add_parser("list", help="list the managed environments and whether they are built").set_defaults(func=_env_list)
     sub.add_parser("perturbations", help="list registered perturbation operators").set_defaults(func=_perturbations)

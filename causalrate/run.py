@@ -45,6 +45,7 @@ class SystemRecord(Section):
     architecture: str | None = None
     parameters: int | None = None
     imputation: str | None = None
+    pins_relaxed: list[str] = Field(default_factory=list)  # pins its own environment does not honour
 
 
 class PerturbationRecord(Section):

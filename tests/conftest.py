@@ -84,19 +84,19 @@ systems:
     return write_yaml(folder / "study.yaml", body)
 
 
-def moment_environment() -> Path | None:
-    """The Python of MOMENT's managed environment; None when it is not built (a failure where CI requires it)."""
-    recipe = recipes()["moment"]
+def managed_python(name: str = "moment") -> Path | None:
+    """The Python of managed environment `name`; None when it is not built (a failure where CI requires it)."""
+    recipe = recipes()[name]
     if recipe.built:
         return python_of(recipe.folder)
     if os.environ.get("CAUSALRATE_REQUIRE_ENVS") == "1":
-        pytest.fail(f"the moment environment is not built in {envs_dir()}: causalrate env create moment")
+        pytest.fail(f"the {name} environment is not built in {envs_dir()}: causalrate env create {name}")
     return None
 
 
 @pytest.fixture(scope="session")
 def moment_python() -> Path:
-    python = moment_environment()
+    python = managed_python("moment")
     if python is None:
         pytest.skip("the moment environment is not built (causalrate env create moment)")
     return python

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import moment_environment
+from tests.conftest import managed_python
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name not in {"common.py", "tiny_moment.py"})  # helpers
+SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name not in {"common.py"})  # helpers
 
 
 def test_every_bench_script_is_smoked():
@@ -23,7 +23,7 @@ def test_every_bench_script_is_smoked():
 def test_bench_script_runs_in_smoke_mode(script, tmp_path):
     if script == "gpu.py":
         pytest.importorskip("chronos")
-        if moment_environment() is None:  # a failure where CI requires the environments
+        if managed_python("moment") is None:  # a failure where CI requires the environments
             pytest.skip("MOMENT's environment is not built (causalrate env create moment)")
     env = {**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path)}
     done = subprocess.run(

@@ -244,3 +244,21 @@ def test_a_study_with_moment_in_its_environment_is_byte_identical_on_rerun(momen
     with sqlite3.connect(tmp_path / "a" / "forecasts.sqlite") as conn:
         errors = [e for (e,) in conn.execute("SELECT error FROM forecasts WHERE system = 'moment'")]
     assert errors and all(e is None for e in errors)
+
+
+def test_a_recipe_that_relaxes_pins_is_keyed_by_them_and_a_plain_one_keeps_its_folder():
+    """--no-deps packages and relaxed pins enter the key; a recipe without them hashes as before they existed."""
+    import hashlib
+    import json
+    import sys
+
+    from causalrate.systems.environments import ENGINE_REQUIREMENTS, Recipe
+
+    plain = Recipe("x", ("a==1",))
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    text = json.dumps({"python": python, "requirements": [*ENGINE_REQUIREMENTS, "a==1"]})
+    assert plain.key == hashlib.sha256(text.encode()).hexdigest()[:12]
+    no_deps = Recipe("x", ("a==1",), no_deps=("b==2",))
+    relaxed = Recipe("x", ("a==1",), no_deps=("b==2",), relaxed=("torch<2.5 → 2.13.0",))
+    assert len({plain.key, no_deps.key, relaxed.key}) == 3
+    assert relaxed.facts() == {"no_deps": ["b==2"], "pins_relaxed": ["torch<2.5 → 2.13.0"]}

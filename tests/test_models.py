@@ -25,7 +25,7 @@ from causalrate.cli import main
 from causalrate.systems.llm import numeric_prompt, plot_prompt
 from causalrate.systems.plot import render_window
 from tests import tiny_models
-from tests.conftest import moment_environment
+from tests.conftest import managed_python
 from tests.fake_servers import FakeServer, gemini_answer, http_answer
 
 INPUT, HORIZON = 12, 3
@@ -86,7 +86,7 @@ def run(tmp_path_factory):
     ckpt = folder / "ckpt"
     tiny_models.build_chronos(ckpt / "chronos")
     tiny_models.build_chronos_bolt(ckpt / "bolt")
-    moment = moment_environment()  # MOMENT runs in its own environment, when it is built
+    moment = managed_python("moment")  # MOMENT runs in its own environment, when it is built
     if moment is not None:
         tiny_models.build_moment_in(moment, ckpt / "moment", horizon=HORIZON)
     rng = np.random.default_rng(0)

@@ -1,13 +1,16 @@
 """The 2026 model zoo, offline: tiny random checkpoints through the real loaders, one small assess.
 
 Core-environment adapters (chronos2, timesfm2.5, tirex, sundial) run end to end here; the
-adapters whose packages conflict with the core pins (moirai2, toto, granite-ttm, tabpfn-ts)
-are checked for their own-environment recipe and their UserError when the package is absent.
+adapters whose packages conflict with the core pins (moirai2, toto, granite-ttm, tabpfn-ts) run
+end to end in their own managed environments (tiny checkpoints built there by the packages' own
+classes), skipped where an environment is not built unless CAUSALRATE_REQUIRE_ENVS=1 (CI).
 """
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import sqlite3
 from importlib.util import find_spec
 from pathlib import Path
@@ -24,11 +27,20 @@ from causalrate.cli import main
 from causalrate.errors import UserError
 from causalrate.systems import SYSTEMS
 from causalrate.systems.base import Batch, Prediction, nan_handling
+from causalrate.systems.environments import recipes
 from tests import tiny_zoo
+from tests.conftest import managed_python
 from tests.test_models import HORIZON, INPUT, write_data
+from tests.tiny_models import build_in
 
 CORE = {"chronos2": "quantiles", "timesfm2.5": "quantiles", "tirex": "quantiles", "sundial": "samples"}
-OWN_ENV = ["moirai2", "toto", "granite-ttm", "tabpfn-ts"]
+OWN_ENV = {  # type → (builder run in its environment, the study's system entry, output kind)
+    "moirai2": (tiny_zoo.build_moirai2, "{model: ckpt/moirai2, context_length: 32}", "quantiles"),
+    "toto": (tiny_zoo.build_toto, "{model: ckpt/toto, num_samples: 4}", "samples"),
+    "granite-ttm": (tiny_zoo.build_granite_ttm, "{model: ckpt/granite-ttm}", "point"),
+    "tabpfn-ts": (tiny_zoo.build_tabpfn, "{model: ckpt/tabpfn-ts, checkpoint_file: tabpfn-tiny.ckpt}", "quantiles"),
+}
+WIDTH = {"quantiles": 9, "samples": 4, "point": 0}  # float64 values per horizon step in the samples column
 
 STUDY = """\
 name: zoo
@@ -125,6 +137,9 @@ def test_every_zoo_adapter_states_nan_policy_output_and_environment(capsys):
         line = next(line for line in listing.splitlines() if line.startswith(name + " "))
         assert nan_handling(cls) in line and cls.output in line, line
         assert bool(cls.environment_requirements) == (name in OWN_ENV)
+        assert all(pin in line for pin in cls.pins_relaxed), line  # e.g. "torch<2.5,>=2.1 → 2.13.0"
+        assert all(f"{package} (--no-deps)" in line for package in cls.environment_no_deps), line
+    assert "pins relaxed: torch<2.5,>=2.1 → 2.13.0" in listing
 
 
 @pytest.mark.parametrize("name", OWN_ENV)
@@ -146,3 +161,101 @@ def test_zoo_study_lists_missing_checkpoints_and_exits_2(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     for name in ["chronos-2", "timesfm-2.5", "tirex", "sundial", "moirai-2", "toto", "granite-ttm", "tabpfn-ts"]:
         assert f"  - {name}: " in err
+
+
+OWN_STUDY = """\
+name: zoo-own
+seed: 3
+data: {source: csv, path: prices.csv, layout: long, attribute_columns: [industry, company]}
+windows: {input_length: %d, horizon: %d, stride: 1}
+perturbations:
+  - {id: P0, operator: none}
+  - {id: P3, operator: missing, period: 12, phase: 6}
+outcome: rmax_scaled
+causal: {draws: 3, schemes: [uniform, industry]}
+rigor: {replicates: 20, refute: false}
+forecast: {batch_size: 8, timeout: 300}
+systems:
+  - {name: naive, type: naive}
+"""
+
+
+@pytest.fixture(scope="module")
+def own_runs(tmp_path_factory):
+    """One study of every built own-environment model, assessed twice (fresh caches): runs and their folder."""
+    folder = tmp_path_factory.mktemp("zoo-own")
+    write_data(folder)
+    built = {name: python for name in OWN_ENV if (python := managed_python(name)) is not None}
+    if not built:
+        pytest.skip("no own-environment zoo model is built (causalrate env create moirai2 | toto | granite-ttm | …)")
+    study = OWN_STUDY % (INPUT, HORIZON)
+    for name, python in built.items():
+        builder, entry, _ = OWN_ENV[name]
+        build_in(python, builder, folder / "ckpt" / name)
+        study += f"  - {{name: {name}, type: {name}, {entry[1:]}\n"
+    (folder / "study.yaml").write_text(study)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HF_HUB_OFFLINE", "1")
+    codes = []
+    for run in ("run", "rerun"):
+        mp.setenv("CAUSALRATE_CACHE_DIR", str(folder / f"cache-{run}"))
+        argv = ["assess", str(folder / "study.yaml"), "--out", str(folder / run), "--workers", "1", "--no-cards"]
+        codes.append(main(argv))
+    mp.undo()
+    yield {"codes": codes, "folder": folder, "built": sorted(built)}
+
+
+def forecasts(run: Path) -> pd.DataFrame:
+    with sqlite3.connect(run / "forecasts.sqlite") as conn:
+        query = "SELECT system, window, perturbation, forecast, error, samples FROM forecasts"
+        return pd.read_sql_query(query, conn).sort_values(["system", "window", "perturbation"], ignore_index=True)
+
+
+def test_own_environment_zoo_runs_end_to_end_with_its_output_kind(own_runs):
+    assert own_runs["codes"] == [0, 0]
+    frame = forecasts(own_runs["folder"] / "run")
+    for name in own_runs["built"]:
+        rows = frame[frame.system == name]
+        assert len(rows) and rows["error"].isna().all(), (name, rows["error"].dropna().head(2).tolist())
+        assert all(np.shape(json.loads(f)) == (HORIZON,) and np.isfinite(json.loads(f)).all() for f in rows["forecast"])
+        width = WIDTH[OWN_ENV[name][2]]
+        assert rows["samples"].map(lambda b: 0 if b is None else len(b) // 8).eq(width * HORIZON).all(), name
+    doc = json.loads((own_runs["folder"] / "run" / "ratings.json").read_text())
+    systems = {s["name"]: s for s in doc["systems"]}
+    rated = {r["system"] for r in doc["ratings"] if r["rating"] is not None}
+    for name in own_runs["built"]:
+        cls = SYSTEMS.get(name)
+        assert name in rated
+        assert systems[name]["imputation"] == (None if cls.accepts_nan else "ffill")  # the NaN policy, on the card
+        assert systems[name]["pins_relaxed"] == list(cls.pins_relaxed)
+
+
+def test_own_environment_card_states_the_relaxed_pins(own_runs):
+    run = own_runs["folder"] / "run"
+    assert main(["card", str(run), "--format", "md,html"]) == 0
+    for name in own_runs["built"]:
+        card = next(run.rglob(f"*{name}*.md")).read_text()
+        pins = SYSTEMS.get(name).pins_relaxed
+        stated = html.escape("own environment with pins relaxed: " + "; ".join(pins), quote=False)  # md escapes <, >
+        assert (stated in card) == bool(pins), card[:600]
+
+
+def test_own_environment_zoo_is_deterministic_on_rerun(own_runs):
+    """Fresh caches, same seed: the same forecasts (sampling models included) and a byte-identical ratings.json."""
+    first, second = (forecasts(own_runs["folder"] / run) for run in ("run", "rerun"))
+    pd.testing.assert_frame_equal(first, second)
+    ratings = [(own_runs["folder"] / run / "ratings.json").read_bytes() for run in ("run", "rerun")]
+    assert ratings[0] == ratings[1]
+
+
+@pytest.mark.parametrize("name", OWN_ENV)
+def test_pip_check_complaints_are_the_relaxed_pins_the_adapter_states(name):
+    """Every complaint pip check recorded at build time names a package the adapter's pins_relaxed declares."""
+    if managed_python(name) is None:
+        pytest.skip(f"the {name} environment is not built")
+    cls, complaints = SYSTEMS.get(name), recipes()[name].record()["pip_check"]
+    stated = " ".join(cls.pins_relaxed).lower()
+    for complaint in complaints:  # "X 1.0 has requirement torch<2.5, but you have …" / "X 1.0 requires jax, which …"
+        package = re.search(r"(?:has requirement|requires) ([A-Za-z0-9_.-]+)", complaint).group(1).lower()
+        assert re.search(rf"(^|[\s,]){re.escape(package)}([\s,:<>=~\[]|$)", stated), complaint
+    assert bool(complaints) == bool(cls.environment_no_deps)  # --no-deps with relaxed pins, and pip sees it

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,25 +24,31 @@ CHAT_TEMPLATE = (
 )
 
 
-def t5_config(**extra):
+TINY_T5 = {"d_model": 16, "d_ff": 32, "num_layers": 1, "num_decoder_layers": 1, "num_heads": 2, "d_kv": 8}
+
+
+def t5_config(sizes: dict | None = None, **extra):
+    """A T5 config of `sizes` (default: tiny); bench/gpu.py passes the real models' sizes."""
     from transformers import T5Config
 
-    return T5Config(d_model=16, d_ff=32, num_layers=1, num_decoder_layers=1, num_heads=2, d_kv=8, **extra)
+    return T5Config(**(sizes or TINY_T5), **extra)
 
 
-def build_chronos(folder: Path) -> Path:
-    """A sampling Chronos (T5 seq2seq over 64 value bins)."""
+def build_chronos(
+    folder: Path, *, sizes: dict | None = None, bins: int = 64, context_length: int = 64, prediction_length: int = 16
+) -> Path:
+    """A sampling Chronos (T5 seq2seq over `bins` value bins)."""
     import torch
     from transformers import T5ForConditionalGeneration
 
     torch.manual_seed(0)
-    config = t5_config(vocab_size=66, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    config = t5_config(sizes, vocab_size=bins + 2, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
     config.chronos_config = {
         "tokenizer_class": "MeanScaleUniformBins",
         "tokenizer_kwargs": {"low_limit": -15.0, "high_limit": 15.0},
-        "context_length": 64,
-        "prediction_length": 16,
-        "n_tokens": 66,
+        "context_length": context_length,
+        "prediction_length": prediction_length,
+        "n_tokens": bins + 2,
         "n_special_tokens": 2,
         "pad_token_id": 0,
         "eos_token_id": 1,
@@ -55,18 +63,20 @@ def build_chronos(folder: Path) -> Path:
     return folder
 
 
-def build_chronos_bolt(folder: Path) -> Path:
+def build_chronos_bolt(
+    folder: Path, *, sizes: dict | None = None, context_length: int = 64, prediction_length: int = 16, patch: int = 8
+) -> Path:
     """A Chronos-Bolt (patch-based T5 predicting a quantile grid)."""
     import torch
     from chronos.chronos_bolt import ChronosBoltModelForForecasting
 
     torch.manual_seed(0)
-    config = t5_config(vocab_size=2, decoder_start_token_id=0, pad_token_id=0)
+    config = t5_config(sizes, vocab_size=2, decoder_start_token_id=0, pad_token_id=0)
     config.chronos_config = {
-        "context_length": 64,
-        "prediction_length": 16,
-        "input_patch_size": 8,
-        "input_patch_stride": 8,
+        "context_length": context_length,
+        "prediction_length": prediction_length,
+        "input_patch_size": patch,
+        "input_patch_stride": patch,
         "quantiles": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
         "use_reg_token": True,
     }
@@ -76,14 +86,18 @@ def build_chronos_bolt(folder: Path) -> Path:
     return folder
 
 
-def build_moment(folder: Path, *, horizon: int) -> tuple[Path, Path]:
-    """A MOMENT checkpoint (T5 encoder over patches of 8) and a forecasting-head weights file for `horizon`."""
+def build_moment(folder: Path, *, horizon: int, seq_len: int = 64, t5: dict | None = None) -> tuple[Path, Path]:
+    """A MOMENT checkpoint (T5 encoder over patches of 8) and a forecasting-head weights file for `horizon`.
+
+    `t5` overrides the tiny T5 sizes (bench/gpu.py builds the real ones); imports only momentfm,
+    torch and safetensors, so MOMENT's own environment runs it (build_moment_in).
+    """
     import torch
     from momentfm import MOMENTPipeline
     from safetensors.torch import save_file
 
     torch.manual_seed(0)
-    t5 = {
+    tiny = {
         "d_model": 16,
         "d_ff": 32,
         "num_layers": 1,
@@ -102,11 +116,11 @@ def build_moment(folder: Path, *, horizon: int) -> tuple[Path, Path]:
         "model_name": "MOMENT",
         "transformer_type": "encoder_only",
         "d_model": None,
-        "seq_len": 64,
+        "seq_len": seq_len,
         "patch_len": 8,
         "patch_stride_len": 8,
         "transformer_backbone": "google/flan-t5-small",
-        "t5_config": t5,
+        "t5_config": {**tiny, **(t5 or {})},
         "revin_affine": False,
         "add_positional_embedding": True,
         "value_embedding_bias": False,
@@ -126,21 +140,32 @@ def build_moment(folder: Path, *, horizon: int) -> tuple[Path, Path]:
     return folder, head
 
 
-def build_moment_in(python: Path, folder: Path, *, horizon: int) -> tuple[Path, Path]:
-    """build_moment run by `python` (MOMENT's own environment: momentfm is not installed beside the engine)."""
+def build_in(python: Path, builder: Callable[..., Any], folder: Path, **kwargs: Any) -> Any:
+    """builder(folder, **kwargs) run by `python`, another environment's interpreter (the model's package lives
+    there, not beside the engine); returns its result through JSON (paths as strings)."""
     import json
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
     code = (
-        "import json, sys; from pathlib import Path; from tests.tiny_models import build_moment; "
-        f"print(json.dumps([str(p) for p in build_moment(Path({str(folder)!r}), horizon={horizon})]))"
+        "import json, sys; from pathlib import Path; "
+        f"from {builder.__module__} import {builder.__name__} as build; "
+        "kwargs = json.loads(sys.argv[2]); "
+        "print(json.dumps(build(Path(sys.argv[1]), **kwargs), default=str))"
     )
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env)
+    env.pop("PYTHONHOME", None)
+    done = subprocess.run(
+        [str(python), "-c", code, str(folder), json.dumps(kwargs)], capture_output=True, text=True, env=env
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"building the tiny MOMENT in {python} failed:\n{done.stderr[-3000:]}")
-    checkpoint, head = json.loads(done.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{builder.__name__} in {python} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def build_moment_in(python: Path, folder: Path, *, horizon: int, **sizes: Any) -> tuple[Path, Path]:
+    """build_moment run by MOMENT's own environment's `python` (momentfm is not installed beside the engine)."""
+    checkpoint, head = build_in(python, build_moment, folder, horizon=horizon, **sizes)
     return Path(checkpoint), Path(head)
 
 

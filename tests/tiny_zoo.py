@@ -137,3 +137,98 @@ def build_sundial(folder: Path) -> Path:
         {"scale.weight": torch.full((1, 1), 0.5), "scale.bias": torch.zeros(1)}, str(folder / "model.safetensors")
     )
     return folder
+
+
+# The builders below run in each model's own environment (its package is not beside the engine's):
+# tests.tiny_models.build_in(python, "tests.tiny_zoo:build_moirai2", folder) calls them there.
+
+
+def build_moirai2(folder: Path) -> Path:
+    """A Moirai-2 module saved by huggingface_hub's mixin (config.json + model.safetensors), as on the Hub."""
+    import torch
+    from uni2ts.model.moirai2 import Moirai2Module
+
+    torch.manual_seed(0)
+    module = Moirai2Module(
+        d_model=64, d_ff=32, num_layers=1, patch_size=8, max_seq_len=64, attn_dropout_p=0.0, dropout_p=0.0
+    )
+    module.save_pretrained(folder)
+    return folder
+
+
+def build_toto(folder: Path) -> Path:
+    """A Toto backbone saved as Datadog/Toto-Open-Base-1.0 lays it out: config.json + model.safetensors."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+    from toto.model.toto import Toto
+
+    torch.manual_seed(0)
+    config = {
+        "patch_size": 4,
+        "stride": 4,
+        "embed_dim": 16,
+        "num_layers": 2,
+        "num_heads": 2,
+        "mlp_hidden_dim": 32,
+        "dropout": 0.0,
+        "spacewise_every_n_layers": 2,
+        "scaler_cls": "<class 'model.scaler.CausalPatchStdMeanScaler'>",
+        "output_distribution_classes": ["<class 'model.distribution.MixtureOfStudentTsOutput'>"],
+        "output_distribution_kwargs": {"k_components": 2},
+        "spacewise_first": True,
+        "use_memory_efficient_attention": False,
+    }
+    model = Toto(**config)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "model.safetensors"))
+    return folder
+
+
+def build_granite_ttm(folder: Path) -> Path:
+    """A TinyTimeMixer of context 16 and prediction length 4, saved with save_pretrained (as a TTM-r2 revision)."""
+    import torch
+    from tsfm_public import TinyTimeMixerConfig, TinyTimeMixerForPrediction
+
+    torch.manual_seed(0)
+    config = TinyTimeMixerConfig(
+        context_length=16,
+        patch_length=4,
+        patch_stride=4,
+        prediction_length=4,
+        d_model=16,
+        num_layers=1,
+        decoder_d_model=8,
+        decoder_num_layers=1,
+        dropout=0.0,
+        head_dropout=0.0,
+    )
+    TinyTimeMixerForPrediction(config).save_pretrained(folder)
+    return folder
+
+
+def build_tabpfn(folder: Path) -> Path:
+    """A TabPFN-v2 regressor checkpoint (state_dict + config + bar-distribution borders) in folder/tabpfn-tiny.ckpt.
+
+    The layout tabpfn's own save_tabpfn_model writes and its load_model_criterion_config reads.
+    """
+    import dataclasses
+
+    import torch
+    from tabpfn.architectures import ARCHITECTURES
+    from tabpfn.model_loading import get_loss_criterion
+
+    torch.manual_seed(0)
+    architecture = ARCHITECTURES["tabpfn_v2"]
+    config, _ = architecture.parse_config(
+        {"emsize": 16, "nlayers": 1, "nhead": 2, "features_per_group": 2, "max_num_classes": 0, "num_buckets": 32}
+    )
+    model = architecture.get_architecture(config)
+    criterion = get_loss_criterion(config, estimator_type="regressor", regression_borders=torch.linspace(-4, 4, 33))
+    state = {**model.state_dict(), **{f"criterion.{k}": v for k, v in criterion.state_dict().items()}}
+    folder.mkdir(parents=True, exist_ok=True)
+    checkpoint = {"state_dict": state, "config": dataclasses.asdict(config), "architecture_name": "tabpfn_v2"}
+    torch.save(checkpoint, folder / "tabpfn-tiny.ckpt")
+    return folder

@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 PACKAGES = ("causalrate", "numpy", "pandas", "scipy", "statsmodels", "scikit-learn", "dowhy", "pydantic")
 
 
+def pins_relaxed(system: Any) -> list[str]:
+    """The package pins a system's managed environment does not honour (e.g. "torch<2.5 → 2.13.0"); [] if none."""
+    from causalrate.systems.envsystem import EnvironmentSystem
+
+    return system.recipe_facts().get("pins_relaxed", []) if isinstance(system, EnvironmentSystem) else []
+
+
 def clean_float(x: Any) -> float | None:
     """JSON-safe, platform-stable float: None for NaN/inf, else 10 significant digits."""
     if x is None:
@@ -89,6 +96,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "architecture": spec.architecture or study.systems[spec.name].architecture,
                 "parameters": spec.parameters,
                 "imputation": None if study.systems[spec.name].accepts_nan else cfg.forecast.imputation,
+                "pins_relaxed": pins_relaxed(study.systems[spec.name]),
             }
             for spec in cfg.systems
         ],

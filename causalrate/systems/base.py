@@ -104,6 +104,10 @@ class System:
     uses_cores: ClassVar[bool] = False  # multi-threaded on the CPU: given its worker's share of the cores
     # pip requirements of its own managed environment (`causalrate env create <type>`); empty: the engine's
     environment_requirements: ClassVar[tuple[str, ...]] = ()
+    # installed --no-deps after those: packages whose declared pins cannot be met here (the requirements
+    # above then list their runtime dependencies), and each pin not honoured, as "torch<2.5 → 2.13.0"
+    environment_no_deps: ClassVar[tuple[str, ...]] = ()
+    pins_relaxed: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, settings: BaseModel, *, base_dir: Path) -> None:
         self.settings = settings

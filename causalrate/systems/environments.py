@@ -6,6 +6,10 @@ its type declares ``environment_requirements``: it then uses the managed environ
 the type. A managed environment is a virtual environment of this Python under envs_dir(), in a
 folder keyed by a hash of its requirements and the Python version, built once by
 ``causalrate env create NAME``; changing a recipe makes a new folder, never a stale reuse.
+
+A recipe may install packages ``--no-deps`` when their declared pins cannot be met here (the only
+CPU torch at hand is newer than they allow): it then lists their runtime dependencies itself and
+states each pin it relaxes; pip's own check of the result is recorded beside the resolved versions.
 """
 
 from __future__ import annotations
@@ -38,16 +42,28 @@ def envs_dir() -> Path:
 
 @dataclass(frozen=True)
 class Recipe:
-    """A managed environment: its name (the system type's) and the requirements pip installs."""
+    """A managed environment: its name (the system type's), what pip installs, and the pins it relaxes.
+
+    `requirements` are installed with their dependencies, then `no_deps` without theirs;
+    `relaxed` says which of the latter's declared pins do not hold ("torch<2.5 → 2.13.0").
+    """
 
     name: str
     requirements: tuple[str, ...]
+    no_deps: tuple[str, ...] = ()
+    relaxed: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         python = f"{sys.version_info[0]}.{sys.version_info[1]}"
-        text = json.dumps({"python": python, "requirements": [*ENGINE_REQUIREMENTS, *self.requirements]})
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        recipe = {"python": python, "requirements": [*ENGINE_REQUIREMENTS, *self.requirements]}
+        if self.no_deps or self.relaxed:  # absent otherwise, so the folders of unchanged recipes keep their names
+            recipe |= {"no_deps": list(self.no_deps), "relaxed": list(self.relaxed)}
+        return hashlib.sha256(json.dumps(recipe).encode()).hexdigest()[:12]
+
+    def facts(self) -> dict[str, list[str]]:
+        """What a forecast's cache key and a card record of how this environment departs from the packages' pins."""
+        return {"no_deps": list(self.no_deps), "pins_relaxed": list(self.relaxed)}
 
     @property
     def folder(self) -> Path:
@@ -59,7 +75,11 @@ class Recipe:
 
     def packages(self) -> dict[str, str]:
         """The resolved versions recorded when it was built."""
-        return json.loads((self.folder / MARKER).read_text())["packages"] if self.built else {}
+        return self.record().get("packages", {})
+
+    def record(self) -> dict:
+        """What was written when it was built: resolved versions and `pip check`'s complaints."""
+        return json.loads((self.folder / MARKER).read_text()) if self.built else {}
 
 
 def recipes() -> dict[str, Recipe]:
@@ -67,7 +87,7 @@ def recipes() -> dict[str, Recipe]:
     from causalrate.systems import SYSTEMS
 
     return {
-        name: Recipe(name, tuple(cls.environment_requirements))
+        name: Recipe(name, tuple(cls.environment_requirements), tuple(cls.environment_no_deps), tuple(cls.pins_relaxed))
         for name, cls in SYSTEMS.items()
         if cls.environment_requirements
     }
@@ -132,7 +152,8 @@ def create(name: str, *, log: Callable[[str], None] = print) -> tuple[Recipe, bo
     """Build managed environment `name` unless it is built; returns (recipe, whether it was built now).
 
     A venv of this Python, then one `pip install` of the engine's and the recipe's requirements
-    (pip's own wheel cache is used). A lock keeps two concurrent creations from racing.
+    (pip's own wheel cache is used), then one `pip install --no-deps` of the recipe's `no_deps`.
+    A lock keeps two concurrent creations from racing.
     """
     known = recipes()
     if name not in known:
@@ -149,6 +170,7 @@ def create(name: str, *, log: Callable[[str], None] = print) -> tuple[Recipe, bo
             shutil.rmtree(recipe.folder)  # an interrupted build
         log(f"creating environment {name} in {recipe.folder}")
         python = python_of(recipe.folder)
+        pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
         _run(name, [sys.executable, "-m", "venv", str(recipe.folder)])
         _run(
             name,
@@ -162,6 +184,9 @@ def create(name: str, *, log: Callable[[str], None] = print) -> tuple[Recipe, bo
                 *recipe.requirements,
             ],
         )
+        if recipe.no_deps:
+            _run(name, [*pip, "install", "--no-deps", *recipe.no_deps])
+        complaints = _run(name, [*pip, "check"], check=False).splitlines()
         listing = _run(
             name,
             [
@@ -170,14 +195,20 @@ def create(name: str, *, log: Callable[[str], None] = print) -> tuple[Recipe, bo
                 "import json, causalrate.systems.envworker as w; print(json.dumps(w.installed_packages()))",
             ],
         )
-        marker = {"name": name, "requirements": list(recipe.requirements), "packages": json.loads(listing)}
+        marker = {
+            "name": name,
+            "requirements": list(recipe.requirements),
+            **recipe.facts(),
+            "pip_check": [line for line in complaints if line.strip() and not line.startswith("No broken")],
+            "packages": json.loads(listing),
+        }
         (recipe.folder / MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n")
     return recipe, True
 
 
-def _run(name: str, command: list[str]) -> str:
+def _run(name: str, command: list[str], *, check: bool = True) -> str:
     done = subprocess.run(command, capture_output=True, text=True, env=worker_environment())
-    if done.returncode != 0:
+    if check and done.returncode != 0:
         tail = (done.stdout + done.stderr).strip()[-3000:]
         what = " ".join(command[:4])
         raise UserError(f"causalrate env create {name}: {what} … failed (exit {done.returncode}):\n{tail}")

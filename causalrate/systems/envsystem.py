@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
 from causalrate.systems.base import Batch, Prediction, System
-from causalrate.systems.environments import resolve, worker_environment
+from causalrate.systems.environments import recipes, resolve, worker_environment
 from causalrate.systems.envworker import PROTOCOL, read_message, write_message
 
 
@@ -74,11 +74,17 @@ class EnvironmentSystem(System):
         return self.hello()["facts"]["batch_size"]
 
     def identity(self) -> dict[str, Any]:
-        """The real system's identity plus the environment's Python and package versions."""
+        """The real system's identity plus the environment's Python and package versions (and relaxed pins)."""
         if self._identity is None:
             hello, inner = self.hello(), self.request({"op": "identity"})[0]["identity"]
-            self._identity = {**inner, "environment": {"python": hello["python"], "packages": hello["packages"]}}
+            environment = {"python": hello["python"], "packages": hello["packages"], **self.recipe_facts()}
+            self._identity = {**inner, "environment": environment}
         return self._identity
+
+    def recipe_facts(self) -> dict[str, list[str]]:
+        """How a managed environment departs from its packages' pins (`Recipe.facts`); {} for any other environment."""
+        recipe = recipes().get(self.environment)
+        return recipe.facts() if recipe is not None and (recipe.no_deps or recipe.relaxed) else {}
 
     def hello(self) -> dict[str, Any]:
         """The worker's handshake (starting one if none answered yet): its facts and package versions."""

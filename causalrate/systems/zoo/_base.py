@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -17,11 +18,42 @@ class QuantileSettings(CheckpointSettings):
     quantile_levels: list[float] = Field(LEVELS, description="quantiles kept (the median is always added)")
 
 
+@dataclass(frozen=True)
+class OwnEnvironment:
+    """A zoo model's managed environment: why it needs one, and its recipe (see forecast.environments.Recipe).
+
+    `requirements` install with their dependencies; `no_deps` (the model's package, whose declared
+    pins cannot be met here) without theirs, so `requirements` then lists its runtime dependencies;
+    `relaxed` names each declared pin not honoured, as "torch<2.5 → 2.13.0".
+    """
+
+    why: str
+    requirements: tuple[str, ...]
+    no_deps: tuple[str, ...] = ()
+    relaxed: tuple[str, ...] = ()
+
+
 class ZooSystem(CheckpointSystem):
-    """A checkpoint-backed zoo model; `environment_requirements` empty means it runs in the core environment."""
+    """A checkpoint-backed zoo model; `own_environment` None means it runs in the core environment."""
 
     family = "time-series FM"
-    environment_requirements: ClassVar[list[str]] = []
+    own_environment: ClassVar[OwnEnvironment | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("own_environment")
+        if own is not None:
+            cls.environment_requirements, cls.environment_no_deps, cls.pins_relaxed = (
+                own.requirements,
+                own.no_deps,
+                own.relaxed,
+            )
+
+    @property
+    def install(self) -> str | None:
+        """How to get its package: the command that builds its environment, and why it has one."""
+        own = self.own_environment
+        return None if own is None else f"causalrate env create {self.type_name} ({own.why})"
 
 
 def levels_of(settings: QuantileSettings) -> list[float]:

@@ -3,30 +3,50 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from causalrate.systems.base import SYSTEMS, Batch
 from causalrate.systems.checkpoints import CheckpointSettings
-from causalrate.systems.zoo._base import ZooSystem
+from causalrate.systems.zoo._base import OwnEnvironment, ZooSystem
+
+# granite-tsfm 0.3.11's declared dependencies, torch excepted (it allows >=2.10,<2.12; the CPU build here is 2.13.0)
+GRANITE_REQUIREMENTS = (
+    "torch==2.13.0",
+    "transformers[torch]>=4.57.6,<6",
+    "datasets",
+    "deprecated",
+    "urllib3>=1.26.19",
+    "numpy<3",
+    "scikit-learn<1.8",
+    "pandas>=2.3.3,<4",
+    "filelock>=3.20.3",
+    "einops>=0.7",
+)
 
 
 @SYSTEMS.register("granite-ttm")
 class GraniteTTM(ZooSystem):
-    """TTM: an MLP-Mixer point forecaster of fixed context and prediction length; NaN and padding masked natively.
+    """TTM: an MLP-Mixer point forecaster of fixed context and prediction length; NaN masked in its scaler.
 
     TinyTimeMixerForPrediction.from_pretrained(ibm-granite/granite-timeseries-ttm-r2, revision per
-    context/horizon); inputs are left-padded to the checkpoint's context_length with
-    past_observed_mask 0 on padding and missing values, and the first `horizon` steps are kept.
+    context/horizon); inputs are left-padded to the checkpoint's context_length. past_observed_mask
+    (0 on padding and missing values) only keeps them out of the model's own mean/std scaling, so
+    they are filled with the window's observed mean: 0 after that scaling, as granite-tsfm's own
+    preprocessing pads scaled series with 0. The first `horizon` steps of its forecast are kept.
     """
 
     Settings = CheckpointSettings
     package = ("tsfm_public", "granite-ttm")
-    install = "causalrate env create granite-ttm (granite-tsfm pins torch<2.12 and scikit-learn<1.8)"
-    environment_requirements: ClassVar[list[str]] = ["granite-tsfm==0.3.11"]
+    own_environment = OwnEnvironment(
+        why="granite-tsfm pins torch<2.12 and scikit-learn<1.8, which conflict with the core",
+        no_deps=("granite-tsfm==0.3.11",),
+        requirements=GRANITE_REQUIREMENTS,
+        relaxed=("torch<2.12,>=2.10 → 2.13.0",),
+    )
     architecture = "MLP-mixer"
-    nan_policy = "native mask"
+    nan_policy = "masked in its scaler, filled with the window mean"
     libraries = ("granite-tsfm", "torch", "transformers")
 
     def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
@@ -42,9 +62,13 @@ class GraniteTTM(ZooSystem):
         if batch.horizon > length:
             raise ValueError(f"horizon {batch.horizon} exceeds the checkpoint's prediction_length {length}")
         values = batch.inputs[:, -n:]
-        x, mask = np.zeros((len(values), n, 1)), np.zeros((len(values), n, 1))
         observed = ~np.isnan(values)
-        x[:, -values.shape[1] :, 0] = np.where(observed, values, 0.0)
+        if not observed.any(axis=1).all():
+            raise ValueError("a window without any observed value")
+        mean = np.nanmean(values, axis=1, keepdims=True)
+        x = np.repeat(mean, n, axis=1)[..., None]
+        mask = np.zeros((len(values), n, 1))
+        x[:, -values.shape[1] :, 0] = np.where(observed, values, mean)
         mask[:, -values.shape[1] :, 0] = observed
         parameter = next(model.parameters())
         out = []

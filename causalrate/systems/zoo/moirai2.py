@@ -3,13 +3,34 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
 from causalrate.systems.base import SYSTEMS, Batch, Prediction
-from causalrate.systems.zoo._base import QuantileSettings, ZooSystem, levels_of, quantile_prediction
+from causalrate.systems.zoo._base import OwnEnvironment, QuantileSettings, ZooSystem, levels_of, quantile_prediction
+
+# uni2ts 2.0.0's declared dependencies that its inference path imports, at its own pins but torch's
+MOIRAI_REQUIREMENTS = (
+    "torch==2.13.0",
+    "numpy~=1.26.0",
+    "scipy~=1.11.3",
+    "einops==0.7.*",
+    "jaxtyping~=0.2.24",
+    "gluonts~=0.14.3",
+    "lightning>=2.0",
+    "hydra-core==1.3",
+    "huggingface-hub>=0.23.0",
+    "safetensors",
+    "python-dotenv==1.0.0",
+    "orjson",
+    "pandas<2.3",
+)
+MOIRAI_RELAXED = (
+    "torch<2.5,>=2.1 → 2.13.0",
+    "datasets, jax[cpu], multiprocess, tensorboard: not installed (training and data building only)",
+)
 
 
 class Moirai2Settings(QuantileSettings):
@@ -21,13 +42,18 @@ class Moirai2(ZooSystem):
     """Moirai-2: a decoder-only transformer with a quantile head; NaN inputs are masked natively.
 
     Moirai2Module.from_pretrained(Salesforce/moirai-2.0-R-small) wrapped in a Moirai2Forecast
-    per horizon; predict() marks NaN as unobserved and fills them as in pre-training.
+    per horizon; predict(past_target) marks NaN as unobserved and fills them by the causal mean, as
+    in pre-training, and returns [batch, quantile, horizon].
     """
 
     Settings = Moirai2Settings
     package = ("uni2ts", "moirai2")
-    install = "causalrate env create moirai2 (uni2ts pins torch<2.5 and numpy 1.26, which conflict with the core)"
-    environment_requirements: ClassVar[list[str]] = ["uni2ts==2.0.0"]
+    own_environment = OwnEnvironment(
+        why="uni2ts pins torch<2.5, numpy 1.26 and scipy 1.11, which conflict with the core",
+        no_deps=("uni2ts==2.0.0",),
+        requirements=MOIRAI_REQUIREMENTS,
+        relaxed=MOIRAI_RELAXED,
+    )
     architecture = "decoder-only"
     nan_policy = "native mask"
     output = "quantiles"

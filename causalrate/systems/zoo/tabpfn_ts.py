@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
 from causalrate.errors import UserError
 from causalrate.systems.base import SYSTEMS, Batch, Prediction
-from causalrate.systems.zoo._base import QuantileSettings, ZooSystem, levels_of, quantile_prediction
+from causalrate.systems.zoo._base import OwnEnvironment, QuantileSettings, ZooSystem, levels_of, quantile_prediction
 
 
 class TabPFNTSSettings(QuantileSettings):
@@ -21,15 +21,18 @@ class TabPFNTSSettings(QuantileSettings):
 class TabPFNTS(ZooSystem):
     """TabPFN-TS: a tabular foundation model regressing each value on calendar and seasonal features of its date.
 
-    TabPFNTSPipeline(tabpfn_mode=LOCAL, model_path=<folder>/<checkpoint_file>).predict_df on
-    (item_id, timestamp, target) rows; the package drops rows whose target is NaN (a tabular
-    model needs no contiguous history), so missing inputs simply leave training rows out.
+    TabPFNTSPipeline(tabpfn_mode=LOCAL, tabpfn_model_config={model_path: <folder>/<checkpoint_file>})
+    .predict_df on (item_id, timestamp, target) rows, with the windows' own future dates as future_df
+    (trading days are not a regular frequency to extrapolate); the package drops context rows whose
+    target is NaN (a tabular model needs no contiguous history), so missing inputs leave rows out.
     """
 
     Settings = TabPFNTSSettings
     package = ("tabpfn_time_series", "tabpfn-ts")
-    install = "causalrate env create tabpfn-ts (tabpfn-time-series needs gluonts, which pins pandas<3)"
-    environment_requirements: ClassVar[list[str]] = ["tabpfn-time-series==1.3.0"]
+    own_environment = OwnEnvironment(
+        why="tabpfn-time-series needs gluonts, which pins pandas<3",
+        requirements=("tabpfn-time-series==1.3.0", "pandas<3", "torch==2.13.0"),
+    )
     architecture = "in-context tabular transformer"
     nan_policy = "rows with NaN dropped by the package"
     output = "quantiles"
@@ -46,7 +49,7 @@ class TabPFNTS(ZooSystem):
     def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
         from tabpfn_time_series import TABPFN_DEFAULT_CONFIG, TabPFNMode, TabPFNTSPipeline
 
-        config = {**TABPFN_DEFAULT_CONFIG, "model_path": str(folder / self.settings.checkpoint_file)}
+        config = {**TABPFN_DEFAULT_CONFIG, "model_path": str(folder / self.settings.checkpoint_file), "device": device}
         return TabPFNTSPipeline(tabpfn_mode=TabPFNMode.LOCAL, tabpfn_model_config=config)
 
     def forecast(self, batch: Batch) -> Prediction:
@@ -61,7 +64,13 @@ class TabPFNTS(ZooSystem):
                 "target": batch.inputs.ravel(),
             }
         )
-        frame = pipeline.predict_df(context, prediction_length=batch.horizon, quantiles=levels)
+        future = pd.DataFrame(
+            {
+                "item_id": np.repeat(np.arange(rows), batch.horizon),
+                "timestamp": pd.to_datetime(batch.truth_dates.ravel()),
+            }
+        )
+        frame = pipeline.predict_df(context, future_df=future, quantiles=levels)
         frame = frame.reset_index().sort_values(["item_id", "timestamp"])
         columns = [q if q in frame.columns else str(q) for q in levels]
         grid = frame[columns].to_numpy(dtype=np.float64).reshape(rows, batch.horizon, len(levels))
