@@ -152,7 +152,8 @@ def create(name: str, *, log: Callable[[str], None] = print) -> tuple[Recipe, bo
     """Build managed environment `name` unless it is built; returns (recipe, whether it was built now).
 
     A venv of this Python, then one `pip install` of the engine's and the recipe's requirements
-    (pip's own wheel cache is used), then one `pip install --no-deps` of the recipe's `no_deps`.
+    (pip's own wheel cache is used; no byte-compiling), then one `pip install --no-deps` of the
+    recipe's `no_deps`.
     A lock keeps two concurrent creations from racing.
     """
     known = recipes()
@@ -180,12 +181,13 @@ def create(name: str, *, log: Callable[[str], None] = print) -> tuple[Recipe, bo
                 "pip",
                 "install",
                 "--disable-pip-version-check",
+                "--no-compile",  # torch alone is thousands of modules; Python compiles what a worker imports
                 *ENGINE_REQUIREMENTS,
                 *recipe.requirements,
             ],
         )
         if recipe.no_deps:
-            _run(name, [*pip, "install", "--no-deps", *recipe.no_deps])
+            _run(name, [*pip, "install", "--no-compile", "--no-deps", *recipe.no_deps])
         complaints = _run(name, [*pip, "check"], check=False).splitlines()
         listing = _run(
             name,
