@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from causalrate.causal.wrs import DEFAULT_LEVELS
+from causalrate.causal.wrs import DEFAULT_LEVELS, exceeds
 
 
 def bootstrap_counts(series_index: np.ndarray, *, replicates: int, rng: np.random.Generator) -> np.ndarray:
@@ -75,8 +75,8 @@ def replicate_wrs(
         ok = (na >= 2) & (nb >= 2)
         t = np.where(se2 > 0, t, np.where(ma != mb, np.inf, 0.0))
         df = np.where(np.isfinite(df) & (df > 0), df, 1.0)
-        # one ppf call per level over every pair × replicate; added pair by pair, level by level (fixed order)
-        passed = [(weight, ok & (t > stats.t.ppf((1 + c_level) / 2, df))) for c_level, weight in levels]
+        # every pair × replicate at once per level; added pair by pair, level by level (fixed order)
+        passed = [(weight, ok & exceeds(t, df, c_level)) for c_level, weight in levels]
         for k in range(len(pairs)):
             for weight, hits in passed:
                 total += weight * hits[k]
