@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from causalrate import plugins
 from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes, summarise_effects
@@ -138,8 +139,13 @@ def _open_cache(config: StudyConfig, base_dir: Path) -> ForecastCache | None:
     return ForecastCache(path)
 
 
+@threadpool_limits.wrap(limits=1)
 def analyze(study: Study, forecasts: pd.DataFrame) -> Result:
-    """Score, causal analysis and ratings from the stored forecast rows (no forecasting)."""
+    """Score, causal analysis and ratings from the stored forecast rows (no forecasting).
+
+    One BLAS thread: the arrays are small enough that threads only contend (measured faster on
+    2 cores, bench/RESULTS.md), and the sums no longer depend on how many cores the machine has.
+    """
     cfg, control, table = study.config, study.control, study.table
     forecasts = forecasts.assign(failed=forecasts["error"].notna(), outcome=forecasts[cfg.outcome])
     outcomes = outcome_tables(study, forecasts)

@@ -61,3 +61,18 @@ def test_constant_groups():
     t, _ = welch(np.ones(5), np.full(4, 2.0))
     assert t == -np.inf
     assert wrs(np.r_[np.ones(5), np.full(4, 2.0)], np.repeat(["a", "b"], [5, 4]))[0] == pytest.approx(2.3)
+
+
+def test_exceeds_matches_the_t_critical_value_everywhere():
+    """The normal-quantile shortcut of `exceeds` gives exactly |t| > stats.t.ppf, small and huge df alike."""
+    from scipy import stats
+
+    from causalrate.causal.wrs import exceeds
+
+    rng = np.random.default_rng(3)
+    t = np.r_[rng.normal(0, 2, 20_000), 0.0, np.inf, -np.inf, stats.norm.ppf(0.975)]
+    df = np.r_[rng.uniform(1, 60, 10_000), 10 ** rng.uniform(2, 12, 10_000), 5.0, 5.0, 5.0, 1e15]
+    for level, _ in DEFAULT_LEVELS:
+        direct = np.abs(t) > stats.t.ppf((1 + level) / 2, df)
+        assert np.array_equal(exceeds(t, df, level), direct)
+        assert 0 < direct.sum() < t.size

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from causalrate.causal.wrs import DEFAULT_LEVELS
+from causalrate.causal.wrs import DEFAULT_LEVELS, exceeds
 
 
 def bootstrap_counts(series_index: np.ndarray, *, replicates: int, rng: np.random.Generator) -> np.ndarray:
@@ -40,7 +40,11 @@ def interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float]
 
 
 def replicate_wrs(
-    counts: np.ndarray, values: np.ndarray, groups: np.ndarray, within: np.ndarray | None = None
+    counts: np.ndarray,
+    values: np.ndarray,
+    groups: np.ndarray,
+    within: np.ndarray | None = None,
+    levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS,
 ) -> np.ndarray:
     """[B] WRS of each replicate: Welch tests on count-weighted group means and variances."""
     valid = np.isfinite(values)
@@ -57,19 +61,25 @@ def replicate_wrs(
             mean = (c @ v) / np.maximum(n, 1)
             var = np.maximum((c @ v**2) - n * mean**2, 0) / np.maximum(n - 1, 1)
             moments.append((n, mean, var))
-        for i in range(len(names)):
-            for j in range(i + 1, len(names)):
-                (na, ma, va), (nb, mb, vb) = moments[i], moments[j]
-                sa, sb = va / np.maximum(na, 1), vb / np.maximum(nb, 1)
-                se2 = sa + sb
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    t = np.abs(ma - mb) / np.sqrt(se2)
-                    df = se2**2 / (sa**2 / np.maximum(na - 1, 1) + sb**2 / np.maximum(nb - 1, 1))
-                ok = (na >= 2) & (nb >= 2)
-                t = np.where(se2 > 0, t, np.where(ma != mb, np.inf, 0.0))
-                for c_level, weight in DEFAULT_LEVELS:
-                    critical = stats.t.ppf((1 + c_level) / 2, np.where(np.isfinite(df) & (df > 0), df, 1.0))
-                    total += weight * (ok & (t > critical))
+        pairs = [(i, j) for i in range(len(names)) for j in range(i + 1, len(names))]
+        if not pairs:
+            continue
+        a, b = np.array(pairs).T
+        n, mean, var = (np.array(m) for m in zip(*moments, strict=True))  # each [groups, B]
+        na, ma, va, nb, mb, vb = n[a], mean[a], var[a], n[b], mean[b], var[b]
+        sa, sb = va / np.maximum(na, 1), vb / np.maximum(nb, 1)
+        se2 = sa + sb
+        with np.errstate(invalid="ignore", divide="ignore"):
+            t = np.abs(ma - mb) / np.sqrt(se2)
+            df = se2**2 / (sa**2 / np.maximum(na - 1, 1) + sb**2 / np.maximum(nb - 1, 1))
+        ok = (na >= 2) & (nb >= 2)
+        t = np.where(se2 > 0, t, np.where(ma != mb, np.inf, 0.0))
+        df = np.where(np.isfinite(df) & (df > 0), df, 1.0)
+        # every pair × replicate at once per level; added pair by pair, level by level (fixed order)
+        passed = [(weight, ok & exceeds(t, df, c_level)) for c_level, weight in levels]
+        for k in range(len(pairs)):
+            for weight, hits in passed:
+                total += weight * hits[k]
     return total
 
 

@@ -27,9 +27,22 @@ def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(diff / np.sqrt(se2)), float(df)
 
 
+def exceeds(t: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
+    """|t| > the two-sided critical value at `level`, elementwise.
+
+    The t distribution's critical value is never below the normal one, so stats.t.ppf (the costly
+    part) is evaluated only where |t| reaches the normal one; the result is the same as everywhere.
+    """
+    t, df = np.abs(np.asarray(t, dtype=float)), np.asarray(df, dtype=float)
+    q = (1 + level) / 2
+    out = t > stats.norm.ppf(q) - 1e-6
+    out[out] = t[out] > stats.t.ppf(q, df[out])
+    return out
+
+
 def pair_weight(t: float, df: float, levels: Sequence[tuple[float, float]] = DEFAULT_LEVELS) -> float:
     """Sum of the weights of the confidence levels at which |t| exceeds the two-sided critical value."""
-    return float(sum(w for c, w in levels if abs(t) > stats.t.ppf((1 + c) / 2, df)))
+    return float(sum(w for c, w in levels if exceeds(np.array([t]), np.array([df]), c)[0]))
 
 
 def wrs(
@@ -44,15 +57,20 @@ def wrs(
     Returns (score, number of pairs tested). Groups with fewer than 2 outcomes are skipped.
     """
     blocks = np.zeros(groups.size, dtype=int) if within is None else within
-    score, pairs = 0.0, 0
+    tests = []
     for block in sorted(set(blocks.tolist())):
         in_block = blocks == block
         samples = {g: outcomes[in_block & (groups == g)] for g in sorted(set(groups[in_block].tolist()))}
         samples = {g: v for g, v in samples.items() if v.size >= 2}
-        for ga, gb in combinations(samples, 2):
-            score += pair_weight(*welch(samples[ga], samples[gb]), levels)
-            pairs += 1
-    return score, pairs
+        tests.extend(welch(samples[ga], samples[gb]) for ga, gb in combinations(samples, 2))
+    if not tests:
+        return 0.0, 0
+    t, df = np.array(tests).T
+    hits = [(w, exceeds(t, df, c)) for c, w in levels]  # all pairs at once, summed pair by pair as pair_weight does
+    score = 0.0
+    for k in range(len(tests)):
+        score += float(sum(w for w, hit in hits if hit[k]))
+    return score, len(tests)
 
 
 def wrs_plans(table: pd.DataFrame, groups: list[str]) -> list[tuple[str, np.ndarray, np.ndarray | None]]:

@@ -20,17 +20,20 @@ def bias_gap(
     w = weights * valid
     v = np.where(valid, values, 0.0)
     blocks = np.zeros(groups.size, dtype=int) if within is None else within
+    cells, cell = np.unique(np.c_[blocks[valid], groups[valid]].astype(str), axis=0, return_inverse=True)
+    onehot = np.zeros((groups.size, len(cells)))
+    onehot[np.flatnonzero(valid), cell.ravel()] = 1.0
+    sums, sizes = w @ (onehot * v[:, None]), w @ onehot  # [B, cells]: every group's weighted sum and size at once
+    gaps = np.full(weights.shape[0], np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         overall = np.abs((w @ v) / w.sum(axis=1))
-        gaps = np.full(weights.shape[0], np.nan)
-        for block in np.unique(blocks[valid]):
-            in_block = valid & (blocks == block)
-            names = np.unique(groups[in_block])
-            if names.size < 2:
+        for block in np.unique(cells[:, 0]):
+            members = np.flatnonzero(cells[:, 0] == block)
+            if members.size < 2:
                 continue  # nothing to compare with
-            for g in names:
-                member, rest = in_block & (groups == g), in_block & (groups != g)
-                mean_g = (w[:, member] @ v[member]) / w[:, member].sum(axis=1)
-                mean_rest = (w[:, rest] @ v[rest]) / w[:, rest].sum(axis=1)
+            block_sum, block_size = sums[:, members].sum(axis=1), sizes[:, members].sum(axis=1)
+            for g in members:
+                mean_g = sums[:, g] / sizes[:, g]
+                mean_rest = (block_sum - sums[:, g]) / (block_size - sizes[:, g])
                 gaps = np.fmax(gaps, np.abs(mean_g - mean_rest) / overall)
     return gaps

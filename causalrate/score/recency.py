@@ -63,12 +63,14 @@ def recency_profile(evidence: Evidence, *, replicates: int, seed: int) -> list[d
     for (system, perturbation), group in pairs.groupby(["system", "perturbation"], sort=True):
         group = group.sort_values("window")
         series = pd.factorize(group["series"])[0]
-        counts = bootstrap_counts(series, replicates=replicates, rng=rng(seed, "recency", system, perturbation))
         diff, dist = group["diff"].to_numpy(dtype=float), group["distance"].to_numpy()
+        counts = None  # drawn for the first non-empty bin only (none without recorded placements)
         for label, lo, hi in recency_bins(evidence.input_length):
             inside = (dist >= lo) & (dist <= hi) & np.isfinite(diff)
             if not inside.any():
                 continue
+            if counts is None:
+                counts = bootstrap_counts(series, replicates=replicates, rng=rng(seed, "recency", system, perturbation))
             reps = replicate_means(counts, np.where(inside, diff, np.nan)) if replicates else np.array([])
             lo_ci, hi_ci = interval(reps) if replicates else (np.nan, np.nan)
             out.append(
