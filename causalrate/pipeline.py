@@ -23,6 +23,7 @@ from causalrate.causal.wrs import wrs_plans, wrs_scores
 from causalrate.config import StudyConfig
 from causalrate.errors import UserError
 from causalrate.forecast.store import ForecastStore
+from causalrate.memo import OFF, Memo
 from causalrate.rate.absolute import absolute_quantities, naive_clean_error
 from causalrate.rate.headlines import headline_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
@@ -78,7 +79,8 @@ def assess(
         store.close()
         if cache:
             cache.close()
-    result = analyze(study, forecasts)
+    with Memo.open(out / "forecasts.sqlite", plugins=config.plugins, writable=True) as memo:
+        result = analyze(study, forecasts, memo)
     write_outputs(study=study, result=result, out=out)
     return out
 
@@ -140,8 +142,11 @@ def _open_cache(config: StudyConfig, base_dir: Path) -> ForecastCache | None:
 
 
 @threadpool_limits.wrap(limits=1)
-def analyze(study: Study, forecasts: pd.DataFrame) -> Result:
+def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
     """Score, causal analysis and ratings from the stored forecast rows (no forecasting).
+
+    `memo`: the run's store of identification, fragility map and refuter results (causalrate.memo),
+    which a re-rate reads instead of refitting them.
 
     One BLAS thread: the arrays are small enough that threads only contend (measured faster on
     2 cores, bench/RESULTS.md), and the sums no longer depend on how many cores the machine has.
@@ -160,7 +165,7 @@ def analyze(study: Study, forecasts: pd.DataFrame) -> Result:
         covariates=tuple(cfg.causal.covariates),
         seed=cfg.seed,
     )
-    identification = identify_schemes(settings, study.dataset.attribute_names)
+    identification = identify_schemes(settings, study.dataset.attribute_names, memo)
     # one Estimate per (system, perturbation, scheme, draw): the effects, the rigor layer, the refuters
     # and the heterogeneity self-check all read these
     estimates = estimate_all(
@@ -173,7 +178,7 @@ def analyze(study: Study, forecasts: pd.DataFrame) -> Result:
         else pd.DataFrame(columns=["system", "perturbation", "scheme", "ape_true", "ape_adj", "pie"])
     )
     severity = {p.id: (p.family, p.severity) for p in study.suite if p.severity is not None}
-    fragility = assess_heterogeneity(study, forecasts, outcomes, estimates)
+    fragility = assess_heterogeneity(study, forecasts, outcomes, estimates, memo)
     # score: one raw number per (system, perturbation, score)
     evidence = Evidence(
         forecasts=forecasts,
@@ -202,6 +207,7 @@ def analyze(study: Study, forecasts: pd.DataFrame) -> Result:
             effects=effects,
             control=control,
             wrs_plans=wrs_plans(table, cfg.causal.wrs_groups),
+            memo=memo,
         )
     # rate: coverage, absolute quantities, levels, stability, inconclusive APEs, headlines
     rating = RatingSettings(

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from causalrate.errors import UserError
 
+MODULE_PREFIX = "causalrate_plugin_"  # the module name of an imported plugin file starts with this
+
 
 def is_file(entry: str) -> bool:
     return entry.endswith(".py") or "/" in entry or "\\" in entry
@@ -42,7 +44,7 @@ def load(entries: Iterable[str], *, where: object = "plugins") -> None:
 
 def _import_file(path: Path) -> None:
     """Import a plugin file under a name derived from its full path (two `plugin.py` files stay apart)."""
-    name = f"causalrate_plugin_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    name = f"{MODULE_PREFIX}{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
     if name in sys.modules:
         return
     if not path.is_file():

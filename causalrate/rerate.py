@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from causalrate.config import RatingConfig
 from causalrate.errors import UserError
+from causalrate.memo import Memo
 from causalrate.pipeline import analyze
 from causalrate.report.outputs import write_outputs
 from causalrate.run import StoredForecasts, open_store
@@ -44,8 +45,12 @@ def rerate(
     forecasts = stored.rows[stored.rows["system"].isin(study.systems)]
     target = out or run_dir
     target.mkdir(parents=True, exist_ok=True)
-    if target.resolve() != run_dir.resolve():  # cards read the store: give the new folder its own copy
+    in_place = target.resolve() == run_dir.resolve()
+    if not in_place:  # cards read the store: give the new folder its own copy
         with closing(open_store(run_dir)) as store:
             store.copy_to(target / "forecasts.sqlite")
-    write_outputs(study=study, result=analyze(study, forecasts), out=target)
+    # the run's memo of the costly causal results: read in place (the run's file stays untouched), filled in a copy
+    with Memo.open(target / "forecasts.sqlite", plugins=study.config.plugins, writable=not in_place) as memo:
+        result = analyze(study, forecasts, memo)
+    write_outputs(study=study, result=result, out=target)
     return target

@@ -11,6 +11,7 @@ import pandas as pd
 
 from causalrate.causal.graph import Identification, identify
 from causalrate.causal.schemes import SCHEMES
+from causalrate.memo import OFF, Memo
 
 if TYPE_CHECKING:
     from causalrate.causal.estimate import Estimate
@@ -29,12 +30,18 @@ class DrawSettings:
     seed: int
 
 
-def identify_schemes(settings: DrawSettings, attributes: list[str]) -> dict[str, Identification]:
+def identify_schemes(settings: DrawSettings, attributes: list[str], memo: Memo = OFF) -> dict[str, Identification]:
     """dowhy identification per scheme; the graph's confounders are Z, the covariates and the scheme's own driver."""
     out = {}
     for name in settings.schemes:
         confounders = sorted({*attributes, *settings.covariates, *SCHEMES.get(name).confounders})
-        out[name] = identify(confounders)
+        out[name] = memo(
+            "identify",
+            (confounders,),
+            lambda confounders=confounders: identify(confounders),
+            encode=lambda i: [list(i.adjustment_set), i.estimand],
+            decode=lambda v: Identification(tuple(v[0]), v[1]),
+        )
     return out
 
 

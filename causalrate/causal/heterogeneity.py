@@ -10,6 +10,7 @@ self-check scores causalml meta-learners on the confounded observational draws a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 from dataclasses import dataclass
@@ -26,9 +27,11 @@ from causalrate.causal.matching import propensity
 from causalrate.causal.schemes import SCHEMES
 from causalrate.data.characteristics import compute_characteristics
 from causalrate.errors import UserError
+from causalrate.memo import OFF, Memo
 from causalrate.seeding import stable_seed
 
 if TYPE_CHECKING:
+    from causalrate.config import HeterogeneityConfig
     from causalrate.perturb import Perturbation
     from causalrate.study import Study
 
@@ -318,29 +321,38 @@ class Heterogeneity:
 
 
 def assess_heterogeneity(
-    study: Study, forecasts: pd.DataFrame, outcomes: dict[str, pd.DataFrame], estimates: list[Estimate]
+    study: Study,
+    forecasts: pd.DataFrame,
+    outcomes: dict[str, pd.DataFrame],
+    estimates: list[Estimate],
+    memo: Memo = OFF,
 ) -> Heterogeneity | None:
     """The fragility map (and self-check) of every system × perturbation; None when switched off."""
     cfg = study.config.heterogeneity
     if not cfg.enabled:
         return None
-    try:
-        _causalml()
-    except UserError:
+    if importlib.util.find_spec("causalml") is None:  # not imported here: a re-rate's memo hits need none of it
         if "enabled" in cfg.model_fields_set:
-            raise  # asked for in the config: say how to install it
+            _causalml()  # asked for in the config: say how to install it
         return None  # the default on a core install: fragility_spread is listed as not rated, with why
     with threadpool_limits(1):  # small fits: OpenMP threads only contend (the machine may be busy)
-        return _assess(study, forecasts, outcomes, estimates)
+        return _assess(study, forecasts, outcomes, estimates, memo)
 
 
 def _assess(
-    study: Study, forecasts: pd.DataFrame, outcomes: dict[str, pd.DataFrame], estimates: list[Estimate]
+    study: Study, forecasts: pd.DataFrame, outcomes: dict[str, pd.DataFrame], estimates: list[Estimate], memo: Memo
 ) -> Heterogeneity:
     cfg = study.config.heterogeneity
     table, n = study.table, study.config.windows.input_length
     missing = [c for c in cfg.covariates if c not in table]
-    extra = compute_characteristics(study.windows.inputs, missing, period=study.config.causal.stl_period)
+    period = study.config.causal.stl_period
+    extra = memo(
+        "characteristics",
+        (study.windows.inputs, missing, period),
+        lambda: compute_characteristics(study.windows.inputs, missing, period=period),
+        encode=lambda cols: {k: v.tolist() for k, v in cols.items()},
+        decode=lambda cols: {k: np.asarray(v, dtype=float) for k, v in cols.items()},
+    )
     frame = table.assign(**extra)
     names = [*study.dataset.attribute_names, *cfg.covariates, DISTANCE]
     blocks = (table["series"].astype(str) + ":" + (table["start"] // n).astype(str)).to_numpy()
@@ -351,35 +363,60 @@ def _assess(
     spreads = []
     for system, wide in outcomes.items():
         for p in study.suite[1:]:
-            control, treated = wide[study.control].to_numpy(), wide[p.id].to_numpy()
-            valid = np.isfinite(control) & np.isfinite(treated)
-            if valid.sum() < 4 * MIN_LEAF_WINDOWS:
+            inputs = (
+                frame, names, blocks, wide[study.control].to_numpy(), wide[p.id].to_numpy(),
+                _perturbed_mask(forecasts, system, p, table["start"].to_numpy(), n),
+                by_cell.get((system, p.id), []), cfg, study.config.seed,
+                stable_seed(study.config.seed, "heterogeneity", system, p.id) % 2**32,
+            )  # fmt: skip
+            entry = memo("fragility", inputs, lambda inputs=inputs: fragility_cell(*inputs))
+            if entry is None:
                 continue
-            mask = _perturbed_mask(forecasts, system, p, table["start"].to_numpy(), n)
-            local = frame.assign(**{DISTANCE: perturbed_distance(mask)}).loc[valid]
-            cov = Covariates.build(local, names)
-            seed = stable_seed(study.config.seed, "heterogeneity", system, p.id) % 2**32
-            fmap = fragility_map(
-                cov, control[valid], treated[valid], blocks[valid],
-                depth=cfg.max_depth, min_leaf=cfg.min_leaf, rules=cfg.rules, seed=seed,
-            )  # fmt: skip
-            ite = treated[valid] - control[valid]
-            main = fmap.drivers[0][0] if fmap.drivers and fmap.drivers[0][1] > 0 else None
-            checks = (
-                selfcheck(table.loc[valid], cov, treated[valid] - control[valid], by_cell.get((system, p.id), []),
-                          seed=study.config.seed, limit=cfg.selfcheck_draws)
-                if cfg.selfcheck else []
-            )  # fmt: skip
-            doc.setdefault(system, {})[p.id] = {
-                "drivers": [{"covariate": c, "importance": v} for c, v in fmap.drivers],
-                "rules": [r.__dict__ | {"interval": list(r.interval)} for r in fmap.rules],
-                "spread": fmap.spread,
-                "explained": fmap.explained,
-                "profile": driver_profile(main, local, ite),
-                "selfcheck": checks,
-            }
-            spreads.append({"system": system, "perturbation": p.id, "raw": fmap.spread})
+            doc.setdefault(system, {})[p.id] = entry
+            spreads.append({"system": system, "perturbation": p.id, "raw": entry["spread"]})
     return Heterogeneity(doc, pd.DataFrame(spreads, columns=["system", "perturbation", "raw"]))
+
+
+def fragility_cell(
+    frame: pd.DataFrame,
+    names: list[str],
+    blocks: np.ndarray,
+    control: np.ndarray,
+    treated: np.ndarray,
+    mask: np.ndarray,
+    estimates: list[Estimate],
+    cfg: HeterogeneityConfig,
+    seed: int,
+    tree_seed: int,
+) -> dict | None:
+    """The fragility map of one system × perturbation (ratings.json's entry), None with too few windows.
+
+    `frame`: the window table with the covariates; `control`/`treated`: the outcomes per window; `mask`:
+    the perturbed input points; `estimates`: this cell's draws (the self-check's samples).
+    """
+    valid = np.isfinite(control) & np.isfinite(treated)
+    if valid.sum() < 4 * MIN_LEAF_WINDOWS:
+        return None
+    local = frame.assign(**{DISTANCE: perturbed_distance(mask)}).loc[valid]
+    cov = Covariates.build(local, names)
+    fmap = fragility_map(
+        cov, control[valid], treated[valid], blocks[valid],
+        depth=cfg.max_depth, min_leaf=cfg.min_leaf, rules=cfg.rules, seed=tree_seed,
+    )  # fmt: skip
+    ite = treated[valid] - control[valid]
+    main = fmap.drivers[0][0] if fmap.drivers and fmap.drivers[0][1] > 0 else None
+    checks = (
+        selfcheck(frame.loc[valid], cov, ite, estimates, seed=seed, limit=cfg.selfcheck_draws)
+        if cfg.selfcheck else []
+    )  # fmt: skip
+    return {
+        "drivers": [{"covariate": c, "importance": v} for c, v in fmap.drivers],
+        "rules": [r.__dict__ | {"interval": list(r.interval)} for r in fmap.rules],
+        "spread": fmap.spread,
+        "explained": fmap.explained,
+        "profile": driver_profile(main, local, ite),
+        "selfcheck": checks,
+    }
 
 
 def _perturbed_mask(forecasts: pd.DataFrame, system: str, p: Perturbation, starts: np.ndarray, n: int) -> np.ndarray:

@@ -22,6 +22,7 @@ import pandas as pd
 from scipy import stats
 
 from causalrate.causal.estimate import Estimate
+from causalrate.causal.refute import Refutation, backdoor_estimand, refute
 from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.uncertainty import (
     bootstrap_counts,
@@ -31,6 +32,7 @@ from causalrate.causal.uncertainty import (
     replicate_wrs,
 )
 from causalrate.config import StudyConfig
+from causalrate.memo import OFF, Memo
 from causalrate.score.bias import bias_gap
 from causalrate.score.scores import SCORES, Evidence, Score
 from causalrate.seeding import rng
@@ -104,6 +106,7 @@ def assess_rigor(
     effects: pd.DataFrame,
     control: str,
     wrs_plans: list[tuple[str, np.ndarray, np.ndarray | None]],
+    memo: Memo = OFF,
 ) -> Rigor:
     """Intervals, power, replicates, BH counts and refutations; stability comes after rating (rate.stability)."""
     cfg = config.rigor
@@ -176,7 +179,7 @@ def assess_rigor(
     rigor.replicates = replicates
     rigor.bootstrap = bootstrap
     if cfg.refute:
-        rigor.refutations = _refutations(config, table, estimates, effects)
+        rigor.refutations = _refutations(config, table, estimates, effects, memo)
     return rigor
 
 
@@ -197,10 +200,10 @@ def draw_replicates(estimates: list[Estimate]) -> dict[tuple[str, str], dict[str
     return out
 
 
-def _refutations(config: StudyConfig, table: pd.DataFrame, estimates: list[Estimate], effects: pd.DataFrame) -> list:
+def _refutations(
+    config: StudyConfig, table: pd.DataFrame, estimates: list[Estimate], effects: pd.DataFrame, memo: Memo
+) -> list:
     """dowhy refuters on the first observational draw of every rated scheme (industry, company, plugins')."""
-    from causalrate.causal.refute import backdoor_estimand, refute  # dowhy: imported only when refuting
-
     first: dict[tuple[str, str, str], Estimate] = {}
     for e in estimates:
         first.setdefault((e.system, e.perturbation, e.scheme), e)
@@ -213,13 +216,14 @@ def _refutations(config: StudyConfig, table: pd.DataFrame, estimates: list[Estim
         confounders = ("company", "industry", "sector", *SCHEMES.get(row.scheme).confounders)
         attributes = [c for c in dict.fromkeys(confounders) if c in table]
         data = estimate.sample(table, attributes)
-        found, refutations = refute(
-            data,
-            backdoor_estimand(data, tuple(attributes)),
-            estimate,
-            interval=(row.ape_adj_lo, row.ape_adj_hi),
-            seed=config.seed,
-            simulations=config.rigor.refute_simulations,
+        inputs = (data, attributes, estimate, (row.ape_adj_lo, row.ape_adj_hi), config.seed,
+                  config.rigor.refute_simulations)  # fmt: skip
+        found, refutations = memo(
+            "refute",
+            inputs,
+            lambda inputs=inputs: _refute(*inputs),
+            encode=lambda v: [v[0], [r.__dict__ for r in v[1]]],
+            decode=lambda v: (v[0], [Refutation(**r) for r in v[1]]),
         )
         for r in refutations:
             out.append(
@@ -235,3 +239,9 @@ def _refutations(config: StudyConfig, table: pd.DataFrame, estimates: list[Estim
                 }
             )
     return out
+
+
+def _refute(data: pd.DataFrame, attributes: list[str], estimate: Estimate, interval: tuple, seed: int, sims: int):
+    return refute(
+        data, backdoor_estimand(data, tuple(attributes)), estimate, interval=interval, seed=seed, simulations=sims
+    )

@@ -143,4 +143,3 @@ def nan_handling(system: System | type[System]) -> str:
 
 
 SYSTEMS: Registry[type[System]] = Registry("system type")
-

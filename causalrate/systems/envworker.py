@@ -31,7 +31,14 @@ import numpy as np
 PROTOCOL = 1
 _FRAME = struct.Struct("<IQ")
 _FACTS = (
-    "accepts_nan", "accelerator", "batch_size", "wants_context", "stochastic", "modality", "family", "architecture"
+    "accepts_nan",
+    "accelerator",
+    "batch_size",
+    "wants_context",
+    "stochastic",
+    "modality",
+    "family",
+    "architecture",
 )
 _SKIPPED = {"pip", "setuptools", "wheel"}  # packaging tools never change a forecast
 

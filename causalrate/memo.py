@@ -1,0 +1,169 @@
+"""A content-addressed memo of the causal stage's costliest pure results, kept in the run's store.
+
+`assess` fills it; `causalrate rate` reads it, so a re-rate with other levels, systems or scores does
+not refit the fragility map, its meta-learners, dowhy's refuters or identification. A result is found
+again only under the same key: the digest of every input the computation receives (arrays, frames,
+settings, dataclasses: `fingerprint` refuses anything it cannot hash completely), the source of the
+causalrate package and of the study's plugins, and the versions of the libraries that compute. Change
+any of them and the memo misses, so it can never return a stale number; it only saves time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import platform
+import sqlite3
+import sys
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+
+from causalrate.plugins import MODULE_PREFIX
+
+T = TypeVar("T")
+TABLE = "CREATE TABLE IF NOT EXISTS analysis_memo (key TEXT PRIMARY KEY, kind TEXT NOT NULL, value TEXT NOT NULL)"
+LIBRARIES = ("numpy", "pandas", "scipy", "scikit-learn", "statsmodels", "networkx", "dowhy", "causalml")
+
+
+class Memo:
+    """`memo(kind, inputs, compute, encode, decode)`: compute() unless (kind, inputs, code, versions) was stored."""
+
+    def __init__(self, conn: sqlite3.Connection | None, *, salt: bytes, writable: bool) -> None:
+        self.conn, self.salt, self.writable = conn, salt, writable
+        self.hits = self.misses = 0
+
+    @classmethod
+    def off(cls) -> Memo:
+        """Always computes: analyses without a run store (tests, benchmarks)."""
+        return cls(None, salt=b"", writable=False)
+
+    @classmethod
+    def open(cls, store: Path, *, plugins: Iterable[str] = (), writable: bool) -> Memo:
+        """The memo inside a run's forecasts.sqlite; read-only leaves the file untouched (a re-rate in place)."""
+        if writable:
+            conn = sqlite3.connect(store)
+            conn.execute(TABLE)
+        else:
+            conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'analysis_memo'").fetchone():
+                conn.close()  # a run made before the memo existed: compute everything
+                conn = None
+        return cls(conn, salt=code_salt(tuple(plugins)), writable=writable)
+
+    def __call__(
+        self,
+        kind: str,
+        inputs: tuple,
+        compute: Callable[[], T],
+        *,
+        encode: Callable[[T], object] = lambda v: v,
+        decode: Callable[[object], T] = lambda v: v,
+    ) -> T:
+        if self.conn is None:
+            return compute()
+        h = hashlib.sha256(self.salt + kind.encode() + b"\x00")
+        fingerprint(inputs, h)
+        key = h.hexdigest()
+        row = self.conn.execute("SELECT value FROM analysis_memo WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            self.hits += 1
+            return decode(json.loads(row[0]))
+        self.misses += 1
+        value = compute()
+        if self.writable:
+            stored = json.dumps(encode(value), allow_nan=True, separators=(",", ":"), default=_plain)
+            self.conn.execute("INSERT OR REPLACE INTO analysis_memo VALUES (?, ?, ?)", (key, kind, stored))
+        return value
+
+    def close(self) -> None:
+        if self.conn is not None:
+            if self.writable:
+                self.conn.commit()
+            self.conn.close()
+            self.conn = None
+
+    def __enter__(self) -> Memo:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+
+OFF = Memo.off()
+
+
+def _plain(value: object) -> object:
+    """numpy scalars and arrays as the Python values json writes (np.float64 already is a float)."""
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    raise TypeError(f"memo: cannot store a {type(value).__name__}")
+
+
+def code_salt(plugins: tuple[str, ...]) -> bytes:
+    """The digest of what computes: causalrate's own source, the loaded plugins' source (plugin files and
+    the study's plugin modules), Python and library versions."""
+    h = hashlib.sha256(platform.python_version().encode())
+    for name in LIBRARIES:
+        try:
+            h.update(f"{name}={metadata.version(name)};".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{name}=absent;".encode())
+    package = Path(__file__).parent
+    files = [(str(p.relative_to(package)), p) for p in sorted(package.rglob("*.py"))]
+    modules = sorted(m for m in sys.modules if m.startswith(MODULE_PREFIX) or m in plugins)
+    files += [(m, Path(getattr(sys.modules[m], "__file__", None) or "")) for m in modules]
+    for name, path in files:
+        h.update(name.encode() + b"\x00")
+        h.update(path.read_bytes() if path.is_file() else b"missing")
+    return h.digest()
+
+
+def fingerprint(obj: object, h: hashlib._Hash) -> None:
+    """Feed `obj`'s complete content into `h`; a type it cannot hash completely is a TypeError, never a guess."""
+    if obj is None or isinstance(obj, bool | int | float | str):
+        h.update(f"{type(obj).__name__}:{obj!r};".encode())
+    elif isinstance(obj, np.generic):
+        fingerprint(obj.item(), h)
+    elif isinstance(obj, np.ndarray):
+        h.update(f"nd:{obj.dtype.str}:{obj.shape};".encode())
+        if obj.dtype.kind == "O":
+            fingerprint(obj.tolist(), h)
+        else:
+            h.update(np.ascontiguousarray(obj).tobytes())
+    elif isinstance(obj, pd.DataFrame):
+        h.update(f"df:{len(obj)};".encode())
+        fingerprint(obj.index, h)
+        for name in obj.columns:
+            fingerprint(name, h)
+            fingerprint(obj[name], h)
+    elif isinstance(obj, pd.Series | pd.Index):
+        h.update(f"{type(obj).__name__}:{obj.dtype};".encode())
+        if obj.dtype.kind in "biufcmM":
+            h.update(np.ascontiguousarray(obj.to_numpy()).tobytes())
+        else:  # text and categories: the values themselves, in order (None for missing)
+            h.update("\x1f".join(repr(None if pd.isna(v) else v) for v in obj).encode())
+    elif isinstance(obj, list | tuple):
+        h.update(f"{type(obj).__name__}:{len(obj)};".encode())
+        for item in obj:
+            fingerprint(item, h)
+    elif isinstance(obj, dict):
+        h.update(f"dict:{len(obj)};".encode())
+        for key in sorted(obj, key=repr):
+            fingerprint(key, h)
+            fingerprint(obj[key], h)
+    elif isinstance(obj, BaseModel):
+        h.update(f"{type(obj).__qualname__}:{obj.model_dump_json()};".encode())
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        h.update(f"{type(obj).__module__}.{type(obj).__qualname__};".encode())
+        for field in dataclasses.fields(obj):
+            fingerprint(field.name, h)
+            fingerprint(getattr(obj, field.name), h)
+    else:
+        raise TypeError(f"memo: cannot fingerprint a {type(obj).__name__}")
