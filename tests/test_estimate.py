@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from causalrate import pipeline
-from causalrate.causal import refute as refute_module
+from causalrate.causal import rigor as rigor_module
 from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes
 from causalrate.causal.estimate import estimate_all
 from causalrate.causal.schemes import SCHEMES, Scheme
@@ -56,14 +56,14 @@ def test_a_plugin_schemes_draws_feed_effects_rigor_and_refuters_alike(fixed_shar
         seen["estimates"] = estimate_all(**kwargs)
         return seen["estimates"]
 
-    real_refute = refute_module.refute
+    real_refute = rigor_module.refute
 
     def spy_refute(data, estimand, estimate, **kwargs):
         seen["refuted"].append((data, estimate))
         return real_refute(data, estimand, estimate, **kwargs)
 
     monkeypatch.setattr(pipeline, "estimate_all", spy_estimates)
-    monkeypatch.setattr(refute_module, "refute", spy_refute)
+    monkeypatch.setattr(rigor_module, "refute", spy_refute)
     config = synthetic_study(
         "- {name: mean, type: python, function: 'planted.py:zero_counter'}\n- {name: naive, type: naive}\n",
         draws=4,
