@@ -17,11 +17,11 @@ from PIL import Image
 
 from causalrate.cli import main
 from causalrate.report.cards import render_cards, slugify
-from causalrate.report.comparison_charts import pareto_front
+from causalrate.report.comparison_charts import pareto_front, robustness_accuracy
 from causalrate.report.figures import system_colours
 from causalrate.report.machine import model_card, schema
 from causalrate.report.render import LABEL_HEIGHT, WIDTH, Session, find_chromium
-from causalrate.report.svg import Scale, nice_ticks
+from causalrate.report.svg import Scale, log_ticks, nice_ticks
 from causalrate.run import RatingsDocument
 from tests.card_fixtures import augment_run
 from tests.conftest import make_synthetic_study
@@ -320,6 +320,23 @@ def test_svg_ticks_and_scales():
     assert Scale(0.0, 10.0, 100.0, 300.0)(2.5) == 150.0  # linear: a quarter of the way
     assert Scale(10.0, 1000.0, 0.0, 200.0, log=True)(100.0) == 100.0  # log: 100 is halfway from 10 to 1000
     assert Scale(0.0, 1.0, 250.0, 50.0)(1.0) == 50.0  # y grows upwards: pixels run the other way
+
+
+def test_log_ticks_and_the_robustness_axis_turns_logarithmic_only_when_effects_span_a_decade():
+    assert log_ticks(0.003, 0.5) == [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]
+    assert log_ticks(1e-4, 10.0) == [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0]  # decades only beyond eight ticks
+
+    def chart(effects: dict[str, float]) -> str:
+        points = {
+            s: {"x": 3.0 + i, "x_lo": 2.9 + i, "x_hi": 3.1 + i, "y": y, "y_lo": 0.0, "y_hi": 1.5 * y}
+            for i, (s, y) in enumerate(effects.items())
+        }
+        return robustness_accuracy(points, colours=dict.fromkeys(effects, "#000"), x_label="MASE", y_label="APE")
+
+    spread = chart({"naive": 0.006, "arima": 0.012, "random": 0.34})
+    assert "(log scale)" in spread and "nan" not in spread.lower()
+    assert "(log scale)" not in chart({"naive": 0.2, "arima": 0.3, "random": 0.34})
+    assert "(log scale)" not in chart({"naive": 0.0, "random": 0.34})  # an effect of 0 has no log
 
 
 def test_pareto_front():

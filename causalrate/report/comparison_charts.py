@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 
 from causalrate.report.figures import GREY
-from causalrate.report.svg import INK, Canvas, Panel, extent, finite, label_margin, text_width
+from causalrate.report.svg import INK, Canvas, Panel, extent, finite, label_margin, log_ticks, text_width
+
+LOG_RATIO = 10  # the robustness axis turns logarithmic when the effects span this factor
 
 
 def _size_text(value: float) -> str:
@@ -60,8 +62,15 @@ def robustness_accuracy(
     legend_w = 40 + max(text_width(n, 12) for n in names)
     c = Canvas(max(760, 560 + legend_w), 470)
     x = extent([v for p in points.values() for v in (p["x"], p["x_lo"], p["x_hi"])], pad=0.12)
-    y = extent([v for p in points.values() for v in (p["y"], p["y_lo"], p["y_hi"])], pad=0.12)
-    ax = Panel(c, (95, 45, c.width - 95 - legend_w - 20, 350), x, y)
+    ys = finite(p["y"] for p in points.values())
+    # effects an order of magnitude apart on a log axis, or the small ones collapse onto each other near 0
+    ylog = bool(ys) and min(ys) > 0 and max(ys) / min(ys) >= LOG_RATIO
+    if ylog:
+        y = (min(ys) / 2, max(finite([*ys, *(p["y_hi"] for p in points.values())])) * 1.5)
+        y_label += " (log scale)"
+    else:
+        y = extent([v for p in points.values() for v in (p["y"], p["y_lo"], p["y_hi"])], pad=0.12)
+    ax = Panel(c, (95, 45, c.width - 95 - legend_w - 20, 350), x, y, ylog=ylog)
     if len(front) >= 2:
         steps = [centres[front[0]]]
         for name in front[1:]:
@@ -69,9 +78,10 @@ def robustness_accuracy(
         c.line(ax.xy(*zip(*steps, strict=True)), GREY, width=1.2, dash="5 3")
     for system, p in points.items():
         ax.errorbar_x(p["y"], p["x_lo"], p["x_hi"], colours[system], width=1.2)
-        ax.errorbar_y(p["x"], p["y_lo"], p["y_hi"], colours[system], width=1.2)
+        low = max(p["y_lo"], y[0]) if ylog else p["y_lo"]  # a lower bound at 0 ends at the log axis' floor
+        ax.errorbar_y(p["x"], low, p["y_hi"], colours[system], width=1.2)
         c.marker(ax.x(p["x"]), ax.y(p["y"]), colours[system], size=10, edge=INK if system in front else None)
-    ax.axes(xlabel=x_label, ylabel=y_label)
+    ax.axes(xlabel=x_label, ylabel=y_label, yticks=log_ticks(*y) if ylog else None)
     c.text(
         c.width / 2,
         16,

@@ -43,6 +43,13 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return [round(k * step, 12) for k in range(first, math.floor(hi / step + 1e-9) + 1)]
 
 
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """1, 2, 5 × 10^k ticks inside [lo, hi] (both > 0); the decades alone when that gives over eight."""
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    ticks = [m * 10.0**k for k in decades for m in (1, 2, 5) if lo <= m * 10.0**k <= hi]
+    return ticks if len(ticks) <= 8 else [t for t in ticks if math.log10(t).is_integer()]
+
+
 def tick_text(value: float) -> str:
     text = f"{value:.4g}"
     return "0" if text in ("-0", "0.0") else text.replace("-", "−")
@@ -188,13 +195,14 @@ class Panel:
         y: tuple[float, float],
         *,
         xlog: bool = False,
+        ylog: bool = False,
         yinvert: bool = False,
     ) -> None:
         self.canvas = canvas
         self.left, self.top, self.width, self.height = box
         bottom = self.top + self.height
         self.x = Scale(*x, self.left, self.left + self.width, log=xlog)
-        self.y = Scale(*y, self.top if yinvert else bottom, bottom if yinvert else self.top)
+        self.y = Scale(*y, self.top if yinvert else bottom, bottom if yinvert else self.top, log=ylog)
 
     def xy(self, xs, ys) -> list[tuple[float, float]]:
         return [
