@@ -42,20 +42,27 @@ OWN_ENV = {  # type → (builder run in its environment, the study's system entr
 }
 WIDTH = {"quantiles": 9, "samples": 4, "point": 0}  # float64 values per horizon step in the samples column
 
-STUDY = """\
-name: zoo
+
+def study_yaml(name: str, *, timeout: int, systems: str) -> str:
+    """A small study on the planted prices: a clean and a missing-value perturbation, 3 draws, no refuters."""
+    return f"""\
+name: {name}
 seed: 3
-data: {source: csv, path: prices.csv, layout: long, attribute_columns: [industry, company]}
-windows: {input_length: %d, horizon: %d, stride: 1}
+data: {{source: csv, path: prices.csv, layout: long, attribute_columns: [industry, company]}}
+windows: {{input_length: {INPUT}, horizon: {HORIZON}, stride: 1}}
 perturbations:
-  - {id: P0, operator: none}
-  - {id: P3, operator: missing, period: 12, phase: 6}
+  - {{id: P0, operator: none}}
+  - {{id: P3, operator: missing, period: 12, phase: 6}}
 outcome: rmax_scaled
-causal: {draws: 3, schemes: [uniform, industry]}
-rigor: {replicates: 20, refute: false}
-forecast: {batch_size: 8, timeout: 120}
+causal: {{draws: 3, schemes: [uniform, industry]}}
+rigor: {{replicates: 20, refute: false}}
+forecast: {{batch_size: 8, timeout: {timeout}}}
 systems:
-  - {name: naive, type: naive}
+  - {{name: naive, type: naive}}
+{systems}"""
+
+
+CORE_SYSTEMS = """\
   - {name: chronos2, type: chronos2, model: ckpt/chronos2}
   - {name: timesfm2.5, type: timesfm2.5, model: ckpt/timesfm25}
   - {name: tirex, type: tirex, model: ckpt/tirex}
@@ -69,7 +76,7 @@ def run(tmp_path_factory):
     write_data(folder)
     for name in ("chronos2", "timesfm25", "tirex", "sundial"):
         getattr(tiny_zoo, f"build_{name}")(folder / "ckpt" / name)
-    (folder / "study.yaml").write_text(STUDY % (INPUT, HORIZON))
+    (folder / "study.yaml").write_text(study_yaml("zoo", timeout=120, systems=CORE_SYSTEMS))
     mp = pytest.MonkeyPatch()
     mp.setenv("CAUSALRATE_CACHE_DIR", str(folder / "cache"))
     code = main(["assess", str(folder / "study.yaml"), "--out", str(folder / "run"), "--workers", "1", "--no-cards"])
@@ -163,23 +170,6 @@ def test_zoo_study_lists_missing_checkpoints_and_exits_2(tmp_path, monkeypatch, 
         assert f"  - {name}: " in err
 
 
-OWN_STUDY = """\
-name: zoo-own
-seed: 3
-data: {source: csv, path: prices.csv, layout: long, attribute_columns: [industry, company]}
-windows: {input_length: %d, horizon: %d, stride: 1}
-perturbations:
-  - {id: P0, operator: none}
-  - {id: P3, operator: missing, period: 12, phase: 6}
-outcome: rmax_scaled
-causal: {draws: 3, schemes: [uniform, industry]}
-rigor: {replicates: 20, refute: false}
-forecast: {batch_size: 8, timeout: 300}
-systems:
-  - {name: naive, type: naive}
-"""
-
-
 @pytest.fixture(scope="module")
 def own_runs(tmp_path_factory):
     """One study of every built own-environment model, assessed twice (fresh caches): runs and their folder."""
@@ -188,12 +178,12 @@ def own_runs(tmp_path_factory):
     built = {name: python for name in OWN_ENV if (python := managed_python(name)) is not None}
     if not built:
         pytest.skip("no own-environment zoo model is built (causalrate env create moirai2 | toto | granite-ttm | …)")
-    study = OWN_STUDY % (INPUT, HORIZON)
+    systems = ""
     for name, python in built.items():
         builder, entry, _ = OWN_ENV[name]
         build_in(python, builder, folder / "ckpt" / name)
-        study += f"  - {{name: {name}, type: {name}, {entry[1:]}\n"
-    (folder / "study.yaml").write_text(study)
+        systems += f"  - {{name: {name}, type: {name}, {entry[1:]}\n"
+    (folder / "study.yaml").write_text(study_yaml("zoo-own", timeout=300, systems=systems))
     mp = pytest.MonkeyPatch()
     mp.setenv("HF_HUB_OFFLINE", "1")
     codes = []
