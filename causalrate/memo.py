@@ -17,7 +17,6 @@ import platform
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable
-from importlib import metadata
 from pathlib import Path
 from typing import TypeVar
 
@@ -26,6 +25,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from causalrate.plugins import MODULE_PREFIX
+from causalrate.versions import installed
 
 T = TypeVar("T")
 TABLE = "CREATE TABLE IF NOT EXISTS analysis_memo (key TEXT PRIMARY KEY, kind TEXT NOT NULL, value TEXT NOT NULL)"
@@ -110,11 +110,7 @@ def code_salt(plugins: tuple[str, ...]) -> bytes:
     """The digest of what computes: causalrate's own source, the loaded plugins' source (plugin files and
     the study's plugin modules), Python and library versions."""
     h = hashlib.sha256(platform.python_version().encode())
-    for name in LIBRARIES:
-        try:
-            h.update(f"{name}={metadata.version(name)};".encode())
-        except metadata.PackageNotFoundError:
-            h.update(f"{name}=absent;".encode())
+    h.update(json.dumps(installed(LIBRARIES)).encode())
     package = Path(__file__).parent
     files = [(str(p.relative_to(package)), p) for p in sorted(package.rglob("*.py"))]
     modules = sorted(m for m in sys.modules if m.startswith(MODULE_PREFIX) or m in plugins)

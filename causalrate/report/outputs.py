@@ -6,7 +6,6 @@ ratings.json holds no timestamps or timings, sorts its keys and rounds floats to
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
 import platform
 from pathlib import Path
@@ -18,6 +17,7 @@ from causalrate.perturb.operators import OPERATORS
 from causalrate.report.estimators import facts
 from causalrate.report.templating import environment, rating_cell
 from causalrate.run import RATINGS_SCHEMA, RatingRow, RatingsDocument
+from causalrate.versions import installed
 
 if TYPE_CHECKING:
     from causalrate.study import Result, Study
@@ -41,13 +41,7 @@ def clean_float(x: Any) -> float | None:
 
 
 def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
+    return {"python": platform.python_version(), **installed(PACKAGES, missing="not installed")}
 
 
 def ratings_document(study: Study, result: Result) -> dict[str, Any]:

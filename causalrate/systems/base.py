@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from causalrate.registry import Registry
+from causalrate.versions import installed
 
 if TYPE_CHECKING:  # the environment worker imports this module with numpy and pydantic only
     from causalrate.data.dataset import Dataset
@@ -115,19 +116,11 @@ class System:
 
     def identity(self) -> dict[str, Any]:
         """What makes two forecasts of the same input interchangeable: the forecast cache's system key."""
-        from importlib.metadata import PackageNotFoundError, version
-
-        def installed(name: str) -> str:
-            try:
-                return version(name)
-            except PackageNotFoundError:
-                return "absent"
-
         return {
             "type": type(self).__name__,
             "version": self.version,
             "settings": self.settings.model_dump(mode="json"),
-            "libraries": {name: installed(name) for name in self.libraries},
+            "libraries": installed(self.libraries),
         }
 
     def check(self, dataset: Dataset) -> None:
