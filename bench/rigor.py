@@ -28,7 +28,7 @@ def timed(study, forecasts, repeat: int = 3) -> tuple[float, float]:
     analyze(study, forecasts)  # warm: imports, first-call costs
     wall, cpu = [], []
     for _ in range(repeat):
-        refute_module._CACHE.clear()  # each timed run identifies and fits its refuters afresh,
+        refute_module._PLANS.clear()  # each timed run identifies and matches its refuters afresh,
         refute_module._ESTIMANDS.clear()  # as a new process would
         started, started_cpu = time.perf_counter(), time.process_time()
         analyze(study, forecasts)

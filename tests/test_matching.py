@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalrate.causal.matching import match_ate, nearest_with_ties, smd
+from causalrate.causal.matching import match_plan, nearest_with_ties, smd
 
 
 def planted_strata(n: int = 20_000, seed: int = 0) -> pd.DataFrame:
@@ -25,9 +25,9 @@ def test_recovers_planted_effect_with_tied_propensities():
     df = planted_strata()
     naive = df.R[df.P].mean() - df.R[~df.P].mean()
     assert abs(naive - 2.0) > 1.5  # strongly confounded
-    result = match_ate(
-        df[["s1", "s2"]].to_numpy(), df.P.to_numpy(), df.R.to_numpy(), caliper_sd=0.2, rng=np.random.default_rng(1)
-    )
+    result = match_plan(
+        df[["s1", "s2"]].to_numpy(), df.P.to_numpy(), caliper_sd=0.2, rng=np.random.default_rng(1)
+    ).apply(df.R.to_numpy())
     assert result.ate == pytest.approx(2.0, abs=0.06)
     assert result.att == pytest.approx(2.0, abs=0.06)
     assert result.atc == pytest.approx(2.0, abs=0.06)
@@ -48,9 +48,9 @@ def test_dowhy_builtin_psm_fails_on_the_same_data():
         model = CausalModel(data=df[["stratum", "P", "R"]], treatment="P", outcome="R", graph=graph)
         estimand = model.identify_effect()
         atc = model.estimate_effect(estimand, method_name="backdoor.propensity_score_matching", target_units="atc")
-    ours = match_ate(
-        df[["s1", "s2"]].to_numpy(), df.P.to_numpy(), df.R.to_numpy(), caliper_sd=0.2, rng=np.random.default_rng(1)
-    )
+    ours = match_plan(
+        df[["s1", "s2"]].to_numpy(), df.P.to_numpy(), caliper_sd=0.2, rng=np.random.default_rng(1)
+    ).apply(df.R.to_numpy())
     assert abs(atc.value - 2.0) > 5 * abs(ours.atc - 2.0)
 
 

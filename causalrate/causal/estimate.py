@@ -15,7 +15,7 @@ import pandas as pd
 
 from causalrate.causal.effects import PIE_EPSILON, DrawSettings, ape_true, design_matrix
 from causalrate.causal.graph import OUTCOME, TREATMENT, Identification
-from causalrate.causal.matching import MatchResult, match_ate, propensity, smd
+from causalrate.causal.matching import MatchPlan, MatchResult, match_plan, propensity
 from causalrate.causal.schemes import SCHEMES
 from causalrate.seeding import rng
 
@@ -27,11 +27,12 @@ class Matching:
     adjustment_set: tuple[str, ...]
     caliper_sd: float
 
-    def estimate(
-        self, features: np.ndarray, treated: np.ndarray, outcome: np.ndarray, *, rng: np.random.Generator, **fitted
-    ) -> MatchResult:
-        """`fitted`: optional `scores` (propensities) and `before` (their SMD), already computed for the treated."""
-        return match_ate(features, treated, outcome, caliper_sd=self.caliper_sd, rng=rng, **fitted)
+    def plan(
+        self, features: np.ndarray, treated: np.ndarray, *, rng: np.random.Generator, strata: np.ndarray | None = None
+    ) -> MatchPlan:
+        """The matched pairs of one sample; `strata` (design_matrix's) lets a saturated design skip the optimiser."""
+        scores = propensity(features, treated, strata=strata)
+        return match_plan(features, treated, caliper_sd=self.caliper_sd, rng=rng, scores=scores)
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,7 +128,10 @@ def estimate_all(
     schemes = {name: SCHEMES.get(name)() for name in settings.schemes}
     estimators = {name: Matching(identification[name].adjustment_set, settings.caliper) for name in settings.schemes}
     assignments: dict[tuple[str, str, int], np.ndarray] = {}
-    fitted: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # propensities and SMDs depend on the draw, not the system
+    # the design, and the matched pairs of a draw, depend on the sample (the valid windows), never on the
+    # outcome: systems whose forecasts cover the same windows share them (10 systems, one matching)
+    designs: dict[tuple[str, bytes], tuple] = {}
+    plans: dict[tuple[str, str, int, bytes], MatchPlan] = {}
     out = []
     for system, table in outcomes.items():
         base = table[control].to_numpy()
@@ -135,10 +139,12 @@ def estimate_all(
             treated_outcome = table[perturbation].to_numpy()
             truth, _ = ape_true(treated_outcome, base)
             valid = np.isfinite(treated_outcome) & np.isfinite(base)
+            sample = valid.tobytes()
             perturbed, clean = treated_outcome[valid], base[valid]
             for scheme, estimator in estimators.items():
-                features, names, strata = design_matrix(windows.loc[valid], estimator.adjustment_set)
-                names = tuple(names)
+                if (scheme, sample) not in designs:
+                    designs[scheme, sample] = design_matrix(windows.loc[valid], estimator.adjustment_set)
+                features, names, strata = designs[scheme, sample]
                 for b in range(settings.draws):
                     key = (scheme, perturbation, b)
                     if key not in assignments:
@@ -148,20 +154,13 @@ def estimate_all(
                     t = assignments[key][valid]
                     if t.all() or not t.any():
                         continue
-                    cached = (*key, valid.tobytes())
-                    if cached not in fitted:
-                        fitted[cached] = (propensity(features, t, strata=strata), smd(features, t))
-                    scores, before = fitted[cached]
+                    shared = (*key, sample)
+                    if shared not in plans:
+                        stream = rng(settings.seed, "match", *key)
+                        plans[shared] = estimator.plan(features, t, rng=stream, strata=strata)
                     y = np.where(t, perturbed, clean)
-                    match = estimator.estimate(
-                        features,
-                        t,
-                        y,
-                        rng=rng(settings.seed, "match", *key),
-                        scores=scores,
-                        before=before,
-                    )
+                    match = plans[shared].apply(y)
                     cell = (system, perturbation, scheme, b, assignments[key], valid, perturbed, clean, truth)
                     obs = float(y[t].mean() - y[~t].mean())
-                    out.append(Estimate(*cell, obs, match, estimator, names))
+                    out.append(Estimate(*cell, obs, match, estimator, tuple(names)))
     return out

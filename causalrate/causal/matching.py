@@ -66,6 +66,28 @@ class MatchResult:
     smd_after: np.ndarray
 
 
+@dataclass(frozen=True)
+class MatchPlan:
+    """Who is matched to whom, and the balance that gives: a function of the design, the assignment and
+    the seed only, never of the outcome, so every system observed on the same sample shares one plan."""
+
+    treated: np.ndarray  # matched treated units (ATT side) ...
+    treated_partners: np.ndarray  # ... and the control each one is compared with
+    controls: np.ndarray  # matched control units (ATC side) ...
+    control_partners: np.ndarray  # ... and the treated unit each one is compared with
+    unmatched: int  # units with no partner inside the caliper (dropped)
+    smd_before: np.ndarray  # per feature column
+    smd_after: np.ndarray
+
+    def apply(self, outcome: np.ndarray) -> MatchResult:
+        """ATT, ATC and their size-weighted mean (the ATE) of `outcome` over the matched pairs."""
+        n_t, n_c = self.treated.size, self.controls.size
+        att = float(np.mean(outcome[self.treated] - outcome[self.treated_partners])) if n_t else np.nan
+        atc = float(np.mean(outcome[self.control_partners] - outcome[self.controls])) if n_c else np.nan
+        ate = float(np.nansum([att * n_t, atc * n_c]) / (n_t + n_c)) if n_t + n_c else np.nan
+        return MatchResult(ate, att, atc, self.unmatched, self.smd_before, self.smd_after)
+
+
 def smd(features: np.ndarray, treated: np.ndarray) -> np.ndarray:
     """Standardised mean difference per column: (mean_t - mean_c) / sqrt((var_t + var_c) / 2)."""
     return weighted_smd(features, treated.astype(float), (~treated).astype(float))
@@ -85,20 +107,17 @@ def weighted_smd(features: np.ndarray, w_t: np.ndarray, w_c: np.ndarray) -> np.n
         return np.where(pooled > 1e-12, (m_t - m_c) / pooled, 0.0)
 
 
-def match_ate(
+def match_plan(
     features: np.ndarray,
     treated: np.ndarray,
-    outcome: np.ndarray,
     *,
     caliper_sd: float,
     rng: np.random.Generator,
     scores: np.ndarray | None = None,
-    before: np.ndarray | None = None,
-) -> MatchResult:
-    """ATE by matching both ways on the logit propensity: treated→controls (ATT) and controls→treated (ATC).
+) -> MatchPlan:
+    """Matching both ways on the logit propensity: treated→controls (ATT) and controls→treated (ATC).
 
-    `scores`: propensities already fitted on (features, treated), and `before`: their SMD — both
-    are the same for every system, so callers compute them once.
+    `scores`: propensities already fitted on (features, treated), when the caller has them.
     """
     ps = np.clip(propensity(features, treated) if scores is None else scores, 1e-12, 1 - 1e-12)
     logit = np.log(ps / (1 - ps))
@@ -108,22 +127,18 @@ def match_ate(
     to_control = nearest_with_ties(logit[t_idx], logit[c_idx], caliper=caliper, rng=rng)
     to_treated = nearest_with_ties(logit[c_idx], logit[t_idx], caliper=caliper, rng=rng)
     ok_t, ok_c = to_control >= 0, to_treated >= 0
-    partner_c = c_idx[to_control[ok_t]]
-    partner_t = t_idx[to_treated[ok_c]]
-    att = float(np.mean(outcome[t_idx[ok_t]] - outcome[partner_c])) if ok_t.any() else np.nan
-    atc = float(np.mean(outcome[partner_t] - outcome[c_idx[ok_c]])) if ok_c.any() else np.nan
-    n_t, n_c = int(ok_t.sum()), int(ok_c.sum())
-    ate = float(np.nansum([att * n_t, atc * n_c]) / (n_t + n_c)) if n_t + n_c else np.nan
+    matched_t, partner_c = t_idx[ok_t], c_idx[to_control[ok_t]]
+    matched_c, partner_t = c_idx[ok_c], t_idx[to_treated[ok_c]]
     # balance of the matched sample: treated side = treated ∪ partners of controls, and vice versa
     n = treated.size
-    side_t = np.bincount(t_idx[ok_t], minlength=n) + np.bincount(partner_t, minlength=n)
-    side_c = np.bincount(partner_c, minlength=n) + np.bincount(c_idx[ok_c], minlength=n)
-    after = weighted_smd(features, side_t.astype(float), side_c.astype(float))
-    return MatchResult(
-        ate=ate,
-        att=att,
-        atc=atc,
+    side_t = np.bincount(matched_t, minlength=n) + np.bincount(partner_t, minlength=n)
+    side_c = np.bincount(partner_c, minlength=n) + np.bincount(matched_c, minlength=n)
+    return MatchPlan(
+        treated=matched_t,
+        treated_partners=partner_c,
+        controls=matched_c,
+        control_partners=partner_t,
         unmatched=int((~ok_t).sum() + (~ok_c).sum()),
-        smd_before=smd(features, treated) if before is None else before,
-        smd_after=after,
+        smd_before=smd(features, treated),
+        smd_after=weighted_smd(features, side_t.astype(float), side_c.astype(float)),
     )

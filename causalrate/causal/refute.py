@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.causal.graph import OUTCOME, TREATMENT, causal_graph
-from causalrate.causal.matching import propensity
+from causalrate.causal.matching import MatchPlan
 
 if TYPE_CHECKING:
     from causalrate.causal.estimate import Estimate, Matching
@@ -53,10 +53,7 @@ def _estimator_class():
             adjust = tuple(sorted(estimand.get_backdoor_variables()))
             treated = data[estimand.treatment_variable[0]].astype(bool).to_numpy()
             outcome = data[estimand.outcome_variable[0]].to_numpy(dtype=float)
-            features, scores = _design_and_propensity(data, adjust, treated)
-            value = self.matching.estimate(
-                features, treated, outcome, rng=np.random.default_rng(self.seed), scores=scores
-            ).ate
+            value = _plan(data, adjust, treated, self.matching, self.seed).apply(outcome).ate
             estimate = CausalEstimate(
                 data=data,
                 treatment_name=estimand.treatment_variable,
@@ -73,18 +70,18 @@ def _estimator_class():
     return TieSafeMatching
 
 
-_CACHE: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+_PLANS: dict[bytes, MatchPlan] = {}
 
 
-def _design_and_propensity(data: pd.DataFrame, adjust: tuple[str, ...], treated: np.ndarray) -> tuple:
-    """Design matrix and propensities, memoised on the confounders' and treatment's content.
+def _plan(data: pd.DataFrame, adjust: tuple[str, ...], treated: np.ndarray, matching: Matching, seed: int) -> MatchPlan:
+    """The matched pairs of a refuter's sample, memoised on the confounders' and treatment's content.
 
     Refuters use one seed for every system: their permuted treatments, added random causes and
-    subsets repeat across systems (only the outcomes differ), so each is fitted once, not per system.
+    subsets repeat across systems (only the outcomes differ), so each is matched once, not per system.
     """
     from causalrate.causal.effects import design_matrix
 
-    digest = hashlib.sha1(treated.tobytes())
+    digest = hashlib.sha1(treated.tobytes() + repr((matching, seed)).encode())
     for col in adjust:  # cheaper than pd.util.hash_pandas_object on text columns
         digest.update(col.encode() + b"\x00")
         if data[col].dtype.kind in "biuf":
@@ -93,12 +90,12 @@ def _design_and_propensity(data: pd.DataFrame, adjust: tuple[str, ...], treated:
             codes, uniques = pd.factorize(data[col])
             digest.update(codes.tobytes() + b"\x1e" + "\x1f".join(map(str, uniques)).encode())
     key = digest.digest()
-    if key not in _CACHE:
-        if len(_CACHE) > 20_000:
-            _CACHE.clear()
+    if key not in _PLANS:
+        if len(_PLANS) > 20_000:
+            _PLANS.clear()
         features, _, strata = design_matrix(data, adjust)
-        _CACHE[key] = (features, propensity(features, treated, strata=strata))
-    return _CACHE[key]
+        _PLANS[key] = matching.plan(features, treated, rng=np.random.default_rng(seed), strata=strata)
+    return _PLANS[key]
 
 
 _ESTIMANDS: dict[tuple[str, ...], object] = {}
