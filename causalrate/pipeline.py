@@ -33,6 +33,7 @@ from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
 from causalrate.score.recency import recency_profile
 from causalrate.score.scores import Evidence, score_all
+from causalrate.score.wide import wide_tables
 from causalrate.study import Result, Study, prepare
 
 if TYPE_CHECKING:
@@ -243,12 +244,6 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
 
 def outcome_tables(study: Study, forecasts: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Per system, the outcome of every window (rows) under every perturbation (columns, suite order)."""
-    n = len(study.table)
-    wide = forecasts.pivot_table(index=["system", "window"], columns="perturbation", values="outcome", dropna=False)
-    order = [p.id for p in study.suite]
-    return {
-        s: wide.loc[s].reindex(index=range(n), columns=order)
-        if s in wide.index.get_level_values(0)
-        else pd.DataFrame(np.nan, index=range(n), columns=order)
-        for s in study.systems
-    }
+    n, order = len(study.table), [p.id for p in study.suite]
+    wide = wide_tables(forecasts, "outcome", perturbations=order, n_windows=n)
+    return {s: wide[s] if s in wide else pd.DataFrame(np.nan, index=range(n), columns=order) for s in study.systems}

@@ -33,8 +33,9 @@ from causalrate.causal.uncertainty import (
 )
 from causalrate.config import StudyConfig
 from causalrate.memo import OFF, Memo
-from causalrate.score.bias import bias_gap
+from causalrate.score.bias import Cells, bias_gap
 from causalrate.score.scores import SCORES, Evidence, Score
+from causalrate.score.wide import wide_tables
 from causalrate.seeding import rng
 
 
@@ -113,14 +114,13 @@ def assess_rigor(
     rigor = Rigor()
     systems = sorted(outcomes)
     counts = bootstrap_counts(series_index, replicates=cfg.replicates, rng=rng(config.seed, "bootstrap"))
+    perturbations = list(next(iter(outcomes.values())).columns)
     metric = {
-        name: forecasts.assign(failed=forecasts["failed"].astype(float)).pivot_table(
-            index=["system", "window"], columns="perturbation", values=column, dropna=False
-        )
+        name: wide_tables(forecasts, column, perturbations=perturbations, n_windows=len(table))
         for name, column in _window_means().items()
     }
+    cells = {attribute: Cells.of(groups, within) for attribute, groups, within in wrs_plans}
     replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
-    perturbations = list(next(iter(outcomes.values())).columns)
     with warnings.catch_warnings():  # a system whose forecasts all failed yields NaN intervals, by design
         warnings.simplefilter("ignore", RuntimeWarning)
         for system in systems:
@@ -150,7 +150,7 @@ def assess_rigor(
                         reps_wrs = replicate_wrs(counts, values, groups, within)
                         replicates.setdefault((f"wrs_{attribute}", p), {})[system] = reps_wrs
                         if f"bias_{attribute}" in SCORES:
-                            reps_bias = bias_gap(counts, values, groups, within)
+                            reps_bias = bias_gap(counts, values, cells[attribute])
                             replicates.setdefault((f"bias_{attribute}", p), {})[system] = reps_bias
                         pvalues = wrs_pairs(values, groups, within)
                         adjusted = stats.false_discovery_control(pvalues, method="bh") if pvalues else np.array([])
@@ -164,9 +164,9 @@ def assess_rigor(
                                 "rejections_bh_5pct": int(np.sum(adjusted < 0.05)),
                             }
                         )
-                for score, frame in metric.items():
-                    if system in frame.index.get_level_values(0) and p in frame.columns:
-                        column = frame.loc[system][p].reindex(range(len(table))).to_numpy(dtype=float)
+                for score, per_system in metric.items():
+                    if system in per_system:
+                        column = per_system[system][p].to_numpy()
                         replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
     for score, cls in _window_scores():  # e.g. recency, ape_worst: |mean| of the score's own per-window values
         for (system, p), values in cls().window_values(evidence).items():

@@ -27,9 +27,8 @@ def bootstrap_counts(series_index: np.ndarray, *, replicates: int, rng: np.rando
 def replicate_means(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
     """[B] weighted means of values [W] (NaN = missing, left out) under each replicate's counts."""
     valid = np.isfinite(values)
-    weights = counts * valid
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (weights @ np.where(valid, values, 0.0)) / weights.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # no [B, W] copy: missing values weigh 0 as zeros
+        return (counts @ np.where(valid, values, 0.0)) / (counts @ valid.astype(float))
 
 
 def interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float]:

@@ -9,26 +9,45 @@ observed value is the all-ones weighting.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
-def bias_gap(
-    weights: np.ndarray, values: np.ndarray, groups: np.ndarray, within: np.ndarray | None = None
-) -> np.ndarray:
+@dataclass(frozen=True)
+class Cells:
+    """Each window's comparison cell (block, group), numbered in sorted order of (block, group) as text.
+
+    The same for every system and perturbation of a run, so it is built once per grouping.
+    """
+
+    code: np.ndarray  # per window: its cell
+    block: np.ndarray  # per cell: its block's number (cells of one block are compared with each other)
+
+    @classmethod
+    def of(cls, groups: np.ndarray, within: np.ndarray | None = None) -> Cells:
+        blocks = np.zeros(groups.size, dtype=int) if within is None else within
+        cells, code = np.unique(np.c_[blocks, groups].astype(str), axis=0, return_inverse=True)
+        block = np.unique(cells[:, 0], return_inverse=True)[1]
+        return cls(code.ravel(), block.ravel())
+
+
+def bias_gap(weights: np.ndarray, values: np.ndarray, cells: Cells) -> np.ndarray:
     """[B] relative bias gap under each weighting [B, W] of the windows' outcomes [W] (NaN = missing)."""
     valid = np.isfinite(values)
-    w = weights * valid
     v = np.where(valid, values, 0.0)
-    blocks = np.zeros(groups.size, dtype=int) if within is None else within
-    cells, cell = np.unique(np.c_[blocks[valid], groups[valid]].astype(str), axis=0, return_inverse=True)
-    onehot = np.zeros((groups.size, len(cells)))
-    onehot[np.flatnonzero(valid), cell.ravel()] = 1.0
-    sums, sizes = w @ (onehot * v[:, None]), w @ onehot  # [B, cells]: every group's weighted sum and size at once
+    present = np.flatnonzero(np.bincount(cells.code[valid], minlength=cells.block.size))  # cells with an outcome
+    column = np.full(cells.block.size, -1)
+    column[present] = np.arange(present.size)
+    onehot = np.zeros((values.size, present.size))
+    onehot[np.flatnonzero(valid), column[cells.code[valid]]] = 1.0
+    sums, sizes = weights @ (onehot * v[:, None]), weights @ onehot  # [B, cells]: every group's sum and size at once
     gaps = np.full(weights.shape[0], np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
-        overall = np.abs((w @ v) / w.sum(axis=1))
-        for block in np.unique(cells[:, 0]):
-            members = np.flatnonzero(cells[:, 0] == block)
+        overall = np.abs((weights @ v) / (weights @ valid.astype(float)))
+        block = cells.block[present]
+        for b in np.unique(block):
+            members = np.flatnonzero(block == b)
             if members.size < 2:
                 continue  # nothing to compare with
             block_sum, block_size = sums[:, members].sum(axis=1), sizes[:, members].sum(axis=1)

@@ -15,7 +15,8 @@ import pandas as pd
 
 from causalrate.causal.schemes import SCHEMES, Scheme
 from causalrate.registry import Registry
-from causalrate.score.bias import bias_gap
+from causalrate.score.bias import Cells, bias_gap
+from causalrate.score.wide import wide_tables
 
 
 @dataclass(frozen=True)
@@ -148,12 +149,13 @@ class BiasScore(Score):
             self.unavailable = f"the data has no {self.attribute!r} attribute"
             return None
         groups, within = plan
-        wide = evidence.forecasts.pivot_table(
-            index="window", columns=["system", "perturbation"], values="outcome", dropna=False
-        ).reindex(range(len(evidence.table)))
+        perturbations = sorted(evidence.forecasts["perturbation"].unique())
+        wide = wide_tables(evidence.forecasts, "outcome", perturbations=perturbations, n_windows=groups.size)
+        ones, cells = np.ones((1, groups.size)), Cells.of(groups, within)
         rows = [
-            {"system": s, "perturbation": p, "raw": float(bias_gap(np.ones((1, groups.size)), col, groups, within)[0])}
-            for (s, p), col in ((key, wide[key].to_numpy(dtype=float)) for key in wide.columns)
+            {"system": s, "perturbation": p, "raw": float(bias_gap(ones, table[p].to_numpy(), cells)[0])}
+            for s, table in wide.items()
+            for p in perturbations
         ]
         return pd.DataFrame(rows, columns=["system", "perturbation", "raw"]).sort_values(["system", "perturbation"])
 

@@ -1,0 +1,25 @@
+"""Forecast rows as wide tables: per system, one row per window and one column per perturbation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def wide_tables(
+    forecasts: pd.DataFrame, column: str, *, perturbations: list[str], n_windows: int
+) -> dict[str, pd.DataFrame]:
+    """Per system that has rows (sorted), `column` of each (window, perturbation); NaN where there is none.
+
+    The store keys forecasts by (system, window, perturbation), so every cell is one row's value:
+    a scatter into an array, not a pivot (the pivot was a tenth of the 1M-row rating stage).
+    """
+    systems = sorted(forecasts["system"].unique())
+    system = pd.Categorical(forecasts["system"], categories=systems).codes
+    perturbation = pd.Categorical(forecasts["perturbation"], categories=perturbations).codes
+    window = forecasts["window"].to_numpy()
+    keep = (perturbation >= 0) & (window >= 0) & (window < n_windows)
+    cube = np.full((len(systems), n_windows, len(perturbations)), np.nan)
+    cube[system[keep], window[keep], perturbation[keep]] = forecasts[column].to_numpy(dtype=float)[keep]
+    columns = pd.Index(perturbations, name="perturbation")
+    return {s: pd.DataFrame(cube[k], columns=columns) for k, s in enumerate(systems)}
