@@ -10,6 +10,7 @@ from causalrate.causal.estimate import estimate_all
 from causalrate.causal.refute import backdoor_estimand, refute
 from causalrate.causal.rigor import Rigor, wrs_pairs
 from causalrate.causal.uncertainty import (
+    GroupedCounts,
     bootstrap_counts,
     interval,
     power_analysis,
@@ -105,10 +106,21 @@ def test_replicate_wrs_with_unit_counts_equals_wrs():
     rng = np.random.default_rng(2)
     values = np.r_[rng.normal(0, 1, 30), rng.normal(0.8, 1, 30), rng.normal(0.1, 2, 30)]
     groups = np.repeat(["a", "b", "c"], 30)
-    assert replicate_wrs(np.ones((1, 90)), values, groups)[0] == pytest.approx(wrs(values, groups)[0])
+    assert replicate_wrs(GroupedCounts.of(np.ones((1, 90)), groups), values)[0] == pytest.approx(wrs(values, groups)[0])
     pvalues = wrs_pairs(values, groups, None)
     assert len(pvalues) == 3
     assert pvalues[0] == pytest.approx(stats.ttest_ind(values[:30], values[30:60], equal_var=False).pvalue)
+
+
+def test_replicate_wrs_leaves_out_missing_values_and_groups_without_any():
+    rng = np.random.default_rng(4)
+    values = np.r_[rng.normal(0, 1, 30), rng.normal(0.8, 1, 30), np.full(30, np.nan), rng.normal(0.3, 1, 30)]
+    groups = np.repeat(["a", "b", "c", "d"], 30)
+    values[[3, 40, 41]] = np.nan
+    keep = np.isfinite(values)
+    got = replicate_wrs(GroupedCounts.of(np.ones((1, 120)), groups), values)[0]
+    assert got == pytest.approx(wrs(values[keep], groups[keep])[0])
+    assert wrs(values[keep], groups[keep])[1] == 3  # a–b, a–d, b–d: the empty group c is not a pair
 
 
 def test_refuters_take_the_causal_stages_estimate_and_placebo_gives_about_zero():

@@ -73,6 +73,8 @@ def test_exceeds_matches_the_t_critical_value_everywhere():
     t = np.r_[rng.normal(0, 2, 20_000), 0.0, np.inf, -np.inf, stats.norm.ppf(0.975)]
     df = np.r_[rng.uniform(1, 60, 10_000), 10 ** rng.uniform(2, 12, 10_000), 5.0, 5.0, 5.0, 1e15]
     for level, _ in DEFAULT_LEVELS:
+        at = stats.t.ppf((1 + level) / 2, df[:2000])  # on the boundary and one ulp either side of it
+        t, df = np.r_[t, at, np.nextafter(at, np.inf), np.nextafter(at, 0)], np.r_[df, np.tile(df[:2000], 3)]
         direct = np.abs(t) > stats.t.ppf((1 + level) / 2, df)
         assert np.array_equal(exceeds(t, df, level), direct)
         assert 0 < direct.sum() < t.size

@@ -25,6 +25,7 @@ from causalrate.causal.estimate import Estimate
 from causalrate.causal.refute import Refutation, backdoor_estimand, refute
 from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.uncertainty import (
+    GroupedCounts,
     bootstrap_counts,
     interval,
     power_analysis,
@@ -120,6 +121,7 @@ def assess_rigor(
         for name, column in _window_means().items()
     }
     cells = {attribute: Cells.of(groups, within) for attribute, groups, within in wrs_plans}
+    grouped = {attribute: GroupedCounts.of(counts, groups, within) for attribute, groups, within in wrs_plans}
     replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     with warnings.catch_warnings():  # a system whose forecasts all failed yields NaN intervals, by design
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -147,7 +149,7 @@ def assess_rigor(
                     }
                     replicates.setdefault(("ape", p), {})[system] = np.abs(reps)
                     for attribute, groups, within in wrs_plans:
-                        reps_wrs = replicate_wrs(counts, values, groups, within)
+                        reps_wrs = replicate_wrs(grouped[attribute], values)
                         replicates.setdefault((f"wrs_{attribute}", p), {})[system] = reps_wrs
                         if f"bias_{attribute}" in SCORES:
                             reps_bias = bias_gap(counts, values, cells[attribute])

@@ -38,29 +38,49 @@ def interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float]
     return float(lo), float(hi)
 
 
+@dataclass(frozen=True)
+class GroupedCounts:
+    """The bootstrap counts with each group's windows side by side, built once per WRS grouping: every
+    system's and perturbation's replicate WRS then slices a group's columns instead of copying them."""
+
+    counts: np.ndarray  # [B, W]: columns block by block, group by group (both sorted), windows ascending
+    blocks: list[list[tuple[np.ndarray, slice]]]  # per block: per group, its window ids and its columns
+
+    @classmethod
+    def of(cls, counts: np.ndarray, groups: np.ndarray, within: np.ndarray | None = None) -> GroupedCounts:
+        in_blocks = np.zeros(groups.size, dtype=int) if within is None else within
+        blocks, order = [], []
+        for block in np.unique(in_blocks):
+            members = []
+            for g in np.unique(groups[in_blocks == block]):
+                ids = np.flatnonzero((in_blocks == block) & (groups == g))
+                start = sum(map(len, order))
+                members.append((ids, slice(start, start + ids.size)))
+                order.append(ids)
+            blocks.append(members)
+        return cls(counts[:, np.concatenate(order)] if order else counts[:, :0], blocks)
+
+
 def replicate_wrs(
-    counts: np.ndarray,
-    values: np.ndarray,
-    groups: np.ndarray,
-    within: np.ndarray | None = None,
-    levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS,
+    grouped: GroupedCounts, values: np.ndarray, levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS
 ) -> np.ndarray:
-    """[B] WRS of each replicate: Welch tests on count-weighted group means and variances."""
-    valid = np.isfinite(values)
-    blocks = np.zeros(groups.size, dtype=int) if within is None else within
-    total = np.zeros(counts.shape[0])
-    for block in np.unique(blocks[valid]):
-        names = np.unique(groups[valid & (blocks == block)])
+    """[B] WRS of each replicate: Welch tests on count-weighted group means and variances (groups with
+    no finite value left out)."""
+    total = np.zeros(grouped.counts.shape[0])
+    for block in grouped.blocks:
         moments = []
-        for g in names:
-            member = valid & (blocks == block) & (groups == g)
-            c = counts[:, member]
-            v = values[member]
+        for ids, columns in block:
+            v, c = values[ids], grouped.counts[:, columns]
+            ok = np.isfinite(v)
+            if not ok.all():
+                if not ok.any():
+                    continue
+                v, c = v[ok], c[:, ok]
             n = c.sum(axis=1)
             mean = (c @ v) / np.maximum(n, 1)
             var = np.maximum((c @ v**2) - n * mean**2, 0) / np.maximum(n - 1, 1)
             moments.append((n, mean, var))
-        pairs = [(i, j) for i in range(len(names)) for j in range(i + 1, len(names))]
+        pairs = [(i, j) for i in range(len(moments)) for j in range(i + 1, len(moments))]
         if not pairs:
             continue
         a, b = np.array(pairs).T
