@@ -143,8 +143,10 @@ def fingerprint(obj: object, h: hashlib._Hash) -> None:
         h.update(f"{type(obj).__name__}:{obj.dtype};".encode())
         if obj.dtype.kind in "biufcmM":
             h.update(np.ascontiguousarray(obj.to_numpy()).tobytes())
-        else:  # text and categories: the values themselves, in order (None for missing)
-            h.update("\x1f".join(repr(None if pd.isna(v) else v) for v in obj).encode())
+        else:  # text and categories: the sequence exactly, as codes into its distinct values (-1: missing)
+            codes, uniques = pd.factorize(obj)
+            h.update(codes.astype(np.int64).tobytes() + b"\x1e")
+            h.update("\x1f".join(repr(v) for v in uniques).encode())
     elif isinstance(obj, list | tuple):
         h.update(f"{type(obj).__name__}:{len(obj)};".encode())
         for item in obj:

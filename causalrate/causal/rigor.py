@@ -211,6 +211,10 @@ def _refutations(
         first.setdefault((e.system, e.perturbation, e.scheme), e)
     out = []
     rated = [name for name, scheme in SCHEMES.items() if scheme.rated]
+    # text attributes as categories (same values, same design): dowhy copies the sample for every simulation
+    # and the matching plans are keyed on its content, both several times cheaper on codes than on text
+    text = [c for c in table.columns if table[c].dtype.kind not in "biufcmM"]
+    table = table.assign(**{c: table[c].astype("category") for c in text})
     for row in effects[effects["scheme"].isin(rated)].itertuples():
         estimate = first.get((row.system, row.perturbation, row.scheme))
         if estimate is None:

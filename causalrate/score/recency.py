@@ -37,10 +37,15 @@ def distances(offsets: pd.Series, input_length: int) -> np.ndarray:
 
 def paired_effects(evidence: Evidence, perturbations: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Per (system, perturbation, window) of the recency perturbations (or those given): outcome − control
-    outcome, distance."""
+    outcome, distance. Built once per evidence and set of perturbations (three scores and the profile read it)."""
+    chosen = evidence.recency_perturbations if perturbations is None else perturbations
+    return evidence.derived(("paired_effects", chosen), lambda: _paired_effects(evidence, chosen))
+
+
+def _paired_effects(evidence: Evidence, perturbations: tuple[str, ...]) -> pd.DataFrame:
     f = evidence.forecasts
     control = f[f["perturbation"] == evidence.control].set_index(["system", "window"])["outcome"]
-    rows = f[f["perturbation"].isin(evidence.recency_perturbations if perturbations is None else perturbations)]
+    rows = f[f["perturbation"].isin(perturbations)]
     base = control.reindex(pd.MultiIndex.from_frame(rows[["system", "window"]])).to_numpy()
     return pd.DataFrame(
         {

@@ -7,6 +7,7 @@ it (e.g. the data has no `industry` attribute), with the reason in `unavailable`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -32,6 +33,14 @@ class Evidence:
     recency_perturbations: tuple[str, ...] = ()  # positional, fixed placement: the recency views
     worst_perturbations: tuple[str, ...] = ()  # placement worst: rated by ape_worst, not ape
     heterogeneity: pd.DataFrame | None = None  # system, perturbation, raw: fragility spreads (None: switched off)
+
+    def derived(self, key: tuple, compute: Callable[[], object]):
+        """`compute()`, once per key: tables several scores and the rigor layer derive from the same rows
+        (e.g. recency's paired effects) are built once. Callers must not modify what they get."""
+        store = self.__dict__.setdefault("_derived", {})  # frozen fields; this memo is not one of them
+        if key not in store:
+            store[key] = compute()
+        return store[key]
 
 
 class Score:
