@@ -156,7 +156,8 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
     forecasts = forecasts.assign(failed=forecasts["error"].notna(), outcome=forecasts[cfg.outcome])
     outcomes = outcome_tables(study, forecasts)
     # causal: WRS, the observational draws and their matched effects, the fragility map
-    wrs_table = wrs_scores(outcomes, table, groups=cfg.causal.wrs_groups)
+    groupings = wrs_plans(table, cfg.causal.wrs_groups)
+    wrs_table = wrs_scores(outcomes, groupings)
     settings = DrawSettings(
         schemes=tuple(cfg.causal.schemes),
         draws=cfg.causal.draws,
@@ -207,7 +208,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
             estimates=estimates,
             effects=effects,
             control=control,
-            wrs_plans=wrs_plans(table, cfg.causal.wrs_groups),
+            wrs_plans=groupings,
             memo=memo,
         )
     # rate: coverage, absolute quantities, levels, stability, inconclusive APEs, headlines

@@ -18,7 +18,7 @@ from causalrate.causal.uncertainty import (
     replicate_wrs,
     stability,
 )
-from causalrate.causal.wrs import wrs
+from causalrate.causal.wrs import Grouping, wrs
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
 
@@ -106,8 +106,9 @@ def test_replicate_wrs_with_unit_counts_equals_wrs():
     rng = np.random.default_rng(2)
     values = np.r_[rng.normal(0, 1, 30), rng.normal(0.8, 1, 30), rng.normal(0.1, 2, 30)]
     groups = np.repeat(["a", "b", "c"], 30)
-    assert replicate_wrs(GroupedCounts.of(np.ones((1, 90)), groups), values)[0] == pytest.approx(wrs(values, groups)[0])
-    pvalues = wrs_pairs(values, groups, None)
+    unit = GroupedCounts.of(np.ones((1, 90)), Grouping.of(groups))
+    assert replicate_wrs(unit, values)[0] == pytest.approx(wrs(values, groups)[0])
+    pvalues = wrs_pairs(values, Grouping.of(groups))
     assert len(pvalues) == 3
     assert pvalues[0] == pytest.approx(stats.ttest_ind(values[:30], values[30:60], equal_var=False).pvalue)
 
@@ -118,7 +119,7 @@ def test_replicate_wrs_leaves_out_missing_values_and_groups_without_any():
     groups = np.repeat(["a", "b", "c", "d"], 30)
     values[[3, 40, 41]] = np.nan
     keep = np.isfinite(values)
-    got = replicate_wrs(GroupedCounts.of(np.ones((1, 120)), groups), values)[0]
+    got = replicate_wrs(GroupedCounts.of(np.ones((1, 120)), Grouping.of(groups)), values)[0]
     assert got == pytest.approx(wrs(values[keep], groups[keep])[0])
     assert wrs(values[keep], groups[keep])[1] == 3  # a–b, a–d, b–d: the empty group c is not a pair
 

@@ -32,6 +32,7 @@ from causalrate.causal.uncertainty import (
     replicate_means,
     replicate_wrs,
 )
+from causalrate.causal.wrs import Grouping
 from causalrate.config import StudyConfig
 from causalrate.memo import OFF, Memo
 from causalrate.score.bias import Cells, bias_gap
@@ -71,22 +72,18 @@ def _draw_scores() -> list[tuple[str, type]]:
     return [(name, cls) for name, cls in SCORES.items() if cls.replicates == "draws"]
 
 
-def wrs_pairs(values: np.ndarray, groups: np.ndarray, within: np.ndarray | None) -> list[float]:
+def wrs_pairs(values: np.ndarray, grouping: Grouping) -> list[float]:
     """Two-sided Welch p-values of every pair a WRS counts (scipy's ttest_ind, vectorised over the pairs)."""
-    ok = np.isfinite(values)
-    blocks = np.zeros(groups.size, dtype=int) if within is None else within
     out = []
-    for block in sorted(set(blocks[ok].tolist())):
-        members = ok & (blocks == block)
-        names = sorted(set(groups[members].tolist()))
-        samples = [values[members & (groups == g)] for g in names]
-        pairs = [(i, j) for i, j in combinations(range(len(names)), 2) if samples[i].size >= 2 and samples[j].size >= 2]
+    for block in grouping.samples(values):
+        samples = [v for v in block if v.size >= 2]
+        pairs = list(combinations(range(len(samples)), 2))
         if not pairs:
             continue
         a, b = np.array(pairs).T
         n = np.array([x.size for x in samples], dtype=float)
-        mean = np.array([x.mean() if x.size else np.nan for x in samples])
-        var = np.array([x.var(ddof=1) if x.size >= 2 else np.nan for x in samples])
+        mean = np.array([x.mean() for x in samples])
+        var = np.array([x.var(ddof=1) for x in samples])
         va, vb = var[a] / n[a], var[b] / n[b]
         with np.errstate(divide="ignore", invalid="ignore"):
             df = (va + vb) ** 2 / (va**2 / (n[a] - 1) + vb**2 / (n[b] - 1))
@@ -107,7 +104,7 @@ def assess_rigor(
     estimates: list[Estimate],
     effects: pd.DataFrame,
     control: str,
-    wrs_plans: list[tuple[str, np.ndarray, np.ndarray | None]],
+    wrs_plans: list[Grouping],
     memo: Memo = OFF,
 ) -> Rigor:
     """Intervals, power, replicates, BH counts and refutations; stability comes after rating (rate.stability)."""
@@ -120,8 +117,8 @@ def assess_rigor(
         name: wide_tables(forecasts, column, perturbations=perturbations, n_windows=len(table))
         for name, column in _window_means().items()
     }
-    cells = {attribute: Cells.of(groups, within) for attribute, groups, within in wrs_plans}
-    grouped = {attribute: GroupedCounts.of(counts, groups, within) for attribute, groups, within in wrs_plans}
+    cells = {plan.attribute: Cells.of(plan.labels, plan.within) for plan in wrs_plans}
+    grouped = {plan.attribute: GroupedCounts.of(counts, plan) for plan in wrs_plans}
     replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     with warnings.catch_warnings():  # a system whose forecasts all failed yields NaN intervals, by design
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -148,13 +145,14 @@ def assess_rigor(
                         "inconclusive": bool(power.inconclusive),
                     }
                     replicates.setdefault(("ape", p), {})[system] = np.abs(reps)
-                    for attribute, groups, within in wrs_plans:
+                    for plan in wrs_plans:
+                        attribute = plan.attribute
                         reps_wrs = replicate_wrs(grouped[attribute], values)
                         replicates.setdefault((f"wrs_{attribute}", p), {})[system] = reps_wrs
                         if f"bias_{attribute}" in SCORES:
                             reps_bias = bias_gap(counts, values, cells[attribute])
                             replicates.setdefault((f"bias_{attribute}", p), {})[system] = reps_bias
-                        pvalues = wrs_pairs(values, groups, within)
+                        pvalues = wrs_pairs(values, plan)
                         adjusted = stats.false_discovery_control(pvalues, method="bh") if pvalues else np.array([])
                         rigor.wrs_tests.append(
                             {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from causalrate.causal.wrs import DEFAULT_LEVELS, exceeds
+from causalrate.causal.wrs import DEFAULT_LEVELS, Grouping, exceeds
 
 
 def bootstrap_counts(series_index: np.ndarray, *, replicates: int, rng: np.random.Generator) -> np.ndarray:
@@ -47,17 +47,15 @@ class GroupedCounts:
     blocks: list[list[tuple[np.ndarray, slice]]]  # per block: per group, its window ids and its columns
 
     @classmethod
-    def of(cls, counts: np.ndarray, groups: np.ndarray, within: np.ndarray | None = None) -> GroupedCounts:
-        in_blocks = np.zeros(groups.size, dtype=int) if within is None else within
-        blocks, order = [], []
-        for block in np.unique(in_blocks):
+    def of(cls, counts: np.ndarray, grouping: Grouping) -> GroupedCounts:
+        blocks, start = [], 0
+        for block in grouping.blocks:
             members = []
-            for g in np.unique(groups[in_blocks == block]):
-                ids = np.flatnonzero((in_blocks == block) & (groups == g))
-                start = sum(map(len, order))
+            for ids in block:
                 members.append((ids, slice(start, start + ids.size)))
-                order.append(ids)
+                start += ids.size
             blocks.append(members)
+        order = [ids for block in grouping.blocks for ids in block]
         return cls(counts[:, np.concatenate(order)] if order else counts[:, :0], blocks)
 
 

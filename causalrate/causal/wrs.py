@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -52,6 +53,36 @@ def pair_weight(t: float, df: float, levels: Sequence[tuple[float, float]] = DEF
     return float(sum(w for c, w in levels if exceeds(np.array([t]), np.array([df]), c)[0]))
 
 
+@dataclass(frozen=True)
+class Grouping:
+    """One WRS comparison: group labels per window, optional blocks (pairs only inside a block), and the
+    window ids of every group of every block (both sorted), found once and reused by every system and
+    perturbation (comparing text labels per call was a tenth of the 1M-row rating stage)."""
+
+    attribute: str
+    labels: np.ndarray
+    within: np.ndarray | None
+    blocks: tuple[tuple[np.ndarray, ...], ...]
+
+    @classmethod
+    def of(cls, labels: np.ndarray, within: np.ndarray | None = None, attribute: str = "") -> Grouping:
+        in_blocks = np.zeros(labels.size, dtype=int) if within is None else within
+        blocks = []
+        for block in sorted(set(in_blocks.tolist())):
+            in_block = in_blocks == block
+            names = sorted(set(labels[in_block].tolist()))
+            blocks.append(tuple(np.flatnonzero(in_block & (labels == g)) for g in names))
+        return cls(attribute, labels, within, tuple(blocks))
+
+    def samples(self, values: np.ndarray) -> list[list[np.ndarray]]:
+        """Per block, the finite values of each group that has any (window order)."""
+        out = []
+        for block in self.blocks:
+            groups = (values[ids] for ids in block)
+            out.append([v for v in (g[np.isfinite(g)] for g in groups) if v.size])
+        return out
+
+
 def wrs(
     outcomes: np.ndarray,
     groups: np.ndarray,
@@ -63,13 +94,17 @@ def wrs(
 
     Returns (score, number of pairs tested). Groups with fewer than 2 outcomes are skipped.
     """
-    blocks = np.zeros(groups.size, dtype=int) if within is None else within
+    return grouped_wrs(Grouping.of(groups, within).samples(outcomes), levels)
+
+
+def grouped_wrs(
+    samples: list[list[np.ndarray]], levels: Sequence[tuple[float, float]] = DEFAULT_LEVELS
+) -> tuple[float, int]:
+    """WRS of Grouping.samples(): Welch tests of every pair of groups inside each block."""
     tests = []
-    for block in sorted(set(blocks.tolist())):
-        in_block = blocks == block
-        samples = {g: outcomes[in_block & (groups == g)] for g in sorted(set(groups[in_block].tolist()))}
-        samples = {g: v for g, v in samples.items() if v.size >= 2}
-        tests.extend(welch(samples[ga], samples[gb]) for ga, gb in combinations(samples, 2))
+    for block in samples:
+        kept = [v for v in block if v.size >= 2]
+        tests.extend(welch(a, b) for a, b in combinations(kept, 2))
     if not tests:
         return 0.0, 0
     t, df = np.array(tests).T
@@ -80,32 +115,30 @@ def wrs(
     return score, len(tests)
 
 
-def wrs_plans(table: pd.DataFrame, groups: list[str]) -> list[tuple[str, np.ndarray, np.ndarray | None]]:
-    """(attribute, group labels, blocks) for each WRS: industries; companies within an industry; terciles."""
-    plans = [(name, table[f"{name}_tercile"].to_numpy(), None) for name in groups]
+def wrs_plans(table: pd.DataFrame, groups: list[str]) -> list[Grouping]:
+    """The grouping of each WRS: industries; companies within an industry; terciles."""
+    plans = [Grouping.of(table[f"{name}_tercile"].to_numpy(), attribute=name) for name in groups]
     if "industry" in table:
-        plans.append(("industry", table["industry"].to_numpy(), None))
+        plans.append(Grouping.of(table["industry"].to_numpy(), attribute="industry"))
     if "company" in table:
         within = table["industry"].to_numpy() if "industry" in table else None
-        plans.append(("company", table["company"].to_numpy(), within))
+        plans.append(Grouping.of(table["company"].to_numpy(), within, attribute="company"))
     return plans
 
 
-def wrs_scores(outcomes: dict[str, pd.DataFrame], table: pd.DataFrame, *, groups: list[str]) -> pd.DataFrame:
-    """WRS per system and perturbation for every grouping of wrs_plans."""
-    plans = wrs_plans(table, groups)
+def wrs_scores(outcomes: dict[str, pd.DataFrame], plans: list[Grouping]) -> pd.DataFrame:
+    """WRS per system and perturbation for every grouping (wrs_plans)."""
     rows = []
     for system, wide in outcomes.items():
         for perturbation in wide.columns:
             values = wide[perturbation].to_numpy()
-            ok = np.isfinite(values)
-            for attribute, labels, within in plans:
-                score, pairs = wrs(values[ok], labels[ok], within=None if within is None else within[ok])
+            for plan in plans:
+                score, pairs = grouped_wrs(plan.samples(values))
                 rows.append(
                     {
                         "system": system,
                         "perturbation": perturbation,
-                        "attribute": attribute,
+                        "attribute": plan.attribute,
                         "wrs": score,
                         "pairs": pairs,
                     }
