@@ -19,6 +19,7 @@ from causalrate.rate.absolute import ABSOLUTE_LEVELS, absolute_level, load_scale
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, tier_ratings
 from causalrate.score.scores import SCORES
+from causalrate.score.wide import wide_tables
 
 COLUMNS = [
     "perturbation",
@@ -61,11 +62,11 @@ def middle_level(levels: int) -> int:
 
 def coverage_table(forecasts: pd.DataFrame, *, control: str, n_windows: int) -> pd.DataFrame:
     """Per system and perturbation: the share of windows forecast ("perturbed") and also clean ("paired")."""
-    ok = (~forecasts["failed"]).astype(float)
-    wide = forecasts.assign(ok=ok).pivot_table(index=["system", "window"], columns="perturbation", values="ok")
+    ok = forecasts.assign(ok=~forecasts["failed"])
+    perturbations = sorted(forecasts["perturbation"].unique())
     rows = []
-    for system in wide.index.get_level_values(0).unique():
-        part = wide.loc[system].fillna(0.0)
+    for system, wide in wide_tables(ok, "ok", perturbations=perturbations, n_windows=n_windows).items():
+        part = wide.fillna(0.0)
         for p in part.columns:
             perturbed = part[p].to_numpy()
             paired = perturbed * part[control].to_numpy()
