@@ -12,6 +12,7 @@ from causalrate.causal.rigor import Rigor, wrs_pairs
 from causalrate.causal.uncertainty import (
     GroupedCounts,
     bootstrap_counts,
+    group_sums,
     interval,
     power_analysis,
     replicate_means,
@@ -107,7 +108,7 @@ def test_replicate_wrs_with_unit_counts_equals_wrs():
     values = np.r_[rng.normal(0, 1, 30), rng.normal(0.8, 1, 30), rng.normal(0.1, 2, 30)]
     groups = np.repeat(["a", "b", "c"], 30)
     unit = GroupedCounts.of(np.ones((1, 90)), Grouping.of(groups))
-    assert replicate_wrs(unit, values)[0] == pytest.approx(wrs(values, groups)[0])
+    assert replicate_wrs(group_sums(unit, values))[0] == pytest.approx(wrs(values, groups)[0])
     pvalues = wrs_pairs(values, Grouping.of(groups))
     assert len(pvalues) == 3
     assert pvalues[0] == pytest.approx(stats.ttest_ind(values[:30], values[30:60], equal_var=False).pvalue)
@@ -119,7 +120,7 @@ def test_replicate_wrs_leaves_out_missing_values_and_groups_without_any():
     groups = np.repeat(["a", "b", "c", "d"], 30)
     values[[3, 40, 41]] = np.nan
     keep = np.isfinite(values)
-    got = replicate_wrs(GroupedCounts.of(np.ones((1, 120)), Grouping.of(groups)), values)[0]
+    got = replicate_wrs(group_sums(GroupedCounts.of(np.ones((1, 120)), Grouping.of(groups)), values))[0]
     assert got == pytest.approx(wrs(values[keep], groups[keep])[0])
     assert wrs(values[keep], groups[keep])[1] == 3  # a–b, a–d, b–d: the empty group c is not a pair
 
@@ -143,3 +144,20 @@ def test_refuters_take_the_causal_stages_estimate_and_placebo_gives_about_zero()
     by_name = {r.refuter: r for r in refutations}
     assert abs(by_name["placebo_treatment"].new_effect) < 0.1 and by_name["placebo_treatment"].passed
     assert by_name["data_subset"].passed and by_name["random_common_cause"].passed
+
+
+def test_bias_gap_under_counts_is_the_gap_of_the_resampled_windows():
+    """Replicate bias gaps (weighted group sums) equal the observed gap of the windows drawn that often."""
+    from causalrate.score.bias import bias_gap, observed_bias
+
+    rng = np.random.default_rng(6)
+    company = rng.choice(["a", "b", "c", "d"], 200)
+    industry = np.where(np.isin(company, ["a", "b"]), "X", "Y")
+    values = rng.normal(1.0, 0.1, 200) + (company == "b") * 0.3
+    values[[5, 17]] = np.nan
+    counts = rng.integers(0, 3, (4, 200)).astype(float)
+    reps = bias_gap(group_sums(GroupedCounts.of(counts, Grouping.of(company, industry)), values))
+    for b in range(4):
+        drawn = np.repeat(np.arange(200), counts[b].astype(int))
+        expected = observed_bias(values[drawn], Grouping.of(company[drawn], industry[drawn]))
+        assert reps[b] == pytest.approx(expected, rel=1e-12) and expected > 0.1

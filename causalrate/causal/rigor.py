@@ -27,6 +27,7 @@ from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.uncertainty import (
     GroupedCounts,
     bootstrap_counts,
+    group_sums,
     interval,
     power_analysis,
     replicate_means,
@@ -35,7 +36,7 @@ from causalrate.causal.uncertainty import (
 from causalrate.causal.wrs import Grouping
 from causalrate.config import StudyConfig
 from causalrate.memo import OFF, Memo
-from causalrate.score.bias import Cells, bias_gap
+from causalrate.score.bias import bias_gap
 from causalrate.score.scores import SCORES, Evidence, Score
 from causalrate.score.wide import wide_tables
 from causalrate.seeding import rng
@@ -117,7 +118,6 @@ def assess_rigor(
         name: wide_tables(forecasts, column, perturbations=perturbations, n_windows=len(table))
         for name, column in _window_means().items()
     }
-    cells = {plan.attribute: Cells.of(plan.labels, plan.within) for plan in wrs_plans}
     grouped = {plan.attribute: GroupedCounts.of(counts, plan) for plan in wrs_plans}
     replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     with warnings.catch_warnings():  # a system whose forecasts all failed yields NaN intervals, by design
@@ -147,11 +147,10 @@ def assess_rigor(
                     replicates.setdefault(("ape", p), {})[system] = np.abs(reps)
                     for plan in wrs_plans:
                         attribute = plan.attribute
-                        reps_wrs = replicate_wrs(grouped[attribute], values)
-                        replicates.setdefault((f"wrs_{attribute}", p), {})[system] = reps_wrs
+                        sums = group_sums(grouped[attribute], values)  # what WRS and the bias gap are made of
+                        replicates.setdefault((f"wrs_{attribute}", p), {})[system] = replicate_wrs(sums)
                         if f"bias_{attribute}" in SCORES:
-                            reps_bias = bias_gap(counts, values, cells[attribute])
-                            replicates.setdefault((f"bias_{attribute}", p), {})[system] = reps_bias
+                            replicates.setdefault((f"bias_{attribute}", p), {})[system] = bias_gap(sums)
                         pvalues = wrs_pairs(values, plan)
                         adjusted = stats.false_discovery_control(pvalues, method="bh") if pvalues else np.array([])
                         rigor.wrs_tests.append(

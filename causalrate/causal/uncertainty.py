@@ -59,14 +59,12 @@ class GroupedCounts:
         return cls(counts[:, np.concatenate(order)] if order else counts[:, :0], blocks)
 
 
-def replicate_wrs(
-    grouped: GroupedCounts, values: np.ndarray, levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS
-) -> np.ndarray:
-    """[B] WRS of each replicate: Welch tests on count-weighted group means and variances (groups with
-    no finite value left out)."""
-    total = np.zeros(grouped.counts.shape[0])
+def group_sums(grouped: GroupedCounts, values: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per block: the weighted size, sum and sum of squares [groups, B] of every group with a finite value
+    (window order), under each replicate's counts; what the replicate WRS and the bias gap are made of."""
+    out = []
     for block in grouped.blocks:
-        moments = []
+        sums = []
         for ids, columns in block:
             v, c = values[ids], grouped.counts[:, columns]
             ok = np.isfinite(v)
@@ -74,15 +72,27 @@ def replicate_wrs(
                 if not ok.any():
                     continue
                 v, c = v[ok], c[:, ok]
-            n = c.sum(axis=1)
-            mean = (c @ v) / np.maximum(n, 1)
-            var = np.maximum((c @ v**2) - n * mean**2, 0) / np.maximum(n - 1, 1)
-            moments.append((n, mean, var))
-        pairs = [(i, j) for i in range(len(moments)) for j in range(i + 1, len(moments))]
+            sums.append((c.sum(axis=1), c @ v, c @ v**2))
+        width = grouped.counts.shape[0]
+        out.append(tuple(np.array(m).reshape(len(sums), width) for m in zip(*sums, strict=True)) if sums
+                   else (np.zeros((0, width)),) * 3)  # fmt: skip
+    return out
+
+
+def replicate_wrs(
+    sums: list[tuple[np.ndarray, np.ndarray, np.ndarray]], levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS
+) -> np.ndarray:
+    """[B] WRS of each replicate from group_sums(): Welch tests on count-weighted group means and variances."""
+    total = None
+    for n, s1, s2 in sums:
+        if total is None:
+            total = np.zeros(n.shape[1])
+        mean = s1 / np.maximum(n, 1)
+        var = np.maximum(s2 - n * mean**2, 0) / np.maximum(n - 1, 1)
+        pairs = [(i, j) for i in range(len(n)) for j in range(i + 1, len(n))]
         if not pairs:
             continue
         a, b = np.array(pairs).T
-        n, mean, var = (np.array(m) for m in zip(*moments, strict=True))  # each [groups, B]
         na, ma, va, nb, mb, vb = n[a], mean[a], var[a], n[b], mean[b], var[b]
         sa, sb = va / np.maximum(na, 1), vb / np.maximum(nb, 1)
         se2 = sa + sb
@@ -97,7 +107,7 @@ def replicate_wrs(
         for k in range(len(pairs)):
             for weight, hits in passed:
                 total += weight * hits[k]
-    return total
+    return np.zeros(0) if total is None else total
 
 
 @dataclass(frozen=True)

@@ -9,50 +9,32 @@ observed value is the all-ones weighting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-
-@dataclass(frozen=True)
-class Cells:
-    """Each window's comparison cell (block, group), numbered in sorted order of (block, group) as text.
-
-    The same for every system and perturbation of a run, so it is built once per grouping.
-    """
-
-    code: np.ndarray  # per window: its cell
-    block: np.ndarray  # per cell: its block's number (cells of one block are compared with each other)
-
-    @classmethod
-    def of(cls, groups: np.ndarray, within: np.ndarray | None = None) -> Cells:
-        blocks = np.zeros(groups.size, dtype=int) if within is None else within
-        cells, code = np.unique(np.c_[blocks, groups].astype(str), axis=0, return_inverse=True)
-        block = np.unique(cells[:, 0], return_inverse=True)[1]
-        return cls(code.ravel(), block.ravel())
+from causalrate.causal.uncertainty import GroupedCounts, group_sums
+from causalrate.causal.wrs import Grouping
 
 
-def bias_gap(weights: np.ndarray, values: np.ndarray, cells: Cells) -> np.ndarray:
-    """[B] relative bias gap under each weighting [B, W] of the windows' outcomes [W] (NaN = missing)."""
-    valid = np.isfinite(values)
-    v = np.where(valid, values, 0.0)
-    present = np.flatnonzero(np.bincount(cells.code[valid], minlength=cells.block.size))  # cells with an outcome
-    column = np.full(cells.block.size, -1)
-    column[present] = np.arange(present.size)
-    onehot = np.zeros((values.size, present.size))
-    onehot[np.flatnonzero(valid), column[cells.code[valid]]] = 1.0
-    sums, sizes = weights @ (onehot * v[:, None]), weights @ onehot  # [B, cells]: every group's sum and size at once
-    gaps = np.full(weights.shape[0], np.nan)
+def bias_gap(sums: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """[B] relative bias gap under each weighting, from the groups' weighted sizes and sums per block
+    (uncertainty.group_sums: the same sums the replicate WRS is made of)."""
+    width = next((n.shape[1] for n, _, _ in sums), 0)
+    size = sum((n.sum(axis=0) for n, _, _ in sums), np.zeros(width))
+    total = sum((s1.sum(axis=0) for _, s1, _ in sums), np.zeros(width))
+    gaps = np.full(width, np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
-        overall = np.abs((weights @ v) / (weights @ valid.astype(float)))
-        block = cells.block[present]
-        for b in np.unique(block):
-            members = np.flatnonzero(block == b)
-            if members.size < 2:
+        overall = np.abs(total / size)
+        for n, s1, _ in sums:
+            if len(n) < 2:
                 continue  # nothing to compare with
-            block_sum, block_size = sums[:, members].sum(axis=1), sizes[:, members].sum(axis=1)
-            for g in members:
-                mean_g = sums[:, g] / sizes[:, g]
-                mean_rest = (block_sum - sums[:, g]) / (block_size - sizes[:, g])
+            block_sum, block_size = s1.sum(axis=0), n.sum(axis=0)
+            for g in range(len(n)):
+                mean_g = s1[g] / n[g]
+                mean_rest = (block_sum - s1[g]) / (block_size - n[g])
                 gaps = np.fmax(gaps, np.abs(mean_g - mean_rest) / overall)
     return gaps
+
+
+def observed_bias(values: np.ndarray, grouping: Grouping) -> float:
+    """The bias gap of the windows' outcomes themselves (every window weighted once)."""
+    return float(bias_gap(group_sums(GroupedCounts.of(np.ones((1, values.size)), grouping), values))[0])

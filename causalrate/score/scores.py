@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from causalrate.causal.schemes import SCHEMES, Scheme
+from causalrate.causal.wrs import Grouping
 from causalrate.registry import Registry
-from causalrate.score.bias import Cells, bias_gap
+from causalrate.score.bias import observed_bias
 from causalrate.score.wide import wide_tables
 
 
@@ -136,12 +137,12 @@ class WrsVolatility(WrsScore):
     description = "how much its errors differ between calm, middling and volatile windows (terciles; 0 = not at all)"
 
 
-def bias_groups(table: pd.DataFrame, attribute: str) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """(group labels, comparison blocks) of a bias score: companies compare within their industry."""
+def bias_groups(table: pd.DataFrame, attribute: str) -> Grouping | None:
+    """The groups a bias score compares: companies compare within their industry."""
     if attribute not in table:
         return None
     within = table["industry"].to_numpy() if attribute == "company" and "industry" in table else None
-    return table[attribute].to_numpy(), within
+    return Grouping.of(table[attribute].to_numpy(), within, attribute=attribute)
 
 
 class BiasScore(Score):
@@ -153,16 +154,15 @@ class BiasScore(Score):
     attribute: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
-        plan = None if evidence.table is None else bias_groups(evidence.table, self.attribute)
-        if plan is None:
+        grouping = None if evidence.table is None else bias_groups(evidence.table, self.attribute)
+        if grouping is None:
             self.unavailable = f"the data has no {self.attribute!r} attribute"
             return None
-        groups, within = plan
         perturbations = sorted(evidence.forecasts["perturbation"].unique())
-        wide = wide_tables(evidence.forecasts, "outcome", perturbations=perturbations, n_windows=groups.size)
-        ones, cells = np.ones((1, groups.size)), Cells.of(groups, within)
+        n = len(evidence.table)
+        wide = wide_tables(evidence.forecasts, "outcome", perturbations=perturbations, n_windows=n)
         rows = [
-            {"system": s, "perturbation": p, "raw": float(bias_gap(ones, table[p].to_numpy(), cells)[0])}
+            {"system": s, "perturbation": p, "raw": observed_bias(table[p].to_numpy(), grouping)}
             for s, table in wide.items()
             for p in perturbations
         ]
