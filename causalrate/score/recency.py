@@ -15,6 +15,7 @@ import pandas as pd
 
 from causalrate.causal.uncertainty import bootstrap_counts, interval, replicate_means
 from causalrate.score.scores import SCORES, Evidence, Score
+from causalrate.score.wide import positions
 from causalrate.seeding import rng
 
 
@@ -31,8 +32,11 @@ def recency_bins(input_length: int) -> list[tuple[str, int, int]]:
 
 def distances(offsets: pd.Series, input_length: int) -> np.ndarray:
     """Per row, n − (last perturbed offset): 1 = the last input point; NaN when no offset is stored."""
-    parsed = (json.loads(o) if o else None for o in offsets)  # each row parsed once
-    return np.array([input_length - max(p) if p else np.nan for p in parsed], dtype=float)
+    out = np.full(len(offsets), np.nan)
+    stored = offsets.notna().to_numpy()  # runs without placements store none: nothing to parse
+    parsed = (json.loads(o) if o else None for o in offsets[stored])  # each row parsed once
+    out[stored] = [input_length - max(p) if p else np.nan for p in parsed]
+    return out
 
 
 def paired_effects(evidence: Evidence, perturbations: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -44,9 +48,11 @@ def paired_effects(evidence: Evidence, perturbations: tuple[str, ...] | None = N
 
 def _paired_effects(evidence: Evidence, perturbations: tuple[str, ...]) -> pd.DataFrame:
     f = evidence.forecasts
-    control = f[f["perturbation"] == evidence.control].set_index(["system", "window"])["outcome"]
-    rows = f[f["perturbation"].isin(perturbations)]
-    base = control.reindex(pd.MultiIndex.from_frame(rows[["system", "window"]])).to_numpy()
+    control, rows = f[f["perturbation"] == evidence.control], f[f["perturbation"].isin(perturbations)]
+    systems = sorted(f["system"].unique())
+    clean = np.full((len(systems), int(f["window"].max()) + 1 if len(f) else 0), np.nan)  # system × window
+    clean[positions(control["system"], systems), control["window"].to_numpy()] = control["outcome"].to_numpy()
+    base = clean[positions(rows["system"], systems), rows["window"].to_numpy()]
     return pd.DataFrame(
         {
             "system": rows["system"].to_numpy(),

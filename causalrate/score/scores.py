@@ -402,7 +402,10 @@ class FailureRate(Score):
 
 def _complete(evidence: Evidence, values: pd.Series) -> pd.DataFrame:
     """Every (system, perturbation) of the run, NaN where nothing was computed."""
-    index = pd.MultiIndex.from_frame(
-        evidence.forecasts[["system", "perturbation"]].drop_duplicates().sort_values(["system", "perturbation"])
+    index = evidence.derived(
+        ("run_pairs",),
+        lambda: pd.MultiIndex.from_frame(
+            evidence.forecasts[["system", "perturbation"]].drop_duplicates().sort_values(["system", "perturbation"])
+        ),
     )
     return values.reindex(index).rename("raw").reset_index().astype({"raw": np.float64})

@@ -15,7 +15,7 @@ def wide_tables(
     a scatter into an array, not a pivot (the pivot was a tenth of the 1M-row rating stage).
     """
     systems = sorted(forecasts["system"].unique())
-    system, perturbation = _codes(forecasts["system"], systems), _codes(forecasts["perturbation"], perturbations)
+    system, perturbation = positions(forecasts["system"], systems), positions(forecasts["perturbation"], perturbations)
     window = forecasts["window"].to_numpy()
     keep = (perturbation >= 0) & (window >= 0) & (window < n_windows)
     cube = np.full((len(systems), n_windows, len(perturbations)), np.nan)
@@ -24,7 +24,7 @@ def wide_tables(
     return {s: pd.DataFrame(cube[k], columns=columns) for k, s in enumerate(systems)}
 
 
-def _codes(column: pd.Series, categories: list[str]) -> np.ndarray:
+def positions(column: pd.Series, categories: list[str]) -> np.ndarray:
     """Each row's position in `categories` (-1: not there); factorising first is 7× faster on text columns."""
     codes, uniques = pd.factorize(column)
     position = np.append(pd.Index(categories).get_indexer(uniques), -1)  # code -1 (missing) → -1
