@@ -161,3 +161,14 @@ def test_bias_gap_under_counts_is_the_gap_of_the_resampled_windows():
         drawn = np.repeat(np.arange(200), counts[b].astype(int))
         expected = observed_bias(values[drawn], Grouping.of(company[drawn], industry[drawn]))
         assert reps[b] == pytest.approx(expected, rel=1e-12) and expected > 0.1
+
+
+def test_replicate_means_of_many_columns_equal_each_column_alone():
+    rng = np.random.default_rng(7)
+    columns = rng.normal(0, 1, (300, 5))
+    columns[rng.random((300, 5)) < 0.1] = np.nan  # missing values are left out per column
+    counts = bootstrap_counts(np.repeat(np.arange(6), 50), replicates=30, rng=rng)
+    together = replicate_means(counts, columns)
+    assert together.shape == (30, 5)
+    for k in range(5):
+        assert np.allclose(together[:, k], replicate_means(counts, columns[:, k]), rtol=1e-13, atol=0)

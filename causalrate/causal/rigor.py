@@ -125,11 +125,17 @@ def assess_rigor(
         for system in systems:
             wide = outcomes[system]
             base = wide[control].to_numpy()
+            # every mean-type replicate of the system in one matrix product: the [B, W] counts are read once
+            columns = {("ape", p): wide[p].to_numpy() - base for p in perturbations if p != control}
+            for score, per_system in metric.items():
+                if system in per_system:
+                    columns.update({(score, p): per_system[system][p].to_numpy() for p in perturbations})
+            means = dict(zip(columns, replicate_means(counts, np.column_stack(list(columns.values()))).T, strict=True))
             for p in perturbations:
                 values = wide[p].to_numpy()
                 if p != control:
-                    diff = values - base
-                    reps = replicate_means(counts, diff)
+                    diff = columns[("ape", p)]
+                    reps = means[("ape", p)]
                     power = power_analysis(
                         diff,
                         standard_error=float(np.nanstd(reps, ddof=1)),
@@ -165,8 +171,7 @@ def assess_rigor(
                         )
                 for score, per_system in metric.items():
                     if system in per_system:
-                        column = per_system[system][p].to_numpy()
-                        replicates.setdefault((score, p), {})[system] = replicate_means(counts, column)
+                        replicates.setdefault((score, p), {})[system] = means[(score, p)]
     for score, cls in _window_scores():  # e.g. recency, ape_worst: |mean| of the score's own per-window values
         for (system, p), values in cls().window_values(evidence).items():
             replicates.setdefault((score, p), {})[system] = np.abs(replicate_means(counts, values))

@@ -25,7 +25,8 @@ def bootstrap_counts(series_index: np.ndarray, *, replicates: int, rng: np.rando
 
 
 def replicate_means(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """[B] weighted means of values [W] (NaN = missing, left out) under each replicate's counts."""
+    """[B] weighted means of values [W] (NaN = missing, left out) under each replicate's counts; [B, k] for the
+    k columns of values [W, k] at once."""
     valid = np.isfinite(values)
     with np.errstate(invalid="ignore", divide="ignore"):  # no [B, W] copy: missing values weigh 0 as zeros
         return (counts @ np.where(valid, values, 0.0)) / (counts @ valid.astype(float))
