@@ -90,21 +90,25 @@ class MatchPlan:
 
 def smd(features: np.ndarray, treated: np.ndarray) -> np.ndarray:
     """Standardised mean difference per column: (mean_t - mean_c) / sqrt((var_t + var_c) / 2)."""
-    return weighted_smd(features, treated.astype(float), (~treated).astype(float))
+    return weighted_smd(features, treated.astype(float)[None], (~treated).astype(float)[None])[0]
 
 
 def weighted_smd(features: np.ndarray, w_t: np.ndarray, w_c: np.ndarray) -> np.ndarray:
-    """SMD of two samples given as counts per row (a matched sample with replacement needs no copies)."""
-    n_t, n_c = w_t.sum(), w_c.sum()
-    if features.shape[1] == 0 or n_t < 2 or n_c < 2:
-        return np.zeros(features.shape[1])
-    squares = features**2
-    m_t, m_c = w_t @ features / n_t, w_c @ features / n_c
-    v_t = (w_t @ squares - n_t * m_t**2) / (n_t - 1)
-    v_c = (w_c @ squares - n_c * m_c**2) / (n_c - 1)
-    pooled = np.sqrt(np.maximum((v_t + v_c) / 2, 0))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(pooled > 1e-12, (m_t - m_c) / pooled, 0.0)
+    """SMD [k, columns] of k pairs of samples given as counts per row [k, rows] (a matched sample with
+    replacement needs no copies; several pairs share one pass over the features)."""
+    n_t, n_c = w_t.sum(axis=1)[:, None], w_c.sum(axis=1)[:, None]
+    out = np.zeros((len(w_t), features.shape[1]))
+    if features.shape[1] == 0:
+        return out
+    sums, squares = np.vstack([w_t, w_c]) @ features, np.vstack([w_t, w_c]) @ features**2
+    k = len(w_t)
+    with np.errstate(divide="ignore", invalid="ignore"):  # empty or single-unit sides are zeroed below
+        m_t, m_c = sums[:k] / n_t, sums[k:] / n_c
+        v_t = (squares[:k] - n_t * m_t**2) / (n_t - 1)
+        v_c = (squares[k:] - n_c * m_c**2) / (n_c - 1)
+        pooled = np.sqrt(np.maximum((v_t + v_c) / 2, 0))
+        out = np.where(pooled > 1e-12, (m_t - m_c) / pooled, 0.0)
+    return np.where((n_t >= 2) & (n_c >= 2), out, 0.0)  # fewer than two units a side: no spread to scale by
 
 
 def match_plan(
@@ -133,12 +137,15 @@ def match_plan(
     n = treated.size
     side_t = np.bincount(matched_t, minlength=n) + np.bincount(partner_t, minlength=n)
     side_c = np.bincount(partner_c, minlength=n) + np.bincount(matched_c, minlength=n)
+    before, after = weighted_smd(  # the sample's and the matched sample's balance, in one pass
+        features, np.stack([treated, side_t]).astype(float), np.stack([~treated, side_c]).astype(float)
+    )
     return MatchPlan(
         treated=matched_t,
         treated_partners=partner_c,
         controls=matched_c,
         control_partners=partner_t,
         unmatched=int((~ok_t).sum() + (~ok_c).sum()),
-        smd_before=smd(features, treated),
-        smd_after=weighted_smd(features, side_t.astype(float), side_c.astype(float)),
+        smd_before=before,
+        smd_after=after,
     )
