@@ -65,7 +65,7 @@ def group_sums(grouped: GroupedCounts, values: np.ndarray) -> list[tuple[np.ndar
     (window order), under each replicate's counts; what the replicate WRS and the bias gap are made of."""
     out = []
     for block in grouped.blocks:
-        sums = []
+        n, s1, s2 = [], [], []
         for ids, columns in block:
             v, c = values[ids], grouped.counts[:, columns]
             ok = np.isfinite(v)
@@ -73,10 +73,11 @@ def group_sums(grouped: GroupedCounts, values: np.ndarray) -> list[tuple[np.ndar
                 if not ok.any():
                     continue
                 v, c = v[ok], c[:, ok]
-            sums.append((c.sum(axis=1), c @ v, c @ v**2))
+            n.append(c.sum(axis=1))
+            s1.append(c @ v)
+            s2.append(c @ v**2)
         width = grouped.counts.shape[0]
-        out.append(tuple(np.array(m).reshape(len(sums), width) for m in zip(*sums, strict=True)) if sums
-                   else (np.zeros((0, width)),) * 3)  # fmt: skip
+        out.append(tuple(np.array(m).reshape(len(n), width) for m in (n, s1, s2)))
     return out
 
 
@@ -84,10 +85,8 @@ def replicate_wrs(
     sums: list[tuple[np.ndarray, np.ndarray, np.ndarray]], levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS
 ) -> np.ndarray:
     """[B] WRS of each replicate from group_sums(): Welch tests on count-weighted group means and variances."""
-    total = None
+    total = np.zeros(sums[0][0].shape[1] if sums else 0)
     for n, s1, s2 in sums:
-        if total is None:
-            total = np.zeros(n.shape[1])
         mean = s1 / np.maximum(n, 1)
         var = np.maximum(s2 - n * mean**2, 0) / np.maximum(n - 1, 1)
         pairs = [(i, j) for i in range(len(n)) for j in range(i + 1, len(n))]
@@ -108,7 +107,7 @@ def replicate_wrs(
         for k in range(len(pairs)):
             for weight, hits in passed:
                 total += weight * hits[k]
-    return np.zeros(0) if total is None else total
+    return total
 
 
 @dataclass(frozen=True)

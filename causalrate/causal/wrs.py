@@ -55,13 +55,11 @@ def pair_weight(t: float, df: float, levels: Sequence[tuple[float, float]] = DEF
 
 @dataclass(frozen=True)
 class Grouping:
-    """One WRS comparison: group labels per window, optional blocks (pairs only inside a block), and the
-    window ids of every group of every block (both sorted), found once and reused by every system and
-    perturbation (comparing text labels per call was a tenth of the 1M-row rating stage)."""
+    """One WRS comparison: the window ids of every group of every block (both sorted; pairs only inside a
+    block), found once from the labels and reused by every system and perturbation (comparing text labels
+    per call was a tenth of the 1M-row rating stage)."""
 
     attribute: str
-    labels: np.ndarray
-    within: np.ndarray | None
     blocks: tuple[tuple[np.ndarray, ...], ...]
 
     @classmethod
@@ -72,7 +70,7 @@ class Grouping:
             in_block = in_blocks == block
             names = sorted(set(labels[in_block].tolist()))
             blocks.append(tuple(np.flatnonzero(in_block & (labels == g)) for g in names))
-        return cls(attribute, labels, within, tuple(blocks))
+        return cls(attribute, tuple(blocks))
 
     def samples(self, values: np.ndarray) -> list[list[np.ndarray]]:
         """Per block, the finite values of each group that has any (window order)."""

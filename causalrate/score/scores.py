@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.causal.schemes import SCHEMES, Scheme
-from causalrate.causal.wrs import Grouping
+from causalrate.causal.wrs import Grouping, wrs_plans
 from causalrate.registry import Registry
 from causalrate.score.bias import observed_bias
 from causalrate.score.wide import wide_tables
@@ -138,11 +138,8 @@ class WrsVolatility(WrsScore):
 
 
 def bias_groups(table: pd.DataFrame, attribute: str) -> Grouping | None:
-    """The groups a bias score compares: companies compare within their industry."""
-    if attribute not in table:
-        return None
-    within = table["industry"].to_numpy() if attribute == "company" and "industry" in table else None
-    return Grouping.of(table[attribute].to_numpy(), within, attribute=attribute)
+    """The groups a bias score compares: its attribute's WRS grouping (companies within their industry)."""
+    return next((g for g in wrs_plans(table, []) if g.attribute == attribute), None)
 
 
 class BiasScore(Score):
