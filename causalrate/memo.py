@@ -142,9 +142,9 @@ def fingerprint(obj: object, h: hashlib._Hash) -> None:
     elif isinstance(obj, pd.Series | pd.Index):
         h.update(f"{type(obj).__name__}:{obj.dtype};".encode())
         if isinstance(obj.dtype, pd.CategoricalDtype):  # codes into its categories (-1: missing)
-            codes = obj.cat.codes if isinstance(obj, pd.Series) else obj.codes
-            h.update(np.asarray(codes, dtype=np.int64).tobytes())
-            fingerprint(obj.dtype.categories.tolist(), h)
+            codes = obj.array.codes if isinstance(obj, pd.Series) else obj.codes
+            h.update(np.asarray(codes, dtype=np.int64).tobytes() + b"\x1e")
+            h.update("\x1f".join(repr(v) for v in obj.dtype.categories.tolist()).encode())
         elif obj.dtype.kind in "biufcmM":
             h.update(np.ascontiguousarray(obj.to_numpy()).tobytes())
         else:  # text and categories: the sequence exactly, as codes into its distinct values (-1: missing)

@@ -171,7 +171,12 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
     # one Estimate per (system, perturbation, scheme, draw): the effects, the rigor layer, the refuters
     # and the heterogeneity self-check all read these
     estimates = estimate_all(
-        windows=table, outcomes=outcomes, control=control, settings=settings, identification=identification
+        windows=table,
+        outcomes=outcomes,
+        control=control,
+        settings=settings,
+        identification=identification,
+        memo=memo,
     )
     draws = draws_table(estimates)
     effects = (

@@ -124,15 +124,19 @@ def test_rerate_reads_the_memo_and_reproduces_the_run(synthetic_study, cli, tmp_
     assert doc["refutations"] and doc["heterogeneity"]  # the memoised parts are in the run
     with sqlite3.connect(run / "forecasts.sqlite") as db:
         kinds = dict(db.execute("SELECT kind, count(*) FROM analysis_memo GROUP BY kind").fetchall())
-    assert set(kinds) == {"identify", "characteristics", "fragility", "refute"}
+    # propensity: the logistic fits of the `level` scheme, whose design has a numeric confounder
+    assert set(kinds) == {"identify", "characteristics", "fragility", "refute", "propensity"}
 
     def refit(*_, **__):
         raise AssertionError("refitted although the run's memo holds the result")
+
+    from sklearn.linear_model import LogisticRegression
 
     from causalrate.causal import graph, heterogeneity, rigor
 
     for module, name in [(graph, "identify"), (heterogeneity, "fragility_cell"), (rigor, "_refute")]:
         monkeypatch.setattr(module, name, refit)
+    monkeypatch.setattr(LogisticRegression, "fit", refit)  # the propensities
     original = (run / "ratings.json").read_bytes()
     before = (run / "forecasts.sqlite").read_bytes()
     code, _, err = cli("rate", run, "--no-cards")

@@ -11,6 +11,7 @@ from causalrate.causal.refute import backdoor_estimand, refute
 from causalrate.causal.rigor import Rigor, wrs_pairs
 from causalrate.causal.uncertainty import (
     GroupedCounts,
+    benjamini_hochberg,
     bootstrap_counts,
     group_sums,
     interval,
@@ -172,3 +173,16 @@ def test_replicate_means_of_many_columns_equal_each_column_alone():
     assert together.shape == (30, 5)
     for k in range(5):
         assert np.allclose(together[:, k], replicate_means(counts, columns[:, k]), rtol=1e-13, atol=0)
+
+
+def test_benjamini_hochberg_is_scipys_false_discovery_control():
+    """Our BH (rating must not import scipy.stats) against scipy's: exactly equal, ties, 2-D and edge cases."""
+    rng = np.random.default_rng(5)
+    cases = [rng.uniform(size=17), np.round(rng.uniform(size=30), 1), np.array([0.5]), np.array([]), [0.0, 1.0, 1.0]]
+    for p in cases:
+        assert np.array_equal(benjamini_hochberg(p), stats.false_discovery_control(p, method="bh"))
+    matrix = rng.uniform(size=(40, 6)) ** 3
+    for axis in (0, 1):
+        assert np.array_equal(benjamini_hochberg(matrix, axis=axis), stats.false_discovery_control(matrix, axis=axis))
+    with pytest.raises(ValueError):
+        benjamini_hochberg([0.1, np.nan])

@@ -56,7 +56,7 @@ def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.nda
             parts.append(((values - values.mean()) / (sd if sd > 0 else 1.0)).to_numpy()[:, None])
             names.append(col)
         else:
-            code, levels = pd.factorize(values, sort=True)  # sorted levels, -1 for missing: as pd.get_dummies
+            code, levels = _factorize(values)
             parts.append((code[:, None] == np.arange(1, len(levels))).astype(float))
             names += [f"{col}={v}" for v in levels[1:]]
             codes.append(code)
@@ -70,6 +70,20 @@ def design_matrix(table: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.nda
         strata = np.full(len(table), -1)
         strata[~missing] = np.unique(combined[~missing], return_inverse=True)[1]
     return (np.hstack(parts) if parts else np.zeros((len(table), 0))), names, strata
+
+
+def _factorize(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Codes into the sorted distinct values present, -1 for missing (as pd.get_dummies orders its columns);
+    a categorical's observed categories in their own order, read from its codes without a factorize."""
+    if not isinstance(values.dtype, pd.CategoricalDtype):
+        codes, uniques = pd.factorize(values, sort=True)
+        return codes, uniques.to_numpy(dtype=object)
+    categories = values.dtype.categories.to_numpy(dtype=object)
+    codes = values.array.codes
+    observed = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=categories.size))
+    remap = np.full(categories.size, -1)
+    remap[observed] = np.arange(observed.size)
+    return np.where(codes >= 0, remap[codes], -1), categories[observed]
 
 
 def ape_true(outcomes: np.ndarray, control: np.ndarray) -> tuple[float, int]:

@@ -17,6 +17,7 @@ from causalrate.causal.effects import PIE_EPSILON, DrawSettings, ape_true, desig
 from causalrate.causal.graph import OUTCOME, TREATMENT, Identification
 from causalrate.causal.matching import MatchPlan, MatchResult, match_plan, propensity
 from causalrate.causal.schemes import SCHEMES
+from causalrate.memo import OFF, Memo
 from causalrate.seeding import rng
 
 
@@ -28,10 +29,28 @@ class Matching:
     caliper_sd: float
 
     def plan(
-        self, features: np.ndarray, treated: np.ndarray, *, rng: np.random.Generator, strata: np.ndarray | None = None
+        self,
+        features: np.ndarray,
+        treated: np.ndarray,
+        *,
+        rng: np.random.Generator,
+        strata: np.ndarray | None = None,
+        memo: Memo = OFF,
     ) -> MatchPlan:
-        """The matched pairs of one sample; `strata` (design_matrix's) lets a saturated design skip the optimiser."""
-        scores = propensity(features, treated, strata=strata)
+        """The matched pairs of one sample; `strata` (design_matrix's) lets a saturated design skip the optimiser.
+
+        A design with a numeric confounder needs a logistic fit: `memo` (the run's) keeps its propensities,
+        so a re-rate neither refits nor imports scikit-learn.
+        """
+        if strata is None:
+            scores = memo(
+                "propensity",
+                (features, treated),
+                lambda: propensity(features, treated),
+                decode=lambda v: np.asarray(v, dtype=float),
+            )
+        else:
+            scores = propensity(features, treated, strata=strata)
         return match_plan(features, treated, caliper_sd=self.caliper_sd, rng=rng, scores=scores)
 
 
@@ -116,6 +135,7 @@ def estimate_all(
     control: str,
     settings: DrawSettings,
     identification: dict[str, Identification],
+    memo: Memo = OFF,
 ) -> list[Estimate]:
     """Every (system, perturbation, scheme, draw)'s Estimate, in that order.
 
@@ -123,7 +143,8 @@ def estimate_all(
     `outcomes[system]`: windows × perturbations, NaN where the forecast failed.
     Each assignment comes from its scheme's `draw` with a stream seeded by (seed, scheme, perturbation,
     draw) only, so every system sees the same observational assignment: a fair comparison. A draw
-    that perturbs all or none of a system's valid windows has no estimate.
+    that perturbs all or none of a system's valid windows has no estimate. `memo`: the run's, for the
+    logistic propensities of designs with a numeric confounder (Matching.plan).
     """
     schemes = {name: SCHEMES.get(name)() for name in settings.schemes}
     estimators = {name: Matching(identification[name].adjustment_set, settings.caliper) for name in settings.schemes}
@@ -157,7 +178,7 @@ def estimate_all(
                     shared = (*key, sample)
                     if shared not in plans:
                         stream = rng(settings.seed, "match", *key)
-                        plans[shared] = estimator.plan(features, t, rng=stream, strata=strata)
+                        plans[shared] = estimator.plan(features, t, rng=stream, strata=strata, memo=memo)
                     y = np.where(t, perturbed, clean)
                     match = plans[shared].apply(y)
                     cell = (system, perturbation, scheme, b, assignments[key], valid, perturbed, clean, truth)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 TREATMENT, OUTCOME = "P", "R"
 
@@ -20,6 +23,8 @@ class Identification:
 
 
 def causal_graph(confounders: list[str]) -> nx.DiGraph:
+    import networkx as nx  # with dowhy, only where a graph is built: a re-rate reads identification from its memo
+
     graph = nx.DiGraph([(TREATMENT, OUTCOME)])
     for z in confounders:
         graph.add_edges_from([(z, TREATMENT), (z, OUTCOME)])

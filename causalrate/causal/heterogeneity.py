@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm, spearmanr, ttest_ind
+from scipy import special
 from threadpoolctl import threadpool_limits
 
 from causalrate.causal.effects import design_matrix
@@ -206,7 +206,7 @@ def leaf_rules(tree, cov: Covariates, ite: np.ndarray, *, alpha: float = MERGE_A
     only the conditions that separate effects and reads as short as it can.
     """
     average = float(ite.mean())
-    z = float(norm.ppf(0.975))
+    z = float(special.ndtri(0.975))  # the normal quantile (norm.ppf)
     splits = max(1, int(np.sum(tree.tree_.children_left != -1)))
     out = []
     for bounds, members in _readable_leaves(tree.tree_, cov.x.astype(np.float32), ite, alpha / splits):
@@ -250,6 +250,8 @@ def _differ(a: np.ndarray, b: np.ndarray, alpha: float) -> bool:
         return False
     if a.size < 2 or b.size < 2 or (np.ptp(a) == 0 and np.ptp(b) == 0):
         return bool(a.mean() != b.mean())
+    from scipy.stats import ttest_ind  # fitting only: a re-rate reads the map from its memo, without scipy.stats
+
     return bool(ttest_ind(a, b, equal_var=False).pvalue < alpha)
 
 
@@ -292,6 +294,8 @@ def selfcheck_draw(
 ) -> list[dict]:
     """PEHE and Spearman rank correlation of each meta-learner's CATE vs the true ITEs on one draw,
     beside the PEHE of the naive difference in means taken as a constant CATE."""
+    from scipy.stats import spearmanr  # fitting only, as ttest_ind above
+
     naive = float(y[treated].mean() - y[~treated].mean())
     p = np.clip(propensity, PROPENSITY_CLIP, 1 - PROPENSITY_CLIP)
     rows = []

@@ -13,7 +13,6 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 
@@ -102,7 +101,7 @@ def backdoor_estimand(frame: pd.DataFrame, confounders: tuple[str, ...]):
     from dowhy import CausalModel
 
     if confounders not in _ESTIMANDS:
-        graph: nx.DiGraph = causal_graph(list(confounders))
+        graph = causal_graph(list(confounders))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = CausalModel(data=frame, treatment=TREATMENT, outcome=OUTCOME, graph=graph)

@@ -19,13 +19,14 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 from causalrate.causal.estimate import Estimate
 from causalrate.causal.refute import Refutation, backdoor_estimand, refute
 from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.uncertainty import (
     GroupedCounts,
+    benjamini_hochberg,
     bootstrap_counts,
     group_sums,
     interval,
@@ -74,7 +75,8 @@ def _draw_scores() -> list[tuple[str, type]]:
 
 
 def wrs_pairs(values: np.ndarray, grouping: Grouping) -> list[float]:
-    """Two-sided Welch p-values of every pair a WRS counts (scipy's ttest_ind, vectorised over the pairs)."""
+    """Two-sided Welch p-values of every pair a WRS counts (scipy's ttest_ind, vectorised over the pairs;
+    the t tail is special.stdtr, which is what stats.t.sf computes)."""
     out = []
     for block in grouping.samples(values):
         samples = [v for v in block if v.size >= 2]
@@ -90,7 +92,7 @@ def wrs_pairs(values: np.ndarray, grouping: Grouping) -> list[float]:
             df = (va + vb) ** 2 / (va**2 / (n[a] - 1) + vb**2 / (n[b] - 1))
             t = (mean[a] - mean[b]) / np.sqrt(va + vb)
         df = np.where(np.isnan(df), 1.0, df)
-        out.extend(float(p) for p in 2 * stats.t.sf(np.abs(t), df))
+        out.extend(float(p) for p in 2 * special.stdtr(df, -np.abs(t)))
     return out
 
 
@@ -158,7 +160,7 @@ def assess_rigor(
                         if f"bias_{attribute}" in SCORES:
                             replicates.setdefault((f"bias_{attribute}", p), {})[system] = bias_gap(sums)
                         pvalues = wrs_pairs(values, plan)
-                        adjusted = stats.false_discovery_control(pvalues, method="bh") if pvalues else np.array([])
+                        adjusted = benjamini_hochberg(pvalues) if pvalues else np.array([])
                         rigor.wrs_tests.append(
                             {
                                 "system": system,
@@ -214,9 +216,11 @@ def _refutations(
     out = []
     rated = [name for name, scheme in SCHEMES.items() if scheme.rated]
     # text attributes as categories (same values, same design): dowhy copies the sample for every simulation
-    # and the matching plans are keyed on its content, both several times cheaper on codes than on text
+    # and the matching plans are keyed on its content, both several times cheaper on codes than on text;
+    # plain (object) column labels, which dowhy and the estimator look up thousands of times
     text = [c for c in table.columns if table[c].dtype.kind not in "biufcmM"]
     table = table.assign(**{c: table[c].astype("category") for c in text})
+    table.columns = table.columns.astype(object)
     for row in effects[effects["scheme"].isin(rated)].itertuples():
         estimate = first.get((row.system, row.perturbation, row.scheme))
         if estimate is None:

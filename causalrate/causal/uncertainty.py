@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from causalrate.causal.wrs import DEFAULT_LEVELS, Grouping, exceeds
 
@@ -138,13 +138,31 @@ def power_analysis(
     if standard_error == 0:
         p = 0.0 if mean > 0 else 1.0
         return Power(p, 1.0, 1.0, min_effect, p < alpha, False)
-    z_alpha, z_power = stats.norm.ppf(1 - alpha), stats.norm.ppf(target)
-    p = float(stats.norm.sf(mean / standard_error))
-    power = float(stats.norm.sf(z_alpha - min_effect / standard_error))
+    z_alpha, z_power = special.ndtri(1 - alpha), special.ndtri(target)  # the normal quantile (norm.ppf)
+    p = float(special.ndtr(-(mean / standard_error)))  # the normal upper tail (norm.sf)
+    power = float(special.ndtr(-(z_alpha - min_effect / standard_error)))
     sigma = standard_error * np.sqrt(n)
     n_min = float(((z_alpha + z_power) * sigma / min_effect) ** 2)
     detected = p < alpha
     return Power(p, power, n_min, min_effect, detected, (not detected) and power < target)
+
+
+def benjamini_hochberg(p: np.ndarray | list[float], *, axis: int = -1) -> np.ndarray:
+    """Benjamini–Hochberg adjusted p-values along `axis`: scipy.stats.false_discovery_control(p, method="bh"),
+    step for step (tested equal), here so that rating never imports scipy.stats (a quarter of a second)."""
+    p = np.asarray(p, dtype=float)
+    if not np.all((p >= 0) & (p <= 1)):
+        raise ValueError("p-values must lie in [0, 1]")
+    if p.size <= 1 or p.shape[axis] <= 1:
+        return p[()]
+    p = np.moveaxis(p, axis, -1)
+    m = p.shape[-1]
+    order = np.argsort(p, axis=-1)
+    ranked = np.take_along_axis(p, order, axis=-1) * (m / np.arange(1, m + 1))
+    ranked = np.minimum.accumulate(ranked[..., ::-1], axis=-1)[..., ::-1]  # step-up: never above a larger p's
+    adjusted = np.empty_like(ranked)
+    np.put_along_axis(adjusted, order, ranked, axis=-1)
+    return np.clip(np.moveaxis(adjusted, -1, axis), 0, 1)
 
 
 def stability(replicate_ratings: np.ndarray, observed: np.ndarray) -> np.ndarray:

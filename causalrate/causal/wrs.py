@@ -8,7 +8,7 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
+from scipy import special
 
 DEFAULT_LEVELS: tuple[tuple[float, float], ...] = ((0.95, 1.0), (0.70, 0.7), (0.60, 0.6))
 
@@ -33,17 +33,18 @@ def exceeds(t: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
 
     The inverse t distribution is the costly part, so it is avoided: the t critical value is never
     below the normal one (below it, no test passes), and above it the tail probability (special.stdtr,
-    7× cheaper) decides, except within 1e-9 of the boundary, where stats.t.ppf itself is evaluated.
+    7× cheaper) decides, except within 1e-9 of the boundary, where the quantile itself is evaluated
+    (special.stdtrit, which is what stats.t.ppf computes).
     """
     t, df = np.broadcast_arrays(np.abs(np.asarray(t, dtype=float)), np.asarray(df, dtype=float))
     shape, t, df = t.shape, t.ravel(), df.ravel()
     q = (1 + level) / 2
-    out = t > stats.norm.ppf(q) - 1e-6
+    out = t > special.ndtri(q) - 1e-6
     idx = np.flatnonzero(out)
     tail = special.stdtr(df[idx], -t[idx])  # P(T > |t|): below 1 − q exactly when |t| is beyond the critical value
     decided = tail < 1 - q
     close = np.flatnonzero(np.abs(tail - (1 - q)) <= 1e-9 * (1 - q))
-    decided[close] = t[idx[close]] > stats.t.ppf(q, df[idx[close]])
+    decided[close] = t[idx[close]] > special.stdtrit(df[idx[close]], q)
     out[idx] = decided
     return out.reshape(shape)
 

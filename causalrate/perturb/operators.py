@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-from scipy import stats
 
 from causalrate.registry import Registry
 
@@ -193,6 +192,8 @@ def tail_return_level(series: np.ndarray, *, return_period: float, threshold: fl
             f"tail_spike: {excess.size} exceedances of {returns.size} returns cannot calibrate a "
             f"once-in-{return_period:g} move (need >= 10 and return_period x rate > 1)"
         )
+    from scipy import stats  # here, not at the top: loading a study (and every re-rate) would import it
+
     shape, _, scale = stats.genpareto.fit(excess, floc=0)
     return u + float(stats.genpareto.ppf(1 - 1 / (return_period * rate), shape, loc=0, scale=scale))
 

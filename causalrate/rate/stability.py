@@ -28,8 +28,12 @@ from causalrate.score.scores import SCORES
 def add_stability(rigor: Rigor, rated: pd.DataFrame, *, settings: RatingSettings, control: str) -> None:
     """Per rating row and per robustness headline: the share of replicates that keep the reported level."""
     replicated = {}
+    columns = {name: rated[name].to_numpy() for name in ROW_COLUMNS}
+    groups = rated.groupby(["score", "perturbation"], sort=False).indices
     for (score, p), per_system in rigor.replicates.items():
-        rows = rated[(rated["score"] == score) & (rated["perturbation"] == p)]
+        if (score, p) not in groups:
+            continue
+        rows = {name: values[groups[(score, p)]] for name, values in columns.items()}
         found = replicate_levels(rows, per_system, rigor, levels=settings.levels)
         if found is None:
             continue
@@ -41,21 +45,28 @@ def add_stability(rigor: Rigor, rated: pd.DataFrame, *, settings: RatingSettings
     rigor.overall_stability = _overall_stability(rigor, rated, replicated, settings, control)
 
 
+# the rating rows' columns stability reads; `Rows` is a DataFrame of them or a dict of their arrays
+ROW_COLUMNS = ("score", "perturbation", "system", "rule", "raw", "rating", "insufficient", "display")
+Rows = pd.DataFrame | dict[str, np.ndarray]
+
+
 def replicate_levels(
-    rows: pd.DataFrame, per_system: dict[str, np.ndarray], rigor: Rigor, *, levels: int
+    rows: Rows, per_system: dict[str, np.ndarray], rigor: Rigor, *, levels: int
 ) -> tuple[list[str], np.ndarray, np.ndarray] | None:
     """The systems one (score, perturbation) rated by its rule, their reported levels [n] and their levels
     in every replicate [B, n]; None when the rows were rated on the absolute scale or lack replicates."""
-    rated = rows[~rows["insufficient"] & rows["display"].ne("—")]
-    rules = set(rated["rule"])
-    systems = sorted(rated["system"])
+    rateable = ~np.asarray(rows["insufficient"], dtype=bool) & (np.asarray(rows["display"], dtype=object) != "—")
+    systems = np.asarray(rows["system"], dtype=object)[rateable]
+    order = np.argsort(systems, kind="stable")
+    rated = {name: np.asarray(rows[name])[rateable][order] for name in ROW_COLUMNS}
+    rules, systems = set(rated["rule"].tolist()), rated["system"].tolist()
     if not systems or rules - {"paper", "tiers"} or any(s not in per_system for s in systems):
         return None
     (rule,) = rules
-    score, p = rated["score"].iloc[0], rated["perturbation"].iloc[0]
+    score, p = rated["score"][0], rated["perturbation"][0]
     cls = SCORES.get(score)
     higher = cls.higher_is_better
-    raw = rated.set_index("system").loc[systems, "raw"].to_numpy(dtype=float)
+    raw = rated["raw"].astype(float)
     matrix = np.column_stack([per_system[s] for s in systems])
     if rule == "paper":
         per_replicate = np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
@@ -64,19 +75,15 @@ def replicate_levels(
         per_replicate = replicate_tier_ratings(raw, matrix, levels=levels, higher_is_better=higher, test=test)
     floored = np.array([_inconclusive(rigor, p, score, s) for s in systems], dtype=bool)
     per_replicate = np.where(floored[None, :], inconclusive_level(per_replicate), per_replicate)
-    return systems, reported_levels(rated, rigor).loc[systems].to_numpy(dtype=int), per_replicate
+    return systems, reported_levels(rated, rigor).to_numpy(dtype=int), per_replicate
 
 
-def reported_levels(rows: pd.DataFrame, rigor: Rigor) -> pd.Series:
+def reported_levels(rows: Rows, rigor: Rigor) -> pd.Series:
     """System → the level the report shows for rows of one (score, perturbation): inconclusive APEs floored."""
-    return pd.Series(
-        [
-            inconclusive_level(r.rating) if _inconclusive(rigor, r.perturbation, r.score, r.system) else r.rating
-            for r in rows.itertuples()
-        ],
-        index=rows["system"].to_numpy(),
-        dtype=float,
-    )
+    keys = zip(rows["perturbation"], rows["score"], rows["system"], strict=True)
+    floored = np.array([_inconclusive(rigor, *key) for key in keys], dtype=bool)
+    rating = np.asarray(rows["rating"], dtype=float)
+    return pd.Series(np.where(floored, inconclusive_level(rating), rating), index=np.asarray(rows["system"]))
 
 
 def _inconclusive(rigor: Rigor, p: str, score: str, system: str) -> bool:

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
-from scipy import stats
+from scipy import special
+
+from causalrate.causal.uncertainty import benjamini_hochberg
 
 ALPHA = 0.05
 
@@ -89,7 +91,7 @@ def _t_p(means: np.ndarray, finite: np.ndarray) -> np.ndarray:
     se = float(np.std(finite, ddof=1)) / np.sqrt(finite.size)
     if se > 0:
         with np.errstate(invalid="ignore"):
-            p = 2 * stats.t.sf(np.abs(means) / se, df=finite.size - 1)
+            p = 2 * special.stdtr(finite.size - 1, -(np.abs(means) / se))  # the t tail: stats.t.sf
     else:
         p = np.where(means != 0.0, 0.0, 1.0)
     return np.where(np.isfinite(means), p, 1.0)
@@ -130,16 +132,17 @@ def significance(
             sig[i, j] = sig[j, i] = key[i] != key[j]
         return sig
     p = np.array([test.p_value(replicates[:, i] - replicates[:, j]) for i, j in pairs])
-    adjusted = stats.false_discovery_control(p, method="bh")
+    adjusted = benjamini_hochberg(p)
     for (i, j), q in zip(pairs, adjusted, strict=True):
         sig[i, j] = sig[j, i] = q < alpha
     return sig
 
 
-def tie_groups(key: np.ndarray, sig: np.ndarray) -> list[list[int]]:
-    """Indices cut into groups, best first: a system joins the current group unless it differs from a member."""
+def tie_groups(order: np.ndarray, sig: np.ndarray) -> list[list[int]]:
+    """Indices taken best first (`order`, a stable argsort of the keys) cut into groups: a system joins
+    the current group unless it differs from a member."""
     groups: list[list[int]] = []
-    for i in np.argsort(key, kind="stable"):
+    for i in order:
         if groups and not any(sig[i, j] for j in groups[-1]):
             groups[-1].append(int(i))
         else:
@@ -157,10 +160,10 @@ def group_levels(n_groups: int, levels: int) -> np.ndarray:
     return out
 
 
-def levels_of(key: np.ndarray, sig: np.ndarray, levels: int) -> np.ndarray:
-    """Level of every system [S] (1 = best) from its key and the significance matrix."""
-    groups = tie_groups(key, sig)
-    ratings = np.empty(key.size, dtype=int)
+def levels_of(order: np.ndarray, sig: np.ndarray, levels: int) -> np.ndarray:
+    """Level of every system [S] (1 = best) from their order best first and the significance matrix."""
+    groups = tie_groups(order, sig)
+    ratings = np.empty(order.size, dtype=int)
     for group, level in zip(groups, group_levels(len(groups), levels), strict=True):
         ratings[group] = level
     return ratings
@@ -183,7 +186,7 @@ def tier_ratings(
     reps = None if replicates is None else (-replicates if higher_is_better else replicates)
     sig = significance(key, reps, test=test)
     tied = [[j for j in range(key.size) if j != i and not sig[i, j]] for i in range(key.size)]
-    return levels_of(key, sig, levels), tied
+    return levels_of(np.argsort(key, kind="stable"), sig, levels), tied
 
 
 def replicate_tier_ratings(
@@ -206,8 +209,12 @@ def replicate_tier_ratings(
     sig = np.zeros((b, n, n), dtype=bool)
     if pairs:
         p = np.column_stack([test.replicate_p_values(key[i] - key[j], reps[:, i] - reps[:, j]) for i, j in pairs])
-        differ = stats.false_discovery_control(p, axis=1, method="bh") < alpha
+        differ = benjamini_hochberg(p, axis=1) < alpha
         first, second = (np.array(side) for side in zip(*pairs, strict=True))
         sig[:, first, second] = sig[:, second, first] = differ
-    values = test.replicate_values(key, reps)
-    return np.vstack([levels_of(values[r], sig[r], levels) for r in range(b)])
+    # a replicate's levels depend only on its order and its significance matrix, and replicates repeat
+    # few of those: each distinct pattern is tiered once
+    order = np.argsort(test.replicate_values(key, reps), axis=1, kind="stable")
+    patterns, inverse = np.unique(np.column_stack([order, sig.reshape(b, -1)]), axis=0, return_inverse=True)
+    tiered = [levels_of(row[:n], row[n:].reshape(n, n).astype(bool), levels) for row in patterns]
+    return np.vstack(tiered)[inverse.ravel()]
