@@ -51,7 +51,7 @@ def _estimator_class():
             )
             estimand = self._target_estimand
             adjust = tuple(sorted(estimand.get_backdoor_variables()))
-            treated = data[estimand.treatment_variable[0]].astype(bool).to_numpy()
+            treated = data[estimand.treatment_variable[0]].to_numpy(dtype=bool)
             outcome = data[estimand.outcome_variable[0]].to_numpy(dtype=float)
             value = _plan(data, adjust, treated, self.matching, self.seed).apply(outcome).ate
             estimate = CausalEstimate(
@@ -81,8 +81,9 @@ def _plan(data: pd.DataFrame, adjust: tuple[str, ...], treated: np.ndarray, matc
     """
     from causalrate.causal.effects import design_matrix
 
-    digest = hashlib.sha1(treated.tobytes() + repr((matching, seed)).encode())
-    fingerprint([(col, data[col]) for col in adjust], digest)
+    digest = hashlib.sha1(treated.tobytes() + repr((matching, seed, adjust)).encode())
+    for col in adjust:
+        fingerprint(data[col], digest)
     key = digest.digest()
     if key not in _PLANS:
         if len(_PLANS) > 20_000:

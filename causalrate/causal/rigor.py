@@ -216,10 +216,11 @@ def _refutations(
     out = []
     rated = [name for name, scheme in SCHEMES.items() if scheme.rated]
     # text attributes as categories (same values, same design): dowhy copies the sample for every simulation
-    # and the matching plans are keyed on its content, both several times cheaper on codes than on text;
-    # plain (object) column labels, which dowhy and the estimator look up thousands of times
+    # and the matching plans are keyed on its content, both several times cheaper on codes than on text.
+    # Labels and categories as plain Python objects: dowhy and the estimator look them up thousands of
+    # times, and pandas' arrow-backed text index makes each lookup several times slower
     text = [c for c in table.columns if table[c].dtype.kind not in "biufcmM"]
-    table = table.assign(**{c: table[c].astype("category") for c in text})
+    table = table.assign(**{c: _categorical(table[c]) for c in text})
     table.columns = table.columns.astype(object)
     for row in effects[effects["scheme"].isin(rated)].itertuples():
         estimate = first.get((row.system, row.perturbation, row.scheme))
@@ -251,6 +252,12 @@ def _refutations(
                 }
             )
     return out
+
+
+def _categorical(values: pd.Series) -> pd.Series:
+    """The column as a categorical over its sorted distinct values (as astype("category")), held as objects."""
+    categories = values.astype("category").cat.categories.to_numpy(dtype=object)
+    return values.astype(pd.CategoricalDtype(pd.Index(categories, dtype=object)))
 
 
 def _refute(data: pd.DataFrame, attributes: list[str], estimate: Estimate, interval: tuple, seed: int, sims: int):
