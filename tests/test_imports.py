@@ -9,6 +9,8 @@ package's __init__ importing its submodules is how registration works, not a cir
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -130,3 +132,15 @@ def test_a_circle_through_a_function_level_import_and_a_package_init_is_found(tm
     assert graph["pkg.a"] == {"pkg.sub", "pkg.sub.b"}
     assert graph["pkg.sub.b"] == {"pkg.sub.d"} and graph["pkg.c"] == set()
     assert circles(graph) == [["pkg.a", "pkg.sub"]]
+
+
+def test_loading_the_rating_path_imports_no_heavy_library():
+    """`causalrate rate` from a run's memo must start in well under its 2 s (issue 17): the modules it loads
+    import scipy.stats, scikit-learn, networkx and dowhy only inside the functions that fit or identify."""
+    heavy = ("scipy.stats", "sklearn", "networkx", "dowhy", "statsmodels", "torch", "matplotlib")
+    code = (
+        "import sys, causalrate.cli, causalrate.rerate, causalrate.pipeline, causalrate.report.outputs; "
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    assert loaded.strip() == "[]"
