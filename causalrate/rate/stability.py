@@ -56,9 +56,8 @@ def replicate_levels(
     """The systems one (score, perturbation) rated by its rule, their reported levels [n] and their levels
     in every replicate [B, n]; None when the rows were rated on the absolute scale or lack replicates."""
     rateable = ~np.asarray(rows["insufficient"], dtype=bool) & (np.asarray(rows["display"], dtype=object) != "—")
-    systems = np.asarray(rows["system"], dtype=object)[rateable]
-    order = np.argsort(systems, kind="stable")
-    rated = {name: np.asarray(rows[name])[rateable][order] for name in ROW_COLUMNS}
+    by_system = np.argsort(np.asarray(rows["system"], dtype=object)[rateable], kind="stable")
+    rated = {name: np.asarray(rows[name])[rateable][by_system] for name in ROW_COLUMNS}
     rules, systems = set(rated["rule"].tolist()), rated["system"].tolist()
     if not systems or rules - {"paper", "tiers"} or any(s not in per_system for s in systems):
         return None
