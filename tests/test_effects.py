@@ -4,7 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalrate.causal.effects import DrawSettings, ape_true, draws_table, identify_schemes, summarise_effects
+from causalrate.causal.effects import (
+    DrawSettings,
+    _factorize,
+    ape_true,
+    design_matrix,
+    draws_table,
+    identify_schemes,
+    summarise_effects,
+)
 from causalrate.causal.estimate import estimate_all
 
 
@@ -79,3 +87,21 @@ def test_level_scheme_with_continuous_confounder():
     ).iloc[0]
     assert abs(summary.ape_obs - 1.0) > 1.0
     assert summary.ape_adj == pytest.approx(1.0, abs=0.25)
+
+
+def test_a_categorical_is_read_from_its_codes_as_factorize_would():
+    """design_matrix reads a categorical's codes instead of factorising it: the codes and levels of
+    pd.factorize(sort=True) (the categories' own order) with missing values and unused categories, and,
+    for categories in sorted order, exactly the design of the plain text."""
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        text = pd.Series(rng.choice(["b", "a", "c", None], 40), dtype=object)
+        for categories in (["a", "b", "c", "d"], ["d", "c", "a", "b"]):
+            values = text.astype(pd.CategoricalDtype(categories))
+            codes, levels = _factorize(values)
+            expected_codes, expected_levels = pd.factorize(values, sort=True)
+            assert np.array_equal(codes, expected_codes) and list(levels) == list(expected_levels)
+        frame = pd.DataFrame({"t": text, "o": rng.choice(["x", "y"], 40)})
+        plain = design_matrix(frame, ("t", "o"))
+        coded = design_matrix(frame.assign(t=frame["t"].astype("category")), ("t", "o"))
+        assert np.array_equal(plain[0], coded[0]) and plain[1] == coded[1] and np.array_equal(plain[2], coded[2])
