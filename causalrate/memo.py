@@ -141,16 +141,16 @@ def fingerprint(obj: object, h: hashlib._Hash) -> None:
             fingerprint(obj[name], h)
     elif isinstance(obj, pd.Series | pd.Index):
         h.update(f"{type(obj).__name__}:{obj.dtype};".encode())
-        if isinstance(obj.dtype, pd.CategoricalDtype):  # codes into its categories (-1: missing)
-            codes = obj.array.codes if isinstance(obj, pd.Series) else obj.codes
-            h.update(np.asarray(codes, dtype=np.int64).tobytes() + b"\x1e")
-            h.update("\x1f".join(repr(v) for v in obj.dtype.categories.tolist()).encode())
-        elif obj.dtype.kind in "biufcmM":
+        if obj.dtype.kind in "biufcmM":
             h.update(np.ascontiguousarray(obj.to_numpy()).tobytes())
-        else:  # text and categories: the sequence exactly, as codes into its distinct values (-1: missing)
+            return
+        # categorical or text: the sequence exactly, as codes into its categories / distinct values (-1: missing)
+        if isinstance(obj.dtype, pd.CategoricalDtype):
+            codes, uniques = (obj.array.codes if isinstance(obj, pd.Series) else obj.codes), obj.dtype.categories
+        else:
             codes, uniques = pd.factorize(obj)
-            h.update(codes.astype(np.int64).tobytes() + b"\x1e")
-            h.update("\x1f".join(repr(v) for v in uniques).encode())
+        h.update(np.asarray(codes, dtype=np.int64).tobytes() + b"\x1e")
+        h.update("\x1f".join(repr(v) for v in uniques.tolist()).encode())
     elif isinstance(obj, list | tuple):
         h.update(f"{type(obj).__name__}:{len(obj)};".encode())
         for item in obj:

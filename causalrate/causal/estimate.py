@@ -37,20 +37,9 @@ class Matching:
         strata: np.ndarray | None = None,
         memo: Memo = OFF,
     ) -> MatchPlan:
-        """The matched pairs of one sample; `strata` (design_matrix's) lets a saturated design skip the optimiser.
-
-        A design with a numeric confounder needs a logistic fit: `memo` (the run's) keeps its propensities,
-        so a re-rate neither refits nor imports scikit-learn.
-        """
-        if strata is None:
-            scores = memo(
-                "propensity",
-                (features, treated),
-                lambda: propensity(features, treated),
-                decode=lambda v: np.asarray(v, dtype=float),
-            )
-        else:
-            scores = propensity(features, treated, strata=strata)
+        """The matched pairs of one sample; `strata` (design_matrix's) lets a saturated design skip the optimiser,
+        and `memo` (the run's) keeps the propensities of every design that needs a logistic fit."""
+        scores = propensity(features, treated, strata=strata, memo=memo)
         return match_plan(features, treated, caliper_sd=self.caliper_sd, rng=rng, scores=scores)
 
 
@@ -144,7 +133,7 @@ def estimate_all(
     Each assignment comes from its scheme's `draw` with a stream seeded by (seed, scheme, perturbation,
     draw) only, so every system sees the same observational assignment: a fair comparison. A draw
     that perturbs all or none of a system's valid windows has no estimate. `memo`: the run's, for the
-    logistic propensities of designs with a numeric confounder (Matching.plan).
+    logistic propensities (matching.propensity).
     """
     schemes = {name: SCHEMES.get(name)() for name in settings.schemes}
     estimators = {name: Matching(identification[name].adjustment_set, settings.caliper) for name in settings.schemes}

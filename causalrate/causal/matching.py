@@ -13,15 +13,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from causalrate.memo import OFF, Memo
+
 TIE_TOLERANCE = 1e-9
 
 
-def propensity(features: np.ndarray, treated: np.ndarray, *, strata: np.ndarray | None = None) -> np.ndarray:
+def propensity(
+    features: np.ndarray, treated: np.ndarray, *, strata: np.ndarray | None = None, memo: Memo = OFF
+) -> np.ndarray:
     """P(treated | features) from a logistic regression (constant when there are no features).
 
     `strata` (integer codes, one per row; for all-categorical designs) lets a saturated design —
     one-hot confounders whose distinct rows are the strata — skip the optimiser: its logistic MLE
-    is exactly the treated share of each stratum.
+    is exactly the treated share of each stratum. Every other design is fitted, and `memo` (the run's)
+    keeps the fit's propensities, so a re-rate neither refits nor imports scikit-learn.
     """
     if features.shape[1] == 0 or treated.all() or not treated.any():
         return np.full(treated.size, treated.mean())
@@ -32,7 +37,11 @@ def propensity(features: np.ndarray, treated: np.ndarray, *, strata: np.ndarray 
             cells
         ):
             return (np.bincount(inverse, weights=treated) / np.bincount(inverse))[inverse]
-    from sklearn.linear_model import LogisticRegression  # only designs with a numeric confounder need it
+    return memo("propensity", (features, treated), lambda: _logistic(features, treated), decode=np.asarray)
+
+
+def _logistic(features: np.ndarray, treated: np.ndarray) -> np.ndarray:
+    from sklearn.linear_model import LogisticRegression  # only designs that are not saturated need it
 
     model = LogisticRegression(C=1e6, max_iter=1000, solver="newton-cholesky")  # exact Newton: many rows, few columns
     model.fit(features, treated)
