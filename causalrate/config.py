@@ -132,10 +132,20 @@ class RigorConfig(Strict):
     """How sure each rating is (intervals, power, stability, refutation)."""
 
     replicates: int = Field(200, ge=0, description="block-bootstrap replicates; 0 turns the rigor layer off")
-    min_effect: float = Field(0.05, gt=0, description="minimal APE of interest, as a share of the mean clean outcome")
+    block_length: int | None = Field(
+        None,
+        ge=1,
+        description="windows per bootstrap block; default ⌈(input_length + horizon) / stride⌉, the run of windows "
+        "that share a point (capped at half a series' windows); 1 = windows taken as independent",
+    )
+    min_effect: float = Field(
+        0.05, gt=0, description="minimal APE of interest, as a share of the naive reference's clean error"
+    )
     alpha: float = Field(0.05, gt=0, lt=0.5)
     refute: bool = True
-    refute_simulations: int = Field(5, ge=1, description="simulations per dowhy refuter")
+    refute_simulations: int = Field(
+        5, ge=2, description="simulations per dowhy refuter (2 or more: the placebo test needs their spread)"
+    )
 
 
 class HeterogeneityConfig(Strict):

@@ -17,7 +17,7 @@ from causalrate import plugins
 from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes, summarise_effects
 from causalrate.causal.estimate import estimate_all
 from causalrate.causal.heterogeneity import assess_heterogeneity
-from causalrate.causal.rigor import assess_rigor
+from causalrate.causal.rigor import assess_rigor, window_counts, wrs_bandwidth
 from causalrate.causal.selfcheck import judge
 from causalrate.causal.wrs import wrs_plans, wrs_scores
 from causalrate.config import StudyConfig
@@ -32,7 +32,7 @@ from causalrate.rate.stability import add_stability
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
 from causalrate.score.recency import recency_profile
-from causalrate.score.scores import Evidence, score_all
+from causalrate.score.scores import SCORES, Evidence, score_all
 from causalrate.score.wide import wide_tables
 from causalrate.study import Result, Study, prepare
 
@@ -153,11 +153,15 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
     2 cores, bench/RESULTS.md), and the sums no longer depend on how many cores the machine has.
     """
     cfg, control, table = study.config, study.control, study.table
-    forecasts = forecasts.assign(failed=forecasts["error"].notna(), outcome=forecasts[cfg.outcome])
+    every = forecasts.assign(failed=forecasts["error"].notna(), outcome=forecasts[cfg.outcome])
+    newest_of = {p.id: p.newest_of for p in study.newest}
+    at_newest = every["perturbation"].isin(list(newest_of))
+    forecasts = every[~at_newest]  # the rated suite's; the newest-point forecasts feed ape_last only
     outcomes = outcome_tables(study, forecasts)
+    series_index = study.windows.series_index
     # causal: WRS, the observational draws and their matched effects, the fragility map
     groupings = wrs_plans(table, cfg.causal.wrs_groups)
-    wrs_table = wrs_scores(outcomes, groupings)
+    wrs_table = wrs_scores(outcomes, groupings, series=series_index, bandwidth=wrs_bandwidth(cfg))
     settings = DrawSettings(
         schemes=tuple(cfg.causal.schemes),
         draws=cfg.causal.draws,
@@ -199,39 +203,49 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
         worst_perturbations=tuple(p.id for p in study.suite if p.placement.name == "worst"),
         table=table,
         heterogeneity=fragility.spreads if fragility else None,
+        newest=every[at_newest].assign(perturbation=every.loc[at_newest, "perturbation"].map(newest_of)),
     )
     raw, unavailable = score_all(evidence, cfg.rating.scores)
+    inputs, truth = study.windows.inputs, study.windows.truth
+    naive_error = naive_clean_error(inputs, truth, METRICS.get(cfg.outcome))
+    naive_scores = {  # what the accuracy scores' skill ratios divide by (the absolute scale's naive_ratio basis)
+        name: naive_clean_error(inputs, truth, METRICS.get(cls.metric))
+        for name, cls in SCORES.items()
+        if cls.family == "accuracy" and cls.metric in METRICS
+    }
+    counts = window_counts(cfg, series_index) if cfg.rigor.replicates > 0 else np.zeros((0, len(table)))
     rigor = None
     if cfg.rigor.replicates > 0:
         rigor = assess_rigor(
             config=cfg,
             evidence=evidence,
-            table=table,
-            series_index=study.windows.series_index,
-            forecasts=forecasts,
+            counts=counts,
+            series_index=series_index,
             outcomes=outcomes,
             estimates=estimates,
-            effects=effects,
-            control=control,
             wrs_plans=groupings,
+            naive_error=naive_error,
             memo=memo,
         )
     # rate: coverage, absolute quantities, levels, stability, inconclusive APEs, headlines
     rating = RatingSettings(
         levels=cfg.rating.levels, rule=cfg.rating.rule, scale=cfg.rating.scale, min_coverage=cfg.rating.min_coverage
     )
-    coverage = coverage_table(forecasts, control=control, n_windows=len(table))
-    naive_error = naive_clean_error(study.windows.inputs, study.windows.truth, METRICS.get(cfg.outcome))
+    coverage = coverage_table(every, control=control, n_windows=len(table))
     raw = raw.assign(
         coverage=attach_coverage(raw, coverage, severity),
-        quantity=absolute_quantities(raw, wrs_table, naive_error),
+        quantity=absolute_quantities(raw, wrs_table, naive_error, naive_scores),
     )
     rated = rate_scores(raw, settings=rating, replicates=rigor.replicates if rigor else None)
     if rigor:
         add_stability(rigor, rated, settings=rating, control=control)
         rated = withhold_inconclusive(rated, rigor)
     headlines = headline_ratings(
-        rated, settings=rating, control=control, stability=rigor.overall_stability if rigor else None
+        rated,
+        settings=rating,
+        control=control,
+        descriptions={p.id: p.description for p in study.suite},
+        stability=rigor.overall_stability if rigor else None,
     )
     return Result(
         evidence=evidence,
@@ -243,7 +257,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
         checks=judge(effects),
         identification=identification,
         unavailable=unavailable,
-        recency_profile=recency_profile(evidence, replicates=cfg.rigor.replicates, seed=cfg.seed),
+        recency_profile=recency_profile(evidence, counts=counts),
         heterogeneity=fragility.doc if fragility else {},
     )
 

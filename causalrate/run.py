@@ -93,6 +93,17 @@ class RatingRow(Section):
     ape_true_interval: Interval | None = None
 
 
+class HeadlineCause(Section):
+    """The rating row that set a weakest-link headline (robustness, bias), in words."""
+
+    perturbation: str
+    score: str
+    raw: Number = None
+    quantity: Number = None  # raw on the absolute scale's basis (e.g. a share of the naive clean error)
+    insufficient: bool = False
+    text: str = ""
+
+
 class Headline(Section):
     rating: int | None = None
     absolute_rating: int | None = None
@@ -100,6 +111,7 @@ class Headline(Section):
     stability: Number = None
     tied_with: list[str] = Field(default_factory=list)
     scores: list[str] = Field(default_factory=list)
+    cause: HeadlineCause | None = None
 
 
 class Check(Section):

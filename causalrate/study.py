@@ -36,10 +36,16 @@ class Study:
     systems: dict[str, System]
     table: pd.DataFrame  # per window: series, attributes, characteristics
     not_assessed: dict[str, str] = field(default_factory=dict)  # system → why it could not run (--skip-unavailable)
+    newest: list[Perturbation] = field(default_factory=list)  # newest-point companions (ape_last), forecast only
 
     @property
     def control(self) -> str:
         return self.suite[0].id
+
+    @property
+    def forecast_suite(self) -> list[Perturbation]:
+        """Every perturbation that is forecast: the rated suite, then the newest-point companions."""
+        return [*self.suite, *self.newest]
 
 
 def prepare(
@@ -59,7 +65,10 @@ def prepare(
     w = config.windows
     dataset = load_dataset(config.data, base_dir=base_dir, min_length=w.input_length + w.horizon)
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
-    suite = load_suite(config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement)
+    loaded = load_suite(
+        config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement
+    )
+    suite, newest = [p for p in loaded if not p.newest_of], [p for p in loaded if p.newest_of]
     systems, unavailable = {}, dict(not_assessed or {})
     for spec in config.systems:
         system = build_system(spec, base_dir=base_dir)
@@ -96,6 +105,7 @@ def prepare(
         systems=systems,
         table=table,
         not_assessed=unavailable,
+        newest=newest,
     )
 
 

@@ -58,8 +58,18 @@ def write_yaml(path: Path, text: str) -> Path:
     return path
 
 
-def make_synthetic_study(folder: Path, systems: str, *, extra: str = "", draws: int = 6, stride: int = 2) -> Path:
-    """A fast study on the synthetic CSV with the planted python systems of tests/planted.py."""
+INLINE_SUITE = """
+  - {id: P0, operator: none}
+  - {id: P1, operator: drop_to_zero}
+  - {id: P2, operator: halve}
+  - {id: P3, operator: missing}"""
+
+
+def make_synthetic_study(
+    folder: Path, systems: str, *, extra: str = "", draws: int = 6, stride: int = 2, suite: str = INLINE_SUITE
+) -> Path:
+    """A fast study on the synthetic CSV with the planted python systems of tests/planted.py; `suite`: the
+    perturbations (an inline list by default; e.g. "paper" for the shipped suite with its newest-point forecasts)."""
     synthetic_long_csv(folder / "prices.csv")
     (folder / "planted.py").write_text((Path(__file__).parent / "planted.py").read_text())
     body = f"""\
@@ -71,11 +81,7 @@ data:
   layout: long
   attribute_columns: [industry, company]
 windows: {{input_length: 40, horizon: 10, stride: {stride}}}
-perturbations:
-  - {{id: P0, operator: none}}
-  - {{id: P1, operator: drop_to_zero}}
-  - {{id: P2, operator: halve}}
-  - {{id: P3, operator: missing}}
+perturbations: {suite}
 outcome: rmax_scaled
 causal: {{draws: {draws}}}
 systems:

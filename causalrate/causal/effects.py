@@ -116,6 +116,9 @@ def summarise_effects(draws: pd.DataFrame) -> pd.DataFrame:
     for col in ("ape_obs", "ape_adj", "pie"):
         out[f"{col}_lo"] = grouped[col].quantile(0.025)
         out[f"{col}_hi"] = grouped[col].quantile(0.975)
+    # no apparent effect (APE_obs's interval covers 0): nothing to explain, PIE% undefined (METHOD §5.3)
+    nothing = (out["ape_obs_lo"] <= 0) & (out["ape_obs_hi"] >= 0)
+    out.loc[nothing, ["pie", "pie_lo", "pie_hi"]] = np.nan
     per_confounder = [c for c in draws.columns if c.startswith("smd_before:")]
     out["balance"] = [
         {

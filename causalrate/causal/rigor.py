@@ -1,8 +1,9 @@
 """The rigor layer: how sure each rating is (issue 6).
 
-- intervals: block bootstrap over windows within series for the mean-type scores (APE, SMAPE, MASE,
-  sign accuracy, failure rate) and the WRS distribution; APE_adj and PIE% use the spread over the
-  B observational draws they already have (the causal stage's Estimate objects, never redrawn);
+- intervals: a circular block bootstrap over windows within series (blocks as long as the run of windows
+  that share a point) for the window scores (APE, SMAPE, MASE, sign accuracy, failure rate, recency,
+  ape_last, ape_worst), WRS and bias; APE_adj and PIE% get the t interval of their mean over the B
+  observational draws they already have (the causal stage's Estimate objects, never redrawn);
 - power: the one-sided test of "no effect" for every APE, its achieved power against the minimal
   effect of interest, n_min, and an inconclusive flag (no effect seen, too little power to say so);
 - stability (rate.stability): the share of replicates in which a system keeps its rating;
@@ -26,18 +27,23 @@ from causalrate.causal.refute import Refutation, backdoor_estimand, refute
 from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.uncertainty import (
     GroupedCounts,
+    abs_mean_interval,
     benjamini_hochberg,
-    bootstrap_counts,
+    bias_corrected_interval,
+    block_counts,
+    dependence_block,
+    folded,
     group_sums,
     interval,
+    mean_interval,
     power_analysis,
     replicate_means,
     replicate_wrs,
 )
-from causalrate.causal.wrs import Grouping
+from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled, welch_from_moments
 from causalrate.config import StudyConfig
 from causalrate.memo import OFF, Memo
-from causalrate.score.bias import bias_gap
+from causalrate.score.bias import bias_gap, observed_bias
 from causalrate.score.scores import SCORES, Evidence, Score
 from causalrate.score.wide import wide_tables
 from causalrate.seeding import rng
@@ -74,54 +80,80 @@ def _draw_scores() -> list[tuple[str, type]]:
     return [(name, cls) for name, cls in SCORES.items() if cls.replicates == "draws"]
 
 
-def wrs_pairs(values: np.ndarray, grouping: Grouping) -> list[float]:
-    """Two-sided Welch p-values of every pair a WRS counts (scipy's ttest_ind, vectorised over the pairs;
-    the t tail is special.stdtr, which is what stats.t.sf computes)."""
+def wrs_pairs(values: np.ndarray, grouping: Grouping, design_effects: list[list[float]] | None = None) -> list[float]:
+    """Two-sided Welch p-values of every pair a WRS counts, on the same effective sample sizes as the WRS
+    (wrs.welch_from_moments; the t tail is special.stdtr, which is what stats.t.sf computes)."""
     out = []
-    for block in grouping.samples(values):
-        samples = [v for v in block if v.size >= 2]
-        pairs = list(combinations(range(len(samples)), 2))
+    for k, block in enumerate(grouping.samples(values)):
+        deff = design_effects[k] if design_effects is not None else [1.0] * len(block)
+        kept = [(x, d) for x, d in zip(block, deff, strict=True) if x.size >= 2]
+        pairs = list(combinations(range(len(kept)), 2))
         if not pairs:
             continue
         a, b = np.array(pairs).T
-        n = np.array([x.size for x in samples], dtype=float)
-        mean = np.array([x.mean() for x in samples])
-        var = np.array([x.var(ddof=1) for x in samples])
-        va, vb = var[a] / n[a], var[b] / n[b]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            df = (va + vb) ** 2 / (va**2 / (n[a] - 1) + vb**2 / (n[b] - 1))
-            t = (mean[a] - mean[b]) / np.sqrt(va + vb)
-        df = np.where(np.isnan(df), 1.0, df)
+        size = np.array([x.size / d for x, d in kept])
+        mean = np.array([x.mean() for x, _ in kept])
+        var = np.array([x.var(ddof=1) for x, _ in kept])
+        t, df = welch_from_moments(mean[a], var[a], size[a], mean[b], var[b], size[b])
         out.extend(float(p) for p in 2 * special.stdtr(df, -np.abs(t)))
     return out
+
+
+def resampling_block(config: StudyConfig) -> int:
+    """The bootstrap's block length in windows: configured, or the run of windows that share a point."""
+    w = config.windows
+    return config.rigor.block_length or dependence_block(
+        input_length=w.input_length, horizon=w.horizon, stride=w.stride
+    )
+
+
+def wrs_bandwidth(config: StudyConfig) -> int:
+    """How far apart WRS's windows stay dependent (design_effect): the resampling block, or 0 under
+    `rule: paper` (the paper's tests on windows taken as independent)."""
+    return 0 if config.rating.rule == "paper" else resampling_block(config)
+
+
+def window_counts(config: StudyConfig, series_index: np.ndarray) -> np.ndarray:
+    """[B, W] the run's block-bootstrap counts: one set shared by every score, system and the recency profile
+    (so every comparison between systems is paired)."""
+    return block_counts(
+        series_index,
+        block=resampling_block(config),
+        replicates=config.rigor.replicates,
+        rng=rng(config.seed, "bootstrap"),
+    )
 
 
 def assess_rigor(
     *,
     config: StudyConfig,
     evidence: Evidence,
-    table: pd.DataFrame,
+    counts: np.ndarray,
     series_index: np.ndarray,
-    forecasts: pd.DataFrame,
     outcomes: dict[str, pd.DataFrame],
     estimates: list[Estimate],
-    effects: pd.DataFrame,
-    control: str,
     wrs_plans: list[Grouping],
+    naive_error: float,
     memo: Memo = OFF,
 ) -> Rigor:
-    """Intervals, power, replicates, BH counts and refutations; stability comes after rating (rate.stability)."""
-    cfg = config.rigor
+    """Intervals, power, replicates, BH counts and refutations; stability comes after rating (rate.stability).
+
+    counts: window_counts(); naive_error: the naive reference's mean clean outcome (the minimal effect's basis).
+    Every interval contains the value it rates: |mean| scores get the folded interval of the mean,
+    WRS and bias the bias-corrected percentile interval, draw scores the t interval of their mean.
+    """
+    cfg, control, table = config.rigor, evidence.control, evidence.table
     rigor = Rigor()
     systems = sorted(outcomes)
-    counts = bootstrap_counts(series_index, replicates=cfg.replicates, rng=rng(config.seed, "bootstrap"))
     perturbations = list(next(iter(outcomes.values())).columns)
     metric = {
-        name: wide_tables(forecasts, column, perturbations=perturbations, n_windows=len(table))
+        name: wide_tables(evidence.forecasts, column, perturbations=perturbations, n_windows=len(table))
         for name, column in _window_means().items()
     }
     grouped = {plan.attribute: GroupedCounts.of(counts, plan) for plan in wrs_plans}
+    bandwidth = wrs_bandwidth(config)
     replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    intervals: dict[tuple[str, str, str], tuple[float, float]] = {}
     with warnings.catch_warnings():  # a system whose forecasts all failed yields NaN intervals, by design
         warnings.simplefilter("ignore", RuntimeWarning)
         for system in systems:
@@ -134,14 +166,14 @@ def assess_rigor(
                     columns.update({(score, p): per_system[system][p].to_numpy() for p in perturbations})
             means = dict(zip(columns, replicate_means(counts, np.column_stack(list(columns.values()))).T, strict=True))
             for p in perturbations:
-                values = wide[p].to_numpy()
+                values = unit_scaled(wide[p].to_numpy())  # for WRS and bias, which do not change with the scale
                 if p != control:
                     diff = columns[("ape", p)]
                     reps = means[("ape", p)]
                     power = power_analysis(
                         diff,
                         standard_error=float(np.nanstd(reps, ddof=1)),
-                        min_effect=cfg.min_effect * float(np.nanmean(np.abs(base))),
+                        min_effect=cfg.min_effect * naive_error,
                         alpha=cfg.alpha,
                     )
                     rigor.rows[(p, "ape", system)] = {
@@ -153,13 +185,22 @@ def assess_rigor(
                         "inconclusive": bool(power.inconclusive),
                     }
                     replicates.setdefault(("ape", p), {})[system] = np.abs(reps)
+                    intervals[(p, "ape", system)] = abs_mean_interval(reps)
                     for plan in wrs_plans:
                         attribute = plan.attribute
+                        deff = plan.design_effects(values, series_index, bandwidth=bandwidth)
                         sums = group_sums(grouped[attribute], values)  # what WRS and the bias gap are made of
-                        replicates.setdefault((f"wrs_{attribute}", p), {})[system] = replicate_wrs(sums)
+                        wrs_reps = replicate_wrs(sums, design_effects=deff)
+                        replicates.setdefault((f"wrs_{attribute}", p), {})[system] = wrs_reps
+                        observed = grouped_wrs(plan.samples(values), design_effects=deff)[0]
+                        intervals[(p, f"wrs_{attribute}", system)] = bias_corrected_interval(observed, wrs_reps)
                         if f"bias_{attribute}" in SCORES:
-                            replicates.setdefault((f"bias_{attribute}", p), {})[system] = bias_gap(sums)
-                        pvalues = wrs_pairs(values, plan)
+                            gaps = bias_gap(sums)
+                            replicates.setdefault((f"bias_{attribute}", p), {})[system] = gaps
+                            intervals[(p, f"bias_{attribute}", system)] = bias_corrected_interval(
+                                observed_bias(values, plan), gaps
+                            )
+                        pvalues = wrs_pairs(values, plan, deff)
                         adjusted = benjamini_hochberg(pvalues) if pvalues else np.array([])
                         rigor.wrs_tests.append(
                             {
@@ -174,18 +215,21 @@ def assess_rigor(
                 for score, per_system in metric.items():
                     if system in per_system:
                         replicates.setdefault((score, p), {})[system] = means[(score, p)]
-    for score, cls in _window_scores():  # e.g. recency, ape_worst: |mean| of the score's own per-window values
+                        intervals[(p, score, system)] = interval(means[(score, p)])
+    for score, cls in _window_scores():  # e.g. recency, ape_last, ape_worst: |mean| of their own per-window values
         for (system, p), values in cls().window_values(evidence).items():
-            replicates.setdefault((score, p), {})[system] = np.abs(replicate_means(counts, values))
+            signed = replicate_means(counts, values)
+            replicates.setdefault((score, p), {})[system] = np.abs(signed)
+            intervals[(p, score, system)] = abs_mean_interval(signed)
     bootstrap = set(replicates)
     replicates.update(draw_replicates(estimates))
-    for (score, p), per_system in replicates.items():
-        for s, column in per_system.items():
-            rigor.rows.setdefault((p, score, s), {}).setdefault("interval", list(interval(column)))
+    intervals.update(draw_intervals(estimates, evidence.effects))
+    for key, (lo, hi) in intervals.items():
+        rigor.rows.setdefault(key, {})["interval"] = [lo, hi]
     rigor.replicates = replicates
     rigor.bootstrap = bootstrap
     if cfg.refute:
-        rigor.refutations = _refutations(config, table, estimates, effects, memo)
+        rigor.refutations = _refutations(config, table, estimates, evidence.effects, memo)
     return rigor
 
 
@@ -194,16 +238,39 @@ def draw_replicates(estimates: list[Estimate]) -> dict[tuple[str, str], dict[str
     score whose replicates are draws; left out where the systems' draw counts differ (not paired)."""
     out = {}
     for score, cls in _draw_scores():
-        per_p: dict[str, dict[str, list[tuple[int, float]]]] = {}
-        for e in estimates:
-            if e.scheme == cls.scheme:
-                value = getattr(e, cls.draw_column)
-                per_p.setdefault(e.perturbation, {}).setdefault(e.system, []).append((e.draw, value))
+        per_p = _per_draw(estimates, cls.scheme, cls.draw_column)
         for p in sorted(per_p):
             per_system = {s: np.array([v for _, v in sorted(per_p[p][s])]) for s in sorted(per_p[p])}
             if len({v.size for v in per_system.values()}) == 1:
                 out[(score, p)] = per_system
     return out
+
+
+def draw_intervals(estimates: list[Estimate], effects: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(perturbation, score, system) → the t interval of the mean over draws of every draw score's signed
+    per-draw value (Score.interval_column), folded when the score rates |mean|; none where the rated value
+    is undefined (PIE% with no apparent effect)."""
+    undefined = set(effects.loc[effects["pie"].isna(), ["system", "perturbation", "scheme"]].itertuples(index=False))
+    out = {}
+    for score, cls in _draw_scores():
+        for p, per_system in _per_draw(estimates, cls.scheme, cls.interval_column).items():
+            for s, draws in per_system.items():
+                if cls.interval_column == "pie" and (s, p, cls.scheme) in undefined:
+                    continue
+                lo, hi = mean_interval(np.array([v for _, v in draws]))
+                out[(p, score, s)] = folded(lo, hi) if cls.rates_magnitude else (lo, hi)
+    return out
+
+
+def _per_draw(
+    estimates: list[Estimate], scheme: str | None, column: str
+) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """perturbation → system → (draw, value of `column`) of one scheme's Estimates."""
+    per_p: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for e in estimates:
+        if e.scheme == scheme:
+            per_p.setdefault(e.perturbation, {}).setdefault(e.system, []).append((e.draw, getattr(e, column)))
+    return per_p
 
 
 def _refutations(

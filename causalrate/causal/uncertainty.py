@@ -1,26 +1,50 @@
 """How sure a rating is: block-bootstrap intervals, power, inconclusive flags and rating stability.
 
-Windows of one series overlap and are correlated, so the bootstrap resamples whole windows
-within each series (each replicate keeps every series' window count). Replicates are count
-vectors over windows, so every mean-type score of every replicate is one matrix product.
+Windows of one series overlap (with n + d = 100 and stride 2, neighbours share 98 points), so their
+outcomes are dependent. The one resampler of the project is a circular block bootstrap within each
+series (block_counts): blocks of consecutive windows, as long as the run of windows that share a point
+with a given one, so a replicate keeps that dependence; each replicate keeps every series' window count.
+Replicates are count vectors over windows, so every mean-type score of every replicate is one matrix
+product.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
 
-from causalrate.causal.wrs import DEFAULT_LEVELS, Grouping, exceeds
+from causalrate.causal.wrs import DEFAULT_LEVELS, Grouping, exceeds, welch_from_moments
 
 
-def bootstrap_counts(series_index: np.ndarray, *, replicates: int, rng: np.random.Generator) -> np.ndarray:
-    """[B, W] counts: how often each window is drawn in each replicate (resampled within its series)."""
+def dependence_block(*, input_length: int, horizon: int, stride: int) -> int:
+    """Windows in a run that shares a point with its first one: ⌈(n + d) / stride⌉ (METHOD §6.6)."""
+    return max(1, math.ceil((input_length + horizon) / stride))
+
+
+def block_counts(
+    series_index: np.ndarray, *, block: int, replicates: int, rng: np.random.Generator
+) -> np.ndarray:
+    """[B, W] counts: how often each window is drawn in each replicate of a circular block bootstrap.
+
+    Per series of m windows (window ids ascending in time), ⌈m / ℓ⌉ blocks of ℓ consecutive windows start
+    at uniform positions, wrapping round the series' end, and are cut to m windows. ℓ = block, capped at
+    ⌊m / 2⌋ so a replicate holds at least two blocks (one block as long as the series would only rotate it:
+    every replicate the same sample). Circular blocks weigh every window equally, so the replicates are
+    centred on the observed mean. block = 1 is the per-window (independent) bootstrap.
+    """
     counts = np.zeros((replicates, series_index.size))
     for s in np.unique(series_index):
         members = np.flatnonzero(series_index == s)
-        counts[:, members] = rng.multinomial(members.size, np.full(members.size, 1 / members.size), size=replicates)
+        m = members.size
+        length = max(1, min(block, m // 2))
+        k = -(-m // length)
+        starts = rng.integers(0, m, size=(replicates, k))
+        drawn = ((starts[:, :, None] + np.arange(length)) % m).reshape(replicates, k * length)[:, :m]
+        flat = (drawn + (np.arange(replicates) * m)[:, None]).ravel()
+        counts[:, members] = np.bincount(flat, minlength=replicates * m).reshape(replicates, m)
     return counts
 
 
@@ -33,10 +57,51 @@ def replicate_means(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of replicates of a rated value (NaN replicates left out)."""
     if not np.isfinite(samples).any():
         return np.nan, np.nan
     lo, hi = np.nanquantile(samples, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
+
+
+def folded(lo: float, hi: float) -> tuple[float, float]:
+    """The interval of |x| from that of x: [0, max |end|] when it covers 0, else its ends' magnitudes in order.
+    A score rated as |mean| gets the interval of the mean, folded, so the rated value lies inside it."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return np.nan, np.nan
+    if lo <= 0 <= hi:
+        return 0.0, float(max(-lo, hi))
+    return float(min(abs(lo), abs(hi))), float(max(abs(lo), abs(hi)))
+
+
+def abs_mean_interval(replicate_means: np.ndarray, *, level: float = 0.95) -> tuple[float, float]:
+    """Interval of a score rated as |mean|, from the signed replicate means: percentile interval, folded."""
+    return folded(*interval(replicate_means, level=level))
+
+
+def bias_corrected_interval(observed: float, replicates: np.ndarray, *, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval moved by the bootstrap's bias estimate (mean replicate − observed), cut at 0.
+
+    For statistics that are not means (WRS counts rejections, bias_<attr> is a largest gap): a resample
+    duplicates windows, which shrinks within-group spread and lifts every replicate, so their plain
+    percentiles can lie wholly above the observed value. Removing the estimated bias centres the interval
+    on what is rated; the scores are non-negative, so it is cut at 0.
+    """
+    finite = replicates[np.isfinite(replicates)]
+    if finite.size == 0 or not np.isfinite(observed):
+        return np.nan, np.nan
+    shift = float(finite.mean()) - observed
+    lo, hi = interval(finite, level=level)
+    return max(0.0, lo - shift), max(0.0, hi - shift)
+
+
+def mean_interval(draws: np.ndarray, *, level: float = 0.95) -> tuple[float, float]:
+    """The t interval of the mean of independent draws (the B observational draws): mean ± t·sd/√B."""
+    d = draws[np.isfinite(draws)]
+    if d.size < 2:
+        return (float(d[0]), float(d[0])) if d.size else (np.nan, np.nan)
+    half = float(special.stdtrit(d.size - 1, (1 + level) / 2)) * float(d.std(ddof=1)) / math.sqrt(d.size)
+    return float(d.mean()) - half, float(d.mean()) + half
 
 
 @dataclass(frozen=True)
@@ -82,31 +147,29 @@ def group_sums(grouped: GroupedCounts, values: np.ndarray) -> list[tuple[np.ndar
 
 
 def replicate_wrs(
-    sums: list[tuple[np.ndarray, np.ndarray, np.ndarray]], levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS
+    sums: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS,
+    design_effects: list[list[float]] | None = None,
 ) -> np.ndarray:
-    """[B] WRS of each replicate from group_sums(): Welch tests on count-weighted group means and variances."""
+    """[B] WRS of each replicate from group_sums(): Welch tests on count-weighted group means and variances,
+    each group's size divided by its design effect (Grouping.design_effects, as the observed WRS)."""
     total = np.zeros(sums[0][0].shape[1] if sums else 0)
-    for n, s1, s2 in sums:
+    for k, (n, s1, s2) in enumerate(sums):
         mean = s1 / np.maximum(n, 1)
         var = np.maximum(s2 - n * mean**2, 0) / np.maximum(n - 1, 1)
         pairs = [(i, j) for i in range(len(n)) for j in range(i + 1, len(n))]
         if not pairs:
             continue
+        deff = np.asarray(design_effects[k] if design_effects is not None else np.ones(len(n)), dtype=float)
+        size = n / deff[:, None]
         a, b = np.array(pairs).T
-        na, ma, va, nb, mb, vb = n[a], mean[a], var[a], n[b], mean[b], var[b]
-        sa, sb = va / np.maximum(na, 1), vb / np.maximum(nb, 1)
-        se2 = sa + sb
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t = np.abs(ma - mb) / np.sqrt(se2)
-            df = se2**2 / (sa**2 / np.maximum(na - 1, 1) + sb**2 / np.maximum(nb - 1, 1))
-        ok = (na >= 2) & (nb >= 2)
-        t = np.where(se2 > 0, t, np.where(ma != mb, np.inf, 0.0))
-        df = np.where(np.isfinite(df) & (df > 0), df, 1.0)
+        t, df = welch_from_moments(mean[a], var[a], size[a], mean[b], var[b], size[b])
+        ok = (n[a] >= 2) & (n[b] >= 2)
         # every pair × replicate at once per level; added pair by pair, level by level (fixed order)
         passed = [(weight, ok & exceeds(t, df, c_level)) for c_level, weight in levels]
-        for k in range(len(pairs)):
+        for pair in range(len(pairs)):
             for weight, hits in passed:
-                total += weight * hits[k]
+                total += weight * hits[pair]
     return total
 
 

@@ -13,19 +13,66 @@ from scipy import special
 DEFAULT_LEVELS: tuple[tuple[float, float], ...] = ((0.95, 1.0), (0.70, 0.7), (0.60, 0.6))
 
 
-def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """Welch's t statistic and its Welch–Satterthwaite degrees of freedom.
+def welch_from_moments(
+    mean_a: np.ndarray, var_a: np.ndarray, n_a: np.ndarray, mean_b: np.ndarray, var_b: np.ndarray, n_b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Welch's t and its Welch–Satterthwaite df from each group's mean, variance (ddof 1) and sample size,
+    elementwise: the one Welch kernel of the project.
 
-    Two groups of constant but different values give t = ±inf (a certain difference);
-    two constant groups with the same value give t = 0.
+    n may be an effective sample size (below the count of windows when they are dependent). The edge
+    rule: no spread on either side gives t = ±inf for different means (a certain difference), t = 0 for
+    equal ones, with df = n_a + n_b − 2; a df term of a group with n ≤ 1 is taken at n − 1 = 1.
     """
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    diff = a.mean() - b.mean()
-    se2 = va + vb
-    if se2 == 0:
-        return (0.0 if diff == 0 else float(np.copysign(np.inf, diff))), float(a.size + b.size - 2)
-    df = se2**2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
-    return float(diff / np.sqrt(se2)), float(df)
+    sa, sb = var_a / n_a, var_b / n_b
+    se2, diff = sa + sb, mean_a - mean_b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(se2 > 0, diff / np.sqrt(se2), np.where(diff == 0, 0.0, np.copysign(np.inf, diff)))
+        df = se2**2 / (sa**2 / np.maximum(n_a - 1, 1) + sb**2 / np.maximum(n_b - 1, 1))
+    df = np.where(se2 > 0, df, n_a + n_b - 2)
+    return t, df
+
+
+def welch(a: np.ndarray, b: np.ndarray, *, n_a: float | None = None, n_b: float | None = None) -> tuple[float, float]:
+    """Welch's t statistic and its degrees of freedom for two samples (welch_from_moments); n_a, n_b: their
+    effective sizes when the values are dependent (default: the counts)."""
+    t, df = welch_from_moments(
+        np.float64(a.mean()), np.float64(a.var(ddof=1)), np.float64(n_a or a.size),
+        np.float64(b.mean()), np.float64(b.var(ddof=1)), np.float64(n_b or b.size),
+    )  # fmt: skip
+    return float(t), float(df)
+
+
+def unit_scaled(values: np.ndarray) -> np.ndarray:
+    """values / max |finite value|: Welch's t, the design effect and the bias gap do not change with the scale,
+    and squares of outcomes as large as 1e160 (a model answering a huge constant) no longer overflow."""
+    finite = np.abs(values[np.isfinite(values)])
+    top = float(finite.max()) if finite.size else 0.0
+    return values / top if 0 < top < np.inf else values
+
+
+def design_effect(values: np.ndarray, series: np.ndarray, *, bandwidth: int) -> float:
+    """n · Var(mean) / s² under the windows' dependence, at least 1: how many dependent windows count as one.
+
+    Var(mean) is the Newey–West (Bartlett-kernel) long-run variance of the group's windows, with
+    autocovariances only between windows of the same series (ids ascending in time), up to `bandwidth`
+    windows apart. values: the group's outcomes in window order (NaN: left out); series: their series.
+    bandwidth 0 (the paper's per-window tests): 1.
+    """
+    ok = np.isfinite(values)
+    n = int(ok.sum())
+    if bandwidth < 1 or n < 2:
+        return 1.0
+    e = np.where(ok, values - values[ok].mean(), 0.0)
+    s2 = float(np.sum(e**2)) / (n - 1)
+    if s2 == 0:
+        return 1.0
+    long_run = 0.0
+    for s in np.unique(series):
+        x = e[series == s]
+        long_run += float(x @ x)
+        for k in range(1, min(bandwidth, x.size - 1) + 1):
+            long_run += 2 * (1 - k / (bandwidth + 1)) * float(x[:-k] @ x[k:])
+    return max(1.0, (long_run / n) / s2)
 
 
 def exceeds(t: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
@@ -81,6 +128,17 @@ class Grouping:
             out.append([v for v in (g[np.isfinite(g)] for g in groups) if v.size])
         return out
 
+    def design_effects(self, values: np.ndarray, series: np.ndarray | None, *, bandwidth: int) -> list[list[float]]:
+        """design_effect of every group samples() keeps, in its order (all 1 without series or bandwidth)."""
+        out = []
+        for block in self.blocks:
+            kept = [ids for ids in block if np.isfinite(values[ids]).any()]
+            if series is None or bandwidth < 1:
+                out.append([1.0] * len(kept))
+            else:
+                out.append([design_effect(values[ids], series[ids], bandwidth=bandwidth) for ids in kept])
+        return out
+
 
 def wrs(
     outcomes: np.ndarray,
@@ -97,13 +155,17 @@ def wrs(
 
 
 def grouped_wrs(
-    samples: list[list[np.ndarray]], levels: Sequence[tuple[float, float]] = DEFAULT_LEVELS
+    samples: list[list[np.ndarray]],
+    levels: Sequence[tuple[float, float]] = DEFAULT_LEVELS,
+    design_effects: list[list[float]] | None = None,
 ) -> tuple[float, int]:
-    """WRS of Grouping.samples(): Welch tests of every pair of groups inside each block."""
+    """WRS of Grouping.samples(): Welch tests of every pair of groups inside each block, each group's sample
+    size divided by its design effect (Grouping.design_effects; None: independent windows, the paper)."""
     tests = []
-    for block in samples:
-        kept = [v for v in block if v.size >= 2]
-        tests.extend(welch(a, b) for a, b in combinations(kept, 2))
+    for k, block in enumerate(samples):
+        deff = design_effects[k] if design_effects is not None else [1.0] * len(block)
+        kept = [(v, d) for v, d in zip(block, deff, strict=True) if v.size >= 2]
+        tests.extend(welch(a, b, n_a=a.size / da, n_b=b.size / db) for (a, da), (b, db) in combinations(kept, 2))
     if not tests:
         return 0.0, 0
     t, df = np.array(tests).T
@@ -125,14 +187,18 @@ def wrs_plans(table: pd.DataFrame, groups: list[str]) -> list[Grouping]:
     return plans
 
 
-def wrs_scores(outcomes: dict[str, pd.DataFrame], plans: list[Grouping]) -> pd.DataFrame:
-    """WRS per system and perturbation for every grouping (wrs_plans)."""
+def wrs_scores(
+    outcomes: dict[str, pd.DataFrame], plans: list[Grouping], *, series: np.ndarray | None = None, bandwidth: int = 0
+) -> pd.DataFrame:
+    """WRS per system and perturbation for every grouping (wrs_plans); with series and a bandwidth, on
+    effective sample sizes (design_effect), else the paper's tests on windows taken as independent."""
     rows = []
     for system, wide in outcomes.items():
         for perturbation in wide.columns:
-            values = wide[perturbation].to_numpy()
+            values = unit_scaled(wide[perturbation].to_numpy())
             for plan in plans:
-                score, pairs = grouped_wrs(plan.samples(values))
+                deff = plan.design_effects(values, series, bandwidth=bandwidth)
+                score, pairs = grouped_wrs(plan.samples(values), design_effects=deff)
                 rows.append(
                     {
                         "system": system,

@@ -60,9 +60,11 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     origins = list(zip(series_ids, wd.start.tolist(), strict=True))  # (series, start) per window id
     attributes = [ds.series[i].attributes for i in wd.series_index]
 
-    by_id = {p.id: p for p in study.suite}
-    placed = {p.id: placed_firsts(p, ds, wd, seed=cfg.seed) for p in study.suite}
-    worst = {(s.name, p.id): WorstCase() for s in cfg.systems for p in study.suite if p.placement.name == "worst"}
+    by_id = {p.id: p for p in study.forecast_suite}
+    placed = {p.id: placed_firsts(p, ds, wd, seed=cfg.seed) for p in study.forecast_suite}
+    worst = {
+        (s.name, p.id): WorstCase() for s in cfg.systems for p in study.forecast_suite if p.placement.name == "worst"
+    }
 
     def offsets(perturbation: str, variant: int, rows: np.ndarray) -> list[list[int]]:
         p = by_id[perturbation]
@@ -101,7 +103,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     cfg_plugins = plugins.resolve(cfg.plugins, base_dir=study.base_dir, where=study.base_dir)
     jobs = []
     history = series_history(ds, wd)
-    for p, variant in ((q, v) for q in study.suite for v in range(placed[q.id].shape[1])):
+    for p, variant in ((q, v) for q in study.forecast_suite for v in range(placed[q.id].shape[1])):
         firsts = placed[p.id][:, variant]
         perturbed = p.apply(wd.inputs, firsts, seeds=perturbation_seeds(cfg.seed, p.id, origins), history=history)
         dates = p.apply_dates(wd.input_dates, firsts)

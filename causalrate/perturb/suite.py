@@ -51,6 +51,7 @@ class Perturbation:
     placement: Placement = field(default_factory=Placement)
     parts: tuple[Part, ...] = ()  # combined corruptions; else the one operator
     impute: str | None = None
+    newest_of: str = ""  # set: this is `newest_of` placed at the newest input point (ape_last), not rated itself
 
     @property
     def is_control(self) -> bool:
@@ -149,7 +150,28 @@ class SuiteFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     description: str = ""
+    # every corrupting positional perturbation is also forecast at the newest input point (score ape_last)
+    newest_point: bool = False
     perturbations: list[PerturbationSpec]
+
+
+NEWEST = "@last"  # the id suffix of a perturbation's newest-point companion
+
+
+def newest_point(p: Perturbation) -> Perturbation | None:
+    """p with its point placed at the newest input offset (placement `last`), for `ape_last`; None where the
+    placement cannot differ (the control, whole-window or every-point operators, a severity grid's member,
+    a placement already fixed at one offset or chosen adversarially)."""
+    fixed = p.placement.name in ("last", "offset", "worst")
+    if p.is_control or not p.positional or p.period <= 1 or p.severity is not None or fixed:
+        return None
+    return replace(
+        p,
+        id=f"{p.id}{NEWEST}",
+        placement=Placement("last"),
+        description=f"{p.description}, at the newest input point",
+        newest_of=p.id,
+    )
 
 
 def load_suite(
@@ -157,19 +179,24 @@ def load_suite(
 ) -> list[Perturbation]:
     """Resolve a suite name (shipped catalog), a YAML path, or an inline list.
 
-    `placement` is the study's default for entries that set none.
+    `placement` is the study's default for entries that set none. A suite file with `newest_point: true`
+    also lists each corrupting perturbation's newest-point companion (newest_point), after the others.
     """
+    newest = False
     if isinstance(spec, str):
         path = _find_suite(spec, base_dir)
         try:
-            specs = SuiteFile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8"))).perturbations
+            suite_file = SuiteFile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
         except ValidationError as exc:
             raise UserError(format_validation_error(path, exc)) from None
         except yaml.YAMLError as exc:
             raise UserError(f"{path}: not valid YAML: {exc}") from None
+        specs, newest = suite_file.perturbations, suite_file.newest_point
     else:
         specs = spec
     suite = [p for s in specs for p in _expand(s, input_length, placement)]
+    if newest:
+        suite += [c for c in map(newest_point, suite) if c is not None]
     ids = [p.id for p in suite]
     if len(set(ids)) != len(ids):
         raise UserError(f"perturbations: ids must be unique, got {ids}")

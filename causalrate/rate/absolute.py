@@ -19,7 +19,7 @@ from causalrate.causal.wrs import DEFAULT_LEVELS
 from causalrate.systems.reference import last_observed
 
 ABSOLUTE_LEVELS = 3
-BASES = ("naive_clean_error", "wrs_max", "percent", "none")
+BASES = ("naive_clean_error", "naive_ratio", "wrs_max", "percent", "none")
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ def load_scales() -> dict[str, Scale]:
 
 
 def naive_clean_error(inputs: np.ndarray, truth: np.ndarray, outcome) -> float:
-    """Mean outcome of the naive reference (last observed value repeated) on the clean windows: the APE basis."""
+    """Mean of a metric (`outcome`: the study's outcome for the APE basis, or an accuracy score's metric for
+    its skill ratio) of the naive reference (last observed value repeated) on the clean windows."""
     forecast = np.repeat(last_observed(inputs)[:, None], truth.shape[1], axis=1)
     with np.errstate(all="ignore"):
         return float(np.nanmean(outcome(truth, forecast, inputs)))
@@ -76,10 +77,14 @@ def absolute_level(value: float, scale: Scale) -> int | None:
     return 1 if value <= first else 2 if value <= second else 3
 
 
-def absolute_quantities(raw: pd.DataFrame, wrs: pd.DataFrame, naive_error: float) -> pd.Series:
+def absolute_quantities(
+    raw: pd.DataFrame, wrs: pd.DataFrame, naive_error: float, naive_scores: dict[str, float]
+) -> pd.Series:
     """Each raw row expressed on its scale's basis (NaN where the score has no published scale).
 
-    raw: perturbation, score, system, raw; wrs: the WRS table (system, perturbation, attribute, pairs).
+    raw: perturbation, score, system, raw; wrs: the WRS table (system, perturbation, attribute, pairs);
+    naive_error: the naive reference's mean clean outcome; naive_scores: score → the naive reference's value
+    of that score on the same clean windows (the `naive_ratio` basis: a skill ratio, as fev and GIFT-Eval report).
     """
     from causalrate.score.scores import SCORES
 
@@ -91,6 +96,9 @@ def absolute_quantities(raw: pd.DataFrame, wrs: pd.DataFrame, naive_error: float
         basis = scale.basis if scale else None
         if basis == "naive_clean_error":
             values.append(r.raw / naive_error if naive_error > 0 else np.nan)
+        elif basis == "naive_ratio":
+            reference = naive_scores.get(r.score, np.nan)
+            values.append(r.raw / reference if reference > 0 else np.nan)
         elif basis == "wrs_max":
             key = (r.system, r.perturbation, SCORES.get(r.score).attribute)
             maximum = wrs_maximum(int(pairs.get(key, 0)))

@@ -33,6 +33,7 @@ COLUMNS = [
     "insufficient",
     "note",
     "display",
+    "quantity",
 ]
 
 
@@ -45,13 +46,13 @@ class RatingSettings:
 
 
 def levels_warning(levels: int, n_systems: int, scale: str) -> str | None:
-    """More levels than systems in relative mode: rated anyway (tiers use levels 1..g without gaps), with a warning
-    that the levels past the number of systems are only reached by insufficient rows (failures)."""
+    """More levels than systems in relative mode: rated anyway, with a warning that tie groups are positions
+    (best 1, worst L), so at most as many levels as systems are used and the ones between stay empty."""
     if scale == "absolute" or levels <= n_systems:
         return None
     return (
-        f"rating.levels: {levels} levels for {n_systems} system(s); relative ratings use at most {n_systems} "
-        f"level(s) for measured scores, levels above that only mark insufficient ones (failures)"
+        f"rating.levels: {levels} levels for {n_systems} system(s); relative ratings put the best of them at 1 "
+        f"and the worst at {levels}, so at most {n_systems} of the {levels} levels are used"
     )
 
 
@@ -89,9 +90,9 @@ def attach_coverage(raw: pd.DataFrame, coverage: pd.DataFrame, severity: dict[st
         grid.setdefault(family, []).append(p)
     values = []
     for r in raw.itertuples():
-        kind = SCORES.get(r.score).coverage
-        members = grid.get(r.perturbation, [r.perturbation])
-        found = [by_key.loc[(r.system, p), kind] for p in members if (r.system, p) in by_key.index]
+        cls = SCORES.get(r.score)
+        members = [p + cls.coverage_suffix for p in grid.get(r.perturbation, [r.perturbation])]
+        found = [by_key.loc[(r.system, p), cls.coverage] for p in members if (r.system, p) in by_key.index]
         values.append(min(found) if found else 0.0)
     return pd.Series(values, index=raw.index, dtype=float)
 

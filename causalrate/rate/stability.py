@@ -6,8 +6,8 @@ scores — is rated by the rule that rated the row: `paper` bins the replicate's
 (bootstrap or, for draws, t-test), so systems the rule ties stay tied unless the replicate makes their
 difference significant. An inconclusive APE is floored (never the best level) in every replicate as it
 is in the report. Rows rated on the absolute scale, insufficient and undefined rows have no stability.
-The robustness headline is re-derived in every bootstrap replicate the same way it is derived from the
-reported ratings (headlines.headline_levels).
+The robustness headline (the worst of a system's robustness levels) is re-derived in every bootstrap
+replicate the same way it is derived from the reported ratings.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 from causalrate.causal.rigor import Rigor
 from causalrate.causal.uncertainty import stability
 from causalrate.rate.binning import bin_ratings
-from causalrate.rate.headlines import headline_levels, robustness_rows
+from causalrate.rate.headlines import robustness_rows
 from causalrate.rate.inconclusive import inconclusive_level
 from causalrate.rate.ratings import RatingSettings
 from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, replicate_tier_ratings
@@ -92,24 +92,21 @@ def _inconclusive(rigor: Rigor, p: str, score: str, system: str) -> bool:
 def _overall_stability(
     rigor: Rigor, rated: pd.DataFrame, replicated: dict, settings: RatingSettings, control: str
 ) -> dict[str, float]:
-    """Re-derive the robustness headline in every bootstrap replicate from the rows' replicate levels
-    (replicated: (score, perturbation) → systems, [B, n]); rows without replicates keep their level."""
+    """Re-derive the robustness headline (the worst of the system's robustness levels) in every bootstrap
+    replicate from the rows' replicate levels (replicated: (score, perturbation) → systems, [B, n]); rows
+    without replicates keep their level."""
     robust = robustness_rows(rated, control=control)
     systems = sorted(robust["system"].unique())
     b = next((matrix.shape[0] for _, matrix in replicated.values()), 0)
     if not systems or b == 0 or settings.scale == "absolute":
         return {}
-    totals, reported_totals = np.zeros((b, len(systems))), np.zeros(len(systems))
+    worst, reported_worst = np.zeros((b, len(systems))), np.zeros(len(systems))
     for (score, p), group in robust.groupby(["score", "perturbation"]):
         reported = reported_levels(group, rigor)
         per_replicate = pd.DataFrame(np.tile(reported.to_numpy(), (b, 1)), columns=reported.index)
         if (score, p) in replicated:
             found_systems, matrix = replicated[(score, p)]
             per_replicate[found_systems] = matrix
-        totals += per_replicate.reindex(columns=systems).fillna(0.0).to_numpy()
-        reported_totals += reported.reindex(systems).fillna(0.0).to_numpy()
-    counts = robust.groupby("system").size().reindex(systems).to_numpy()
-    hopeless = robust.groupby("system")["insufficient"].all().reindex(systems).to_numpy()
-    observed, _ = headline_levels(reported_totals / counts, hopeless, settings)
-    replicate = np.vstack([headline_levels(row / counts, hopeless, settings)[0] for row in totals])
-    return {s: float(v) for s, v in zip(systems, stability(replicate, observed), strict=True)}
+        worst = np.fmax(worst, per_replicate.reindex(columns=systems).fillna(0.0).to_numpy())
+        reported_worst = np.fmax(reported_worst, reported.reindex(systems).fillna(0.0).to_numpy())
+    return {s: float(v) for s, v in zip(systems, stability(worst, reported_worst), strict=True)}

@@ -5,9 +5,10 @@ Benjamini–Hochberg over all pairs (5 %). The test follows where the score's re
 (its `replicates` fact, PAIRED_TESTS): window-block bootstrap replicates of the rated value get the
 bootstrap p-value; observational draws, whose *mean* is the rated value, get a paired t-test (their
 standard error is sd/√B, not the spread of one draw). Systems, sorted best first, are cut into tie
-groups of mutually indistinguishable systems; the groups — not the systems — are split into the L
-levels, so no level between two occupied ones is empty and a system is never rated better than one
-whose score is significantly better (the order of the levels follows the order of the scores).
+groups of mutually indistinguishable systems; the groups — not the systems — are positions on the L
+levels: the best group 1, the worst group L, the others spread evenly between (group_levels), so a
+system is never rated better than one whose score is significantly better and "L" always means the
+worst of the systems compared.
 """
 
 from __future__ import annotations
@@ -151,13 +152,13 @@ def tie_groups(order: np.ndarray, sig: np.ndarray) -> list[list[int]]:
 
 
 def group_levels(n_groups: int, levels: int) -> np.ndarray:
-    """Level of each tie group: 1..n when n ≤ L (no gaps), else L near-equal runs (as numpy's array_split)."""
-    if n_groups <= levels:
-        return np.arange(1, n_groups + 1)
-    out = np.empty(n_groups, dtype=int)
-    for level, members in enumerate(np.array_split(np.arange(n_groups), levels), start=1):
-        out[members] = level
-    return out
+    """Level of each tie group, best first, as a position (METHOD §6.2): the best group 1, the worst L, the
+    groups between spread evenly, 1 + round((g − 1)(L − 1)/(G − 1)) with halves rounded up; one group: 1.
+    So L always means "the worst of the systems compared"; a middle level may stay empty."""
+    if n_groups <= 1:
+        return np.ones(n_groups, dtype=int)
+    g = np.arange(n_groups)
+    return 1 + np.floor(g * (levels - 1) / (n_groups - 1) + 0.5).astype(int)
 
 
 def levels_of(order: np.ndarray, sig: np.ndarray, levels: int) -> np.ndarray:

@@ -90,8 +90,12 @@ def mase(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> np
     "sign_accuracy", "share of horizon steps whose direction from the last input value is right", lower_is_better=False
 )
 def sign_accuracy(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> np.ndarray:
+    """Per step 1 when the forecast moves from the last clean input value the way the truth does, ½ when it
+    predicts no change (a flat forecast is not wrong by definition: the benchmark `naive` scores ½), else 0."""
     last = clean_input[:, -1:]
-    return np.mean(np.sign(forecast - last) == np.sign(truth - last), axis=1)
+    called = np.sign(forecast - last)
+    credit = np.where(called == 0, 0.5, (called == np.sign(truth - last)).astype(float))
+    return np.mean(credit, axis=1)
 
 
 def crps_samples(truth: np.ndarray, samples: np.ndarray) -> np.ndarray:

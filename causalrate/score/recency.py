@@ -13,10 +13,10 @@ import json
 import numpy as np
 import pandas as pd
 
-from causalrate.causal.uncertainty import bootstrap_counts, interval, replicate_means
+from causalrate.causal.uncertainty import interval, replicate_means
+from causalrate.perturb.suite import NEWEST
 from causalrate.score.scores import SCORES, Evidence, Score
 from causalrate.score.wide import positions
-from causalrate.seeding import rng
 
 
 def recency_bins(input_length: int) -> list[tuple[str, int, int]]:
@@ -43,12 +43,20 @@ def paired_effects(evidence: Evidence, perturbations: tuple[str, ...] | None = N
     """Per (system, perturbation, window) of the recency perturbations (or those given): outcome − control
     outcome, distance. Built once per evidence and set of perturbations (three scores and the profile read it)."""
     chosen = evidence.recency_perturbations if perturbations is None else perturbations
-    return evidence.derived(("paired_effects", chosen), lambda: _paired_effects(evidence, chosen))
-
-
-def _paired_effects(evidence: Evidence, perturbations: tuple[str, ...]) -> pd.DataFrame:
     f = evidence.forecasts
-    control, rows = f[f["perturbation"] == evidence.control], f[f["perturbation"].isin(perturbations)]
+    return evidence.derived(
+        ("paired_effects", chosen), lambda: _paired_effects(evidence, f[f["perturbation"].isin(chosen)])
+    )
+
+
+def newest_effects(evidence: Evidence) -> pd.DataFrame:
+    """paired_effects() of the newest-point forecasts (Evidence.newest), under their perturbation's id."""
+    return evidence.derived(("newest_effects",), lambda: _paired_effects(evidence, evidence.newest))
+
+
+def _paired_effects(evidence: Evidence, rows: pd.DataFrame) -> pd.DataFrame:
+    f = evidence.forecasts
+    control = f[f["perturbation"] == evidence.control]
     systems = sorted(f["system"].unique())
     clean = np.full((len(systems), int(f["window"].max()) + 1 if len(f) else 0), np.nan)  # system × window
     clean[positions(control["system"], systems), control["window"].to_numpy()] = control["outcome"].to_numpy()
@@ -65,25 +73,26 @@ def _paired_effects(evidence: Evidence, perturbations: tuple[str, ...]) -> pd.Da
     )
 
 
-def recency_profile(evidence: Evidence, *, replicates: int, seed: int) -> list[dict]:
-    """APE per distance bin, with a 95 % block-bootstrap interval (windows resampled within series)."""
+def recency_profile(evidence: Evidence, *, counts: np.ndarray) -> list[dict]:
+    """APE per distance bin, with a 95 % interval from the run's block-bootstrap counts [B, W] (the rigor
+    layer's: the same resamples for every system, so their profiles are paired), folded as |mean| is."""
     pairs = paired_effects(evidence)
-    if pairs.empty or evidence.input_length < 1:
+    if pairs.empty or evidence.input_length < 1 or evidence.table is None:
         return []
+    n_windows = len(evidence.table)
     out = []
     for (system, perturbation), group in pairs.groupby(["system", "perturbation"], sort=True):
-        group = group.sort_values("window")
-        series = pd.factorize(group["series"])[0]
-        diff, dist = group["diff"].to_numpy(dtype=float), group["distance"].to_numpy()
-        counts = None  # drawn for the first non-empty bin only (none without recorded placements)
+        diff = np.full(n_windows, np.nan)
+        dist = np.full(n_windows, np.nan)
+        diff[group["window"].to_numpy()] = group["diff"].to_numpy(dtype=float)
+        dist[group["window"].to_numpy()] = group["distance"].to_numpy(dtype=float)
         for label, lo, hi in recency_bins(evidence.input_length):
             inside = (dist >= lo) & (dist <= hi) & np.isfinite(diff)
             if not inside.any():
                 continue
-            if counts is None:
-                counts = bootstrap_counts(series, replicates=replicates, rng=rng(seed, "recency", system, perturbation))
-            reps = replicate_means(counts, np.where(inside, diff, np.nan)) if replicates else np.array([])
-            lo_ci, hi_ci = interval(reps) if replicates else (np.nan, np.nan)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                reps = replicate_means(counts, np.where(inside, diff, np.nan)) if counts.size else np.array([])
+            lo_ci, hi_ci = interval(reps) if reps.size else (np.nan, np.nan)
             out.append(
                 {
                     "system": system,
@@ -147,3 +156,23 @@ class ApeWorst(Score):
         if not evidence.worst_perturbations or evidence.table is None:
             return {}
         return window_differences(paired_effects(evidence, evidence.worst_perturbations), len(evidence.table))
+
+
+@SCORES.register("ape_last")
+class ApeLast(Score):
+    label = "APE, newest point"
+    description = "how much its error changes when the newest input value (today's) is the corrupted one"
+    replicates = "windows"  # |mean| of the newest-point paired differences, bootstrapped over windows
+    coverage_suffix = NEWEST  # its coverage: that of the newest-point forecasts
+
+    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+        pairs = newest_effects(evidence)
+        if pairs.empty:
+            self.unavailable = "the suite forecasts no perturbation at the newest point (newest_point: true)"
+            return None
+        raw = pairs.groupby(["system", "perturbation"], sort=True)["diff"].mean().abs()
+        return raw.rename("raw").reset_index().astype({"raw": np.float64})
+
+    def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
+        pairs = newest_effects(evidence)
+        return window_differences(pairs, len(evidence.table)) if evidence.table is not None and len(pairs) else {}

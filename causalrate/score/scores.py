@@ -8,7 +8,7 @@ it (e.g. the data has no `industry` attribute), with the reason in `unavailable`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -34,6 +34,8 @@ class Evidence:
     recency_perturbations: tuple[str, ...] = ()  # positional, fixed placement: the recency views
     worst_perturbations: tuple[str, ...] = ()  # placement worst: rated by ape_worst, not ape
     heterogeneity: pd.DataFrame | None = None  # system, perturbation, raw: fragility spreads (None: switched off)
+    # the forecast rows at the newest input point (ape_last), under the id of the perturbation they place
+    newest: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def derived(self, key: tuple, compute: Callable[[], object]):
         """`compute()`, once per key: tables several scores and the rigor layer derive from the same rows
@@ -67,6 +69,7 @@ class Score:
     replicates: ClassVar[str] = "none"
     metric: ClassVar[str | None] = None  # per-forecast column whose window mean is the score (bootstrapped)
     scheme: ClassVar[str | None] = None  # the assignment scheme a confounding score belongs to
+    coverage_suffix: ClassVar[str] = ""  # its coverage is read from the forecasts of perturbation id + this
     unavailable: str = ""
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
@@ -259,6 +262,8 @@ class SchemeScore(Score):
     replicates = "draws"
     column: ClassVar[str] = "abs_mean_ape_adj"  # the aggregation over draws, named on cards
     draw_column: ClassVar[str] = "abs_adj"  # its per-draw replicate in the draws table
+    interval_column: ClassVar[str] = "ape_adj"  # the signed per-draw value whose mean's interval is shown
+    rates_magnitude: ClassVar[bool] = True  # rated as |mean|: the interval of the mean, folded at 0
 
     def rows(self, evidence: Evidence) -> pd.DataFrame | None:
         rows = evidence.effects[evidence.effects["scheme"] == self.scheme]
@@ -277,6 +282,8 @@ class PieScore(SchemeScore):
 
     column = "pie"
     draw_column = "pie"
+    interval_column = "pie"
+    rates_magnitude = False
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         rows = self.rows(evidence)
