@@ -184,12 +184,17 @@ def test_gemini_without_any_google_package_is_listed_not_a_crash(synthetic_study
     assert code == 2 and "- g:" in err and "'google.genai'" in err and "Traceback" not in err, err
 
 
-@pytest.fixture
-def finished_run(tmp_path, cli):
+def two_systems(tmp_path: Path) -> Path:
+    """A small study of two systems on two series."""
     wide_csv(tmp_path / "prices.csv", BBB=50 + np.arange(60.0) % 7)
     body = STUDY.replace("systems:", "causal: {schemes: [uniform], draws: 2}\nsystems:")
     body += "  - {name: random, type: random}\n"
-    config = write_yaml(tmp_path / "s.yaml", body)
+    return write_yaml(tmp_path / "s.yaml", body)
+
+
+@pytest.fixture
+def finished_run(tmp_path, cli):
+    config = two_systems(tmp_path)
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
     assert code == 0, err
     return config, tmp_path / "run"
@@ -238,3 +243,28 @@ def test_listings_are_aligned_plain_text(cli):
         assert "``" not in out
     out = cli("perturbations")[1]
     assert "spike" in out and "<factor> times" in out and "{factor" not in out
+
+
+def test_rate_without_causalml_skips_the_map_as_assess_did(tmp_path, cli, monkeypatch):
+    """A partial install without causalml: `assess` and `rate` both rate everything else, say on stderr what
+    was skipped and the one command that adds it; a failed `rate --out` leaves nothing behind."""
+    config = two_systems(tmp_path)
+    monkeypatch.setitem(__import__("sys").modules, "causalml", None)  # find_spec → None, import → ImportError
+    run = tmp_path / "run"
+    code, _, err = cli("assess", config, "--out", run, "--workers", "1", "--no-cards")
+    assert code == 0 and "no fragility map: causalml is not installed" in err and "pip install causalml" in err, err
+    not_rated = json.loads((run / "ratings.json").read_text())["not_rated"]
+    assert "pip install causalml" in not_rated["fragility_spread"], not_rated
+    code, _, err = cli("rate", run, "--levels", "5", "--no-cards")
+    assert code == 0 and "no fragility map" in err and "Traceback" not in err, err
+    import causalrate.rerate
+
+    def fails(*args, **kwargs):
+        raise causalrate.errors.UserError("planted")
+
+    monkeypatch.setattr(causalrate.rerate, "analyze", fails)  # after the store is copied into --out
+    code, _, err = cli("rate", run, "--out", tmp_path / "other", "--no-cards")
+    assert code == 2 and "planted" in err and not (tmp_path / "other").exists()
+    (tmp_path / "file").write_text("x")
+    code, _, err = cli("rate", run, "--out", tmp_path / "file", "--no-cards")
+    assert code == 2 and "--out" in err and "a file is there" in err, err
