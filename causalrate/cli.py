@@ -26,6 +26,8 @@ def _assess(args: argparse.Namespace) -> int:
             "drop --out (or give the same folder)"
         )
     out = Path(args.resume or args.out or Path("runs") / config.name)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: a file is there; give a folder (it is created if missing)")
     started = time.perf_counter()
     try:
         assess(

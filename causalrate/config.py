@@ -44,6 +44,16 @@ class DataConfig(Strict):
     cache_dir: str | None = None
     fill: Literal["none", "ffill"] = "none"
 
+    @field_validator("series")
+    @classmethod
+    def _series(cls, names: list[str] | None) -> list[str] | None:
+        if names == []:
+            raise ValueError("an empty list keeps no series; leave data.series out to use every series")
+        dup = sorted({n for n in names or [] if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"each series once; repeated: {dup}")
+        return names
+
     @model_validator(mode="after")
     def _check(self) -> DataConfig:
         if self.source in ("csv", "parquet") and not self.path:
@@ -226,13 +236,32 @@ def outcome_metric_names() -> list[str]:
     return [n for n, m in METRICS.items() if m.lower_is_better]
 
 
+class _Loader(yaml.SafeLoader):
+    """yaml's safe loader, but an impossible date (2021-13-01) is a YAML error at its line, not a ValueError."""
+
+    def construct_yaml_timestamp(self, node):
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value!r} is not a date ({exc}); expected YYYY-MM-DD", node.start_mark
+            ) from None
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+
+
 def load_config(path: str | Path, *, seed: int | None = None) -> tuple[StudyConfig, Path]:
     """Read and validate a study or model YAML; return it and the folder it lives in."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # a SafeLoader: plain data only
     except FileNotFoundError:
         raise UserError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: a folder; give the study or model YAML file (e.g. studies/quickstart.yaml)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the config ({exc})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

@@ -45,6 +45,8 @@ def wide_csv(path: Path, *, n: int = 60, **columns) -> None:
         ),
         (("name: bad", "name: bad\noutcome: accuracy"), "outcome", "unknown outcome"),
         (("name: bad", "name: bad\ncausal: {schemes: [weather]}"), "causal.schemes", "unknown assignment scheme"),
+        (("prices.csv}", "prices.csv, series: [AAA, AAA]}"), "data.series", "repeated: ['AAA']"),
+        (("prices.csv}", "prices.csv, series: []}"), "data.series", "leave data.series out to use every series"),
     ],
 )
 def test_config_errors(tmp_path, cli, change, field, expected):
@@ -59,6 +61,27 @@ def test_yaml_syntax_error_names_the_line(tmp_path, cli):
     config = write_yaml(tmp_path / "s.yaml", "name: x\nsystems: [\n  - a: b\n")
     code, _, err = cli("assess", config)
     assert code == 2 and "not valid YAML" in err and "line" in err
+
+
+def test_impossible_date_names_the_line(tmp_path, cli):
+    config = write_yaml(tmp_path / "s.yaml", STUDY.replace("prices.csv}", "prices.csv, start: 2021-13-01}"))
+    code, _, err = cli("assess", config)
+    assert code == 2 and "line 2" in err and "'2021-13-01' is not a date" in err and "Traceback" not in err, err
+
+
+def test_paths_of_the_wrong_kind_name_the_flag(finished_run, cli, tmp_path):
+    """A folder for the config, a file for --out, a folder or a missing folder for export's --out."""
+    config, run = finished_run
+    code, _, err = cli("assess", tmp_path)
+    assert code == 2 and "a folder; give the study or model YAML file" in err, err
+    (tmp_path / "taken").write_text("x")
+    code, _, err = cli("assess", config, "--out", tmp_path / "taken")
+    assert code == 2 and "--out" in err and "a file is there" in err, err
+    pytest.importorskip("pyarrow")
+    code, _, err = cli("export", run, "--out", tmp_path)
+    assert code == 2 and "--out" in err and "a folder; give the parquet file's path" in err, err
+    code, _, err = cli("export", run, "--out", tmp_path / "new" / "rows.parquet")
+    assert code == 0 and (tmp_path / "new" / "rows.parquet").is_file(), err
 
 
 def test_missing_config_and_wrong_shape(tmp_path, cli):

@@ -209,3 +209,14 @@ def test_a_system_that_fails_every_row_fails_the_run_after_writing_it(synthetic_
     assert (tmp_path / "run" / "ratings.json").is_file()  # written before the exit: nothing lost
     code, _, err = cli("assess", config, "--out", tmp_path / "ok", "--no-cards", "--allow-failed-systems")
     assert code == 0, err
+
+
+def test_a_model_raising_keyboard_interrupt_fails_its_rows_without_worker_tracebacks(synthetic_study, tmp_path):
+    config = synthetic_study('- {name: rude, type: python, function: "planted.py:interrupts"}\n', draws=2, stride=20)
+    done = subprocess.run(
+        [sys.executable, "-m", "causalrate", "assess", str(config), "--no-cards", "--workers", "2",
+         "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr[-3000:]  # every row failed: the run is written, exit code 3
+    assert "Traceback" not in done.stderr and "rude: KeyboardInterrupt: the model's own" in done.stderr, done.stderr

@@ -37,6 +37,9 @@ from causalrate.systems.base import Batch, Prediction, System
 from causalrate.systems.spec import SystemSpec, build_system
 
 GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
+# What a system's code may raise. Workers ignore Ctrl-C, so there even a KeyboardInterrupt or SystemExit comes
+# from the model itself: a failure row like any other, not a dead worker printing its traceback and retried.
+SYSTEM_FAULT = (Exception, KeyboardInterrupt, SystemExit)
 
 
 class ForecastTimeout(Exception):
@@ -143,11 +146,11 @@ def run_job(job: Job, *, cores: int = 1) -> BatchResult:
         keep(range(b), _call(system, batch, job.timeout))
     except ForecastTimeout as exc:
         errors = [str(exc)] * b
-    except Exception:  # isolate the failing rows
+    except SYSTEM_FAULT:  # isolate the failing rows
         for i in range(b):
             try:
                 keep(range(i, i + 1), _call(system, batch.row(i), job.timeout))
-            except Exception as exc:  # a failure row keeps the error text
+            except SYSTEM_FAULT as exc:  # a failure row keeps the error text
                 errors[i] = f"{type(exc).__name__}: {exc}"[:4000]
     for i in range(b):
         finite = np.isfinite(forecasts[i]).all() and (samples[i] is None or np.isfinite(samples[i]).all())
@@ -197,7 +200,7 @@ def _worker(tasks: multiprocessing.Queue, results: multiprocessing.Queue, parent
         results.put((index, None))  # started: the batch's clock starts now, not while this worker was starting up
         try:
             results.put((index, run_job(job, cores=cores)))
-        except Exception as exc:  # e.g. the system cannot be built here
+        except SYSTEM_FAULT as exc:  # e.g. the system cannot be built here
             results.put((index, f"worker error: {type(exc).__name__}: {exc}"))
 
 
