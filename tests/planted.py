@@ -49,6 +49,14 @@ def interrupts(inputs, horizon):
     raise KeyboardInterrupt("the model's own")
 
 
+def complex_out(inputs, horizon):
+    return last_value(inputs, horizon) + 1j
+
+
+def text_out(inputs, horizon):
+    return last_value(inputs, horizon).astype(str)
+
+
 def sleepy(inputs, horizon):
     time.sleep(30)
     return last_value(inputs, horizon)

@@ -54,6 +54,16 @@ def test_config_errors(tmp_path, cli, change, field, expected):
     code, _out, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
     assert code == 2
     assert str(config) in err and field in err and expected in err, err
+
+
+def test_a_period_beyond_the_input_is_refused(tmp_path, cli):
+    """One point per 20 of a 10-point input would perturb about half the windows, described as if all were."""
+    wide_csv(tmp_path / "prices.csv")
+    suite = "perturbations: [{id: P0, operator: none}, {id: P1, operator: halve, period: 20}]"
+    config = write_yaml(tmp_path / "s.yaml", STUDY.replace("name: bad", f"name: bad\n{suite}"))
+    code, _out, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
+    expected = "perturbations: P1: period 20 exceeds windows.input_length 10, so only about 10/20 of the windows"
+    assert code == 2 and expected in err and "Traceback" not in err, err
     assert "Traceback" not in err
 
 
@@ -291,3 +301,16 @@ def test_rate_without_causalml_skips_the_map_as_assess_did(tmp_path, cli, monkey
     (tmp_path / "file").write_text("x")
     code, _, err = cli("rate", run, "--out", tmp_path / "file", "--no-cards")
     assert code == 2 and "--out" in err and "a file is there" in err, err
+
+
+def test_few_windows_warn_and_unreal_outputs_fail_their_rows(synthetic_study, cli, tmp_path):
+    """Complex or text forecasts are failure rows with the reason, never cast; a small study is warned about."""
+    systems = (
+        '- {name: cplx, type: python, function: "planted.py:complex_out"}\n'
+        '- {name: text, type: python, function: "planted.py:text_out"}\n- {name: naive, type: naive}\n'
+    )
+    config = synthetic_study(systems, draws=2, stride=40)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "1")
+    assert code == 3 and "Traceback" not in err, err
+    assert "cplx: ValueError: the forecast must be real numbers (int or float), got complex128 values" in err, err
+    assert "text: ValueError: the forecast must be real numbers" in err and "only 18 windows" in err, err

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from causalrate.errors import UserError
@@ -50,8 +49,8 @@ class PythonFunction(System):
             digest = hashlib.sha256(source.encode()).hexdigest()
         return {**super().identity(), "source": digest}
 
-    def forecast(self, batch: Batch) -> np.ndarray:
-        return np.asarray(self.function(batch.inputs.copy(), batch.horizon), dtype=np.float64)
+    def forecast(self, batch: Batch) -> object:
+        return self.function(batch.inputs.copy(), batch.horizon)  # checked as real numbers by Prediction.of
 
 
 def load_callable(target: str, *, base_dir: Path) -> Callable:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
 from causalrate.redact import declare, scrub
-from causalrate.systems.base import SYSTEMS, Batch, System
+from causalrate.systems.base import SYSTEMS, Batch, System, real_numbers
 from causalrate.systems.checkpoints import require
 from causalrate.systems.llm import Answer, ChatSettings, ChatSystem, Request
 
@@ -231,7 +231,7 @@ def _forecast_rows(raw: bytes, *, rows: int, horizon: int, secrets: list[str]) -
     if not isinstance(answer, dict) or "forecast" not in answer:
         raise ValueError(f"response has no 'forecast' key: {excerpt}")
     try:
-        values = np.asarray(answer["forecast"], dtype=np.float64)
+        values = real_numbers(answer["forecast"], "response 'forecast'")  # "1.5" is text, not a number
     except (TypeError, ValueError):
         raise ValueError("response 'forecast' is not a table of numbers") from None
     if values.shape != (rows, horizon):
