@@ -9,6 +9,7 @@ import sys
 import time
 import traceback
 from datetime import date
+from importlib import metadata
 from pathlib import Path
 
 from causalrate.errors import SystemsFailed, UserError
@@ -259,6 +260,7 @@ def _systems(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="causalrate", description="Causally grounded robustness ratings for forecasters.")
+    p.add_argument("--version", action="version", version=f"causalrate {metadata.version('causalrate')}")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("assess", help="forecast every case, run the causal analysis, write ratings")
     a.add_argument("config", help="study YAML (systems:) or model YAML (model:)")

@@ -6,6 +6,7 @@ Each stage lives in its own package (see docs/architecture.md); this module only
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,7 +60,7 @@ def assess(
     With resume, forecasts already in `out`'s store are kept and only the missing ones are made.
     """
     # forecasting's modules (matplotlib for image systems among them) here, not at import: a re-rate needs none
-    from causalrate.forecast.plan import forecast_all
+    from causalrate.forecast.plan import forecast_all, summary_lines
     from causalrate.forecast.runner import make_executor
 
     study = prepare(config, base_dir=base_dir, skip_unavailable=skip_unavailable)
@@ -74,6 +75,8 @@ def assess(
             executor=make_executor(executor, workers=workers, retries=config.forecast.retries, address=address),
         )
         store.put_meta("counts", counts)
+        for line in summary_lines(counts["systems"]):
+            print(f"causalrate: {line}", file=sys.stderr)
         store.put_meta("status", "forecasted")
         forecasts = store.forecasts()
     finally:

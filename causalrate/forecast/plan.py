@@ -99,6 +99,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
         )
 
     cfg_plugins = plugins.resolve(cfg.plugins, base_dir=study.base_dir, where=study.base_dir)
+    tally = {s.name: {"forecasts": 0, "cached": 0, "failed": 0, "seconds": 0.0} for s in cfg.systems}
     jobs = []
     history = series_history(ds, wd)
     for p, variant in ((q, v) for q in study.suite for v in range(placed[q.id].shape[1])):
@@ -134,6 +135,8 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
             )
             hits = cache.get(keys) if cache else {}
             hit = np.array([k in hits for k in keys], dtype=bool)
+            tally[spec.name]["forecasts"] += int(todo.size)
+            tally[spec.name]["cached"] += int(hit.sum())
             if hit.any():
                 cached = [hits[k] for k in keys if k in hits]
                 result = BatchResult(
@@ -178,6 +181,8 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     counts["cached"] = needed - sum(placed[k[2]].shape[1] for k in done if k[2] in placed) - counts["made"]
 
     def on_done(job: Job, result: BatchResult) -> None:
+        tally[job.system]["failed"] += sum(e is not None for e in result.errors)
+        tally[job.system]["seconds"] += result.seconds
         per_row = np.full(job.size, result.seconds / max(job.size, 1))
         record(job.system, job.perturbation, job.window_ids, result, per_row, job.variant)
         if cache:
@@ -193,7 +198,17 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
         rows, kept = search.rows()
         if rows.size:
             _record_worst(store, wd, system, perturbation, rows, kept)
-    return counts
+    return {**counts, "systems": tally}
+
+
+def summary_lines(systems: dict[str, dict]) -> list[str]:
+    """Per system what this run's forecasting did: forecasts, how many from the cache, failures, time."""
+    return [
+        f"{name}: {t['forecasts']} forecasts ({t['cached']} from the cache), {t['failed']} failed, "
+        f"{t['seconds']:.1f} s forecasting"
+        for name, t in systems.items()
+        if t["forecasts"]
+    ]
 
 
 def _record_worst(store: ForecastStore, wd: Windows, system: str, perturbation: str, rows: np.ndarray, kept) -> None:

@@ -164,8 +164,52 @@ def run_job(job: Job, *, cores: int = 1) -> BatchResult:
 OnDone = Callable[[Job, BatchResult], None]
 
 
-def _progress(jobs: list[Job], label: str) -> tqdm:
-    return tqdm(total=sum(j.size for j in jobs), desc=label, unit="fc", file=sys.stderr, disable=None, smoothing=0.1)
+PLAIN_SECONDS = 30.0  # between two progress lines when stderr is not a terminal
+
+
+class Progress:
+    """Forecasting progress on stderr with the failures so far: tqdm's bar on a terminal; elsewhere (CI,
+    nohup, a notebook) a plain line at the start, every PLAIN_SECONDS and at the end."""
+
+    def __init__(self, jobs: list[Job], label: str, on_done: OnDone) -> None:
+        self.total, self.label, self.on_done = sum(j.size for j in jobs), label, on_done
+        self.done = self.failed = 0
+        self.terminal = sys.stderr.isatty()
+        self.bar = tqdm(total=self.total, desc=label, unit="fc", file=sys.stderr, disable=not self.terminal)
+        self.started = self.printed = time.monotonic()
+
+    def __call__(self, job: Job, result: BatchResult) -> None:
+        """Hand a finished batch on, and count it."""
+        self.on_done(job, result)
+        self.done += job.size
+        failed = sum(e is not None for e in result.errors)
+        self.failed += failed
+        if self.terminal:
+            self.bar.update(job.size)
+            if failed:
+                self.bar.set_postfix(failed=self.failed, refresh=False)
+        elif time.monotonic() - self.printed >= PLAIN_SECONDS:
+            self.line()
+
+    def line(self) -> None:
+        self.printed = time.monotonic()
+        share = self.done / self.total if self.total else 1.0
+        print(
+            f"causalrate: {self.label}: {self.done}/{self.total} forecasts ({share:.0%}), {self.failed} failed, "
+            f"{self.printed - self.started:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def __enter__(self) -> Progress:
+        if not self.terminal:
+            self.line()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+        if not self.terminal and exc[0] is None:
+            self.line()
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -269,7 +313,7 @@ class LocalExecutor:
         attempts = [0] * len(jobs)
         running: dict[int, tuple[int, float | None]] = {}  # slot → (job index, when the worker took it up)
         interrupted = True
-        with _progress(jobs, label) as bar:
+        with Progress(jobs, label, on_done) as done:
             try:
                 while pending or running:
                     for slot in range(len(slots)):
@@ -297,8 +341,7 @@ class LocalExecutor:
                                 del running[slot]
                             if isinstance(result, str):
                                 result = BatchResult.failed(jobs[index], result, 0.0)
-                            on_done(jobs[index], result)
-                            bar.update(jobs[index].size)
+                            done(jobs[index], result)
                     for slot, (index, started) in list(running.items()):
                         process = slots[slot][0]
                         elapsed = 0.0 if started is None else time.monotonic() - started
@@ -313,11 +356,10 @@ class LocalExecutor:
                         if attempts[index] <= self.retries:
                             pending.append(index)
                         else:
-                            on_done(
+                            done(
                                 jobs[index],
                                 BatchResult.failed(jobs[index], f"worker {why} after {elapsed:.0f} s", elapsed),
                             )
-                            bar.update(jobs[index].size)
                 interrupted = False
             finally:
                 for process, tasks in slots:
@@ -354,7 +396,7 @@ class RayExecutor:
         attempts = [0] * len(jobs)
         running: dict[Any, tuple[int, float]] = {}
         limit = max(2 * self.workers, 1)  # few in flight: submission time ≈ start time
-        with _progress(jobs, label) as bar:
+        with Progress(jobs, label, on_done) as done:
             try:
                 while pending or running:
                     while pending and len(running) < limit:
@@ -369,8 +411,7 @@ class RayExecutor:
                             result = ray.get(ref)
                         except Exception as exc:  # a worker that died after its retries
                             result = BatchResult.failed(jobs[index], f"Ray task failed: {type(exc).__name__}", 0.0)
-                        on_done(jobs[index], result)
-                        bar.update(jobs[index].size)
+                        done(jobs[index], result)
                     for ref, (index, started) in list(running.items()):
                         elapsed = time.monotonic() - started
                         if elapsed <= jobs[index].timeout * 2 + GRACE_SECONDS:  # queued time counts: be lenient
@@ -381,8 +422,7 @@ class RayExecutor:
                             pending.append(index)
                         else:
                             why = f"Ray worker hung and was killed after {elapsed:.0f} s"
-                            on_done(jobs[index], BatchResult.failed(jobs[index], why, elapsed))
-                            bar.update(jobs[index].size)
+                            done(jobs[index], BatchResult.failed(jobs[index], why, elapsed))
             finally:  # after Ctrl-C or an error, nothing keeps running for this run
                 for ref in running:
                     ray.cancel(ref, force=True)
