@@ -41,6 +41,7 @@ def _assess(args: argparse.Namespace) -> int:
             executor=args.executor,
             address=args.address,
             skip_unavailable=args.skip_unavailable,
+            refresh=args.no_cache,
         )
     except KeyboardInterrupt:
         print(
@@ -269,6 +270,11 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=int, help="override the config's seed")
     a.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     a.add_argument("--no-cards", action="store_true", help="skip the rating cards and comparison page")
+    a.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="make every forecast afresh, none from the cache (they are stored in it): forecast.cache: refresh",
+    )
     a.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run: keep its forecasts, make the rest")
     a.add_argument("--executor", choices=["local", "ray"], default="local", help="where forecasts run")
     a.add_argument("--address", help="Ray cluster address (default: a local Ray)")

@@ -132,7 +132,9 @@ class ForecastConfig(Strict):
     batch_size: PositiveInt = 32
     timeout: float = Field(120.0, gt=0, description="seconds one batch may take before it fails")
     retries: int = Field(1, ge=0, description="times a batch whose worker crashed or hung is tried again")
-    cache: bool = Field(True, description="reuse forecasts from the content-addressed cache")
+    cache: bool | Literal["refresh"] = Field(
+        True, description="reuse forecasts from the content-addressed cache; refresh: make them afresh and store them"
+    )
     cache_path: str | None = Field(
         None, description="shared cache file (relative to the YAML); default $CAUSALRATE_CACHE_DIR or ~/.cache"
     )

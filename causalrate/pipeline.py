@@ -54,10 +54,12 @@ def assess(
     executor: str = "local",
     address: str | None = None,
     skip_unavailable: bool = False,
+    refresh: bool = False,
 ) -> Path:
     """Run a whole study and write ratings.json, scores.csv, report.md and forecasts.sqlite to `out`.
 
-    With resume, forecasts already in `out`'s store are kept and only the missing ones are made.
+    With resume, forecasts already in `out`'s store are kept and only the missing ones are made. With refresh
+    (or forecast.cache: refresh) nothing is read from the forecast cache; what is made is written to it.
     """
     # forecasting's modules (matplotlib for image systems among them) here, not at import: a re-rate needs none
     from causalrate.forecast.plan import forecast_all, summary_lines
@@ -72,6 +74,7 @@ def assess(
             study,
             store,
             cache=cache,
+            refresh=refresh or config.forecast.cache == "refresh",
             executor=make_executor(executor, workers=workers, retries=config.forecast.retries, address=address),
         )
         store.put_meta("counts", counts)

@@ -48,11 +48,13 @@ def store_windows(store: ForecastStore, study: Study) -> None:
     )
 
 
-def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | None, executor) -> dict[str, int]:
+def forecast_all(
+    study: Study, store: ForecastStore, *, cache: ForecastCache | None, executor, refresh: bool = False
+) -> dict:
     """The full factorial: every system × window × perturbation not yet in the store.
 
-    Forecasts found in the cache are written at once; the rest are batched into jobs, and
-    each finished batch is written to the store (one transaction) and to the cache.
+    Forecasts found in the cache are written at once (unless `refresh`); the rest are batched into jobs,
+    and each finished batch is written to the store (one transaction) and to the cache.
     """
     cfg, wd, ds = study.config, study.windows, study.dataset
     done = store.done()
@@ -133,7 +135,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
             keys = forecast_keys(
                 system.identity(), seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
             )
-            hits = cache.get(keys) if cache else {}
+            hits = cache.get(keys) if cache and not refresh else {}
             hit = np.array([k in hits for k in keys], dtype=bool)
             tally[spec.name]["forecasts"] += int(todo.size)
             tally[spec.name]["cached"] += int(hit.sum())
@@ -186,11 +188,12 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
         per_row = np.full(job.size, result.seconds / max(job.size, 1))
         record(job.system, job.perturbation, job.window_ids, result, per_row, job.variant)
         if cache:
-            cache.put(
+            made = [
                 (k, Cached(result.forecasts[i].tolist(), per_row[i], result.samples[i], result.info[i]))
                 for i, k in enumerate(job.keys)
                 if result.errors[i] is None
-            )
+            ]
+            cache.put(made, replace=refresh)
 
     if jobs:
         executor.run(jobs, on_done)
