@@ -33,7 +33,8 @@ from tqdm import tqdm
 
 from causalrate import plugins
 from causalrate.errors import UserError
-from causalrate.systems.base import Batch, Prediction, System
+from causalrate.redact import scrub
+from causalrate.systems.base import Batch, Prediction, System, TransportError
 from causalrate.systems.spec import SystemSpec, build_system
 
 GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
@@ -76,6 +77,7 @@ class BatchResult:
     seconds: float
     samples: list[np.ndarray | None] = field(default_factory=list)  # per row [s, d], or None: point forecasts only
     info: list[dict | None] = field(default_factory=list)  # per row, e.g. tokens and latency of an API call
+    unreachable: bool = False  # the system could not be reached at all (TransportError): the circuit breaker counts it
 
     @classmethod
     def failed(cls, job: Job, error: str, seconds: float) -> BatchResult:
@@ -142,10 +144,13 @@ def run_job(job: Job, *, cores: int = 1) -> BatchResult:
             info[i] = None if prediction.info is None else prediction.info[j]
             errors[i] = None if prediction.errors is None else prediction.errors[j]
 
+    unreachable = False
     try:
         keep(range(b), _call(system, batch, job.timeout))
     except ForecastTimeout as exc:
         errors = [str(exc)] * b
+    except TransportError as exc:  # no row would get through alone either
+        errors, unreachable = [f"{type(exc).__name__}: {exc}"[:4000]] * b, True
     except SYSTEM_FAULT:  # isolate the failing rows
         for i in range(b):
             try:
@@ -158,13 +163,43 @@ def run_job(job: Job, *, cores: int = 1) -> BatchResult:
             errors[i] = errors[i] or "forecast holds NaN or inf"
         if errors[i] is not None:
             forecasts[i], samples[i] = np.nan, None
-    return BatchResult(forecasts, errors, time.perf_counter() - started, samples, info)
+    return BatchResult(forecasts, errors, time.perf_counter() - started, samples, info, unreachable)
 
 
 OnDone = Callable[[Job, BatchResult], None]
 
 
 PLAIN_SECONDS = 30.0  # between two progress lines when stderr is not a terminal
+BREAKER_BATCHES = 3  # batches in a row that could not reach a system before its remaining ones are not sent
+
+
+class Breaker:
+    """A circuit breaker per system: after BREAKER_BATCHES batches in a row that could not reach it (its own
+    retries spent), its remaining batches fail unsent with the reason, and stderr says so: an endpoint that
+    never answers costs three batches' retries, not a day."""
+
+    def __init__(self, on_done: OnDone) -> None:
+        self.on_done = on_done
+        self.streak: dict[str, int] = {}
+        self.open: dict[str, str] = {}  # system → why its batches are no longer sent
+
+    def __call__(self, job: Job, result: BatchResult) -> None:
+        self.streak[job.system] = self.streak.get(job.system, 0) + 1 if result.unreachable else 0
+        if self.streak[job.system] >= BREAKER_BATCHES and job.system not in self.open:
+            reason = scrub(next((e for e in result.errors if e), "unreachable"))
+            self.open[job.system] = f"not sent: {BREAKER_BATCHES} batches in a row could not reach it ({reason})"
+            print(
+                f"causalrate: warning: {job.system}: {BREAKER_BATCHES} batches in a row could not reach it; its "
+                f"remaining forecasts are recorded as failed, unsent. Last error: {reason}",
+                file=sys.stderr,
+            )
+        self.on_done(job, result)
+
+    def stop(self, jobs: list[Job], pending: list[int], done: OnDone) -> None:
+        """Record the pending batches of every stopped system as failed, unsent, and take them out of `pending`."""
+        for index in [i for i in pending if jobs[i].system in self.open]:
+            pending.remove(index)
+            done(jobs[index], BatchResult.failed(jobs[index], self.open[jobs[index].system], 0.0))
 
 
 class Progress:
@@ -313,9 +348,11 @@ class LocalExecutor:
         attempts = [0] * len(jobs)
         running: dict[int, tuple[int, float | None]] = {}  # slot → (job index, when the worker took it up)
         interrupted = True
-        with Progress(jobs, label, on_done) as done:
+        breaker = Breaker(on_done)
+        with Progress(jobs, label, breaker) as done:
             try:
                 while pending or running:
+                    breaker.stop(jobs, pending, done)
                     for slot in range(len(slots)):
                         index = next(
                             (i for i in reversed(pending) if home.get(jobs[i].accelerator, slot) == slot), None
@@ -396,9 +433,11 @@ class RayExecutor:
         attempts = [0] * len(jobs)
         running: dict[Any, tuple[int, float]] = {}
         limit = max(2 * self.workers, 1)  # few in flight: submission time ≈ start time
-        with Progress(jobs, label, on_done) as done:
+        breaker = Breaker(on_done)
+        with Progress(jobs, label, breaker) as done:
             try:
                 while pending or running:
+                    breaker.stop(jobs, pending, done)
                     while pending and len(running) < limit:
                         index = pending.pop()
                         attempts[index] += 1

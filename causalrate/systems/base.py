@@ -50,6 +50,13 @@ class Batch:
         )
 
 
+class TransportError(Exception):
+    """The system could not be reached (after its own retries): a failure of the whole batch, not of a row.
+
+    The runner does not retry such a batch row by row, and stops a system after several in a row.
+    """
+
+
 @dataclass(frozen=True)
 class Prediction:
     """A system's answer for a batch: point forecasts, optional sample paths, optional per-row facts."""
