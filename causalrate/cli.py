@@ -186,6 +186,7 @@ def _study_export(args: argparse.Namespace) -> int:
         per_question=args.per_question,
         participants=args.participants,
         seed=args.seed,
+        overwrite=args.overwrite,
     )
     print(f"wrote the study kit to {out}/ (start with {out}/README.md; replace consent.md before use)")
     return 0
@@ -332,6 +333,7 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--per-question", type=int, help="systems shown per question (default 3, or all if fewer)")
     se.add_argument("--participants", type=int, default=30, help="participant ids to assign (default 30)")
     se.add_argument("--seed", type=int, default=0, help="draws questions, letters, windows and assignments")
+    se.add_argument("--overwrite", action="store_true", help="replace the kit's files in a --out that holds some")
     se.set_defaults(func=_study_export)
     sa = study.add_parser("analyze", help="analyze returned answers against a kit")
     sa.add_argument("kit_dir")

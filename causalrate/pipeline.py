@@ -106,9 +106,9 @@ def _open_store(study: Study, out: Path, *, resume: bool, overwrite: bool) -> Fo
             )
         return store
     if store_path.exists():
-        finished = _finished(store_path)
-        if not overwrite:
-            hint = "" if finished else f"; it is unfinished: resume it with --resume {out}"
+        state = _state(store_path)
+        if not overwrite and state != "empty":  # a run that failed before its first forecast has nothing to keep
+            hint = "" if state == "finished" else f"; it is unfinished: resume it with --resume {out}"
             raise UserError(f"{out} already holds a run (forecasts.sqlite){hint}; use another --out or --overwrite")
         for name in RUN_FILES:  # only the run's own files: --out may hold other things
             for path in out.glob(name):
@@ -128,13 +128,16 @@ def _open_store(study: Study, out: Path, *, resume: bool, overwrite: bool) -> Fo
     return store
 
 
-def _finished(store_path: Path) -> bool:
+def _state(store_path: Path) -> str:
+    """"finished", "unfinished" (forecasts to keep: resume it) or "empty" (it stopped before its first forecast)."""
     try:
         store = ForecastStore.open(store_path, metrics=METRICS.names())
     except UserError:
-        return True  # not ours to resume: only --overwrite applies
+        return "finished"  # not ours to resume: only --overwrite applies
     try:
-        return store.get_meta("status") == "forecasted"
+        if store.get_meta("status") == "forecasted":
+            return "finished"
+        return "unfinished" if store.done() else "empty"
     finally:
         store.close()
 

@@ -314,3 +314,62 @@ def test_few_windows_warn_and_unreal_outputs_fail_their_rows(synthetic_study, cl
     assert code == 3 and "Traceback" not in err, err
     assert "cplx: ValueError: the forecast must be real numbers (int or float), got complex128 values" in err, err
     assert "text: ValueError: the forecast must be real numbers" in err and "only 18 windows" in err, err
+
+
+def test_kits_and_runs_the_user_keeps(finished_run, cli, tmp_path):
+    """study export refuses to overwrite a kit without --overwrite (and a run without the bias ratings it needs);
+    a run that stopped before its first forecast does not block a plain re-run, one with forecasts does."""
+    import sqlite3
+
+    config, run = finished_run
+    code, _, err = cli("study", "export", run, "--out", tmp_path / "no-kit", "--questions", "2")
+    assert code == 2 and "needs the run's wrs_industry ratings: the run has no 'industry'" in err, err
+    from tests.conftest import make_synthetic_study
+
+    (tmp_path / "syn").mkdir()
+    systems = "- {name: naive, type: naive}\n- {name: random, type: random}\n"
+    study = make_synthetic_study(tmp_path / "syn", systems, draws=2, stride=20)
+    assert cli("assess", study, "--out", tmp_path / "industries", "--no-cards", "--workers", "1")[0] == 0
+    kit = tmp_path / "kit"
+    code, _, err = cli("study", "export", tmp_path / "industries", "--out", kit, "--questions", "2")
+    assert code == 0, err
+    (kit / "consent.md").write_text("our own consent text")
+    code, _, err = cli("study", "export", tmp_path / "industries", "--out", kit, "--questions", "2", "--seed", "1")
+    assert code == 2 and "--overwrite" in err and (kit / "consent.md").read_text() == "our own consent text", err
+    assert cli("study", "export", tmp_path / "industries", "--out", kit, "--questions", "2", "--overwrite")[0] == 0
+    assert (kit / "consent.md").read_text() != "our own consent text"
+
+    with sqlite3.connect(run / "forecasts.sqlite") as db:  # as a run that died before any batch finished
+        db.execute("UPDATE meta SET value = ? WHERE key = 'status'", (json.dumps("forecasting"),))
+        kept = db.execute("SELECT count(*) FROM forecasts").fetchone()[0]
+    code, _, err = cli("assess", config, "--out", run, "--workers", "1", "--no-cards")
+    assert kept and code == 2 and f"resume it with --resume {run}" in err, err
+    with sqlite3.connect(run / "forecasts.sqlite") as db:
+        db.execute("DELETE FROM forecasts")
+    code, _, err = cli("assess", config, "--out", run, "--workers", "1", "--no-cards")
+    assert code == 0, err
+
+
+def test_stimuli_name_each_system_and_draw_without_warnings(monkeypatch):
+    import warnings
+
+    from causalrate.userstudy import stimuli
+
+    figures = []
+    monkeypatch.setattr(stimuli.mpl, "png", lambda fig: figures.append(fig) or b"")
+    clean = np.linspace(100, 120, 40)
+    perturbed = clean.copy()
+    perturbed[30] = 0.0
+    panels = {label: ([1.0] * 5, [2.0] * 5) for label in "ABC"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stimuli.question_figure(
+            clean=clean, perturbed=perturbed, truth=np.full(5, 121.0), panels=panels,
+            group_errors={label: {"Tech": 1.0} for label in "ABC"}, title="Q01", outcome="rmax",
+            rankings={"robustness_rank": {"A": 1, "B": 2, "C": 3}, "bias_rank": {"A": 1, "B": 1, "C": 2}},
+        )  # fmt: skip
+        figures[0].canvas.draw()
+    assert [w.message for w in caught] == []
+    titles = [ax.get_title() for ax in figures[0].axes if ax.get_title().startswith("System")]
+    assert titles == ["System A", "System B", "System C"]
+    assert all(ax.get_legend() is None for ax in figures[0].axes if ax.get_title().startswith("System"))
