@@ -67,6 +67,8 @@ def assess(
 
     study = prepare(config, base_dir=base_dir, skip_unavailable=skip_unavailable)
     config = study.config  # without the systems that cannot run here, if skipped
+    # joined before the run's folder is written: a cluster that cannot be reached leaves nothing behind
+    runner = make_executor(executor, workers=workers, retries=config.forecast.retries, address=address)
     store = _open_store(study, out, resume=resume, overwrite=overwrite)
     cache = _open_cache(config, base_dir)
     try:
@@ -75,7 +77,7 @@ def assess(
             store,
             cache=cache,
             refresh=refresh or config.forecast.cache == "refresh",
-            executor=make_executor(executor, workers=workers, retries=config.forecast.retries, address=address),
+            executor=runner,
         )
         store.put_meta("counts", counts)
         for line in summary_lines(counts["systems"]):

@@ -242,6 +242,31 @@ def test_ray_executor_matches_local(synthetic_study, cli, tmp_path):
     assert (tmp_path / "local" / "ratings.json").read_bytes() == (tmp_path / "ray" / "ratings.json").read_bytes()
 
 
+def test_a_ray_address_that_refuses_or_wants_a_token_is_exit_2_at_once(synthetic_study, cli, tmp_path, monkeypatch):
+    """Nothing listening at --address: exit 2 within seconds, naming the flag, and no run folder written.
+    A cluster with token authentication: exit 2 saying what to set."""
+    ray = pytest.importorskip("ray")
+    import socket
+
+    config = synthetic_study("- {name: naive, type: naive}\n", draws=2, stride=20)
+    with socket.socket() as probe:  # a local port that surely refuses: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+        started = time.monotonic()
+        code, _, err = cli("assess", config, "--out", tmp_path / "run", "--executor", "ray", "--address", address)
+    assert code == 2 and time.monotonic() - started < 30, err
+    assert f"--address {address}: no Ray cluster answers there" in err and "ray start --head" in err, err
+    assert not (tmp_path / "run").exists()
+
+    def token_needed(**options):
+        raise ray.exceptions.AuthenticationError("InvalidAuthToken: the token is missing")
+
+    monkeypatch.setattr(runner, "reachable", lambda address: None)
+    monkeypatch.setattr(ray, "init", token_needed)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--executor", "ray", "--address", "10.0.0.9:6379")
+    assert code == 2 and "uses token authentication; set RAY_AUTH_MODE=token" in err and "Traceback" not in err, err
+
+
 def test_accelerator_batches_stay_in_one_worker_per_device(tmp_path):
     """Each device's jobs run in one (spawned) worker of their own while the other workers take the rest."""
     from causalrate.forecast.runner import Job, LocalExecutor

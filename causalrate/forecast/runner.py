@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import socket
 import sys
 import threading
 import time
@@ -423,7 +424,21 @@ class RayExecutor:
         self.retries = retries
         if not ray.is_initialized():
             options = {"address": address} if address else {"num_cpus": workers}
-            ray.init(**options, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            if address:
+                reachable(address)
+            try:
+                ray.init(**options, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            except Exception as exc:
+                if not address:
+                    raise
+                text = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, ray.exceptions.AuthenticationError) or "InvalidAuthToken" in text:
+                    raise UserError(
+                        f"--address {address}: the Ray cluster uses token authentication; set RAY_AUTH_MODE=token "
+                        "and give its token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; "
+                        "`ray get-auth-token` on the head node prints it)"
+                    ) from None
+                raise UserError(f"--address {address}: cannot join the Ray cluster ({text[:300]})") from None
 
     def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
         ray = self.ray
@@ -465,6 +480,23 @@ class RayExecutor:
             finally:  # after Ctrl-C or an error, nothing keeps running for this run
                 for ref in running:
                     ray.cancel(ref, force=True)
+
+
+CONNECT_SECONDS = 5.0  # to reach a Ray cluster's address before Ray's own retries (minutes, silent) begin
+
+
+def reachable(address: str) -> None:
+    """UserError unless something listens at a Ray address ("host:port" or "ray://host:port"; "auto" is Ray's)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", "local": Ray finds the cluster itself
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise UserError(
+            f"--address {address}: no Ray cluster answers there within {CONNECT_SECONDS:g} s ({exc}); start one "
+            "with `ray start --head` and give the address it prints, or leave --address out for a local Ray"
+        ) from None
 
 
 def _ray_job(job: Job) -> BatchResult:
