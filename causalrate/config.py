@@ -153,7 +153,7 @@ class RigorConfig(Strict):
 class HeterogeneityConfig(Strict):
     """Where a system is fragile (METHOD §5.5): a causalml causal tree on each system × perturbation."""
 
-    enabled: bool = Field(True, description="fit the fragility map (needs the heterogeneity extra: causalml)")
+    enabled: bool = Field(True, description="fit the fragility map (causalml's causal tree)")
     covariates: list[str] = Field(
         default_factory=lambda: ["level", "volatility", "trend_strength", "seasonality_strength", "adf_pvalue"],
         description="window characteristics the tree may split on (besides the attributes and the perturbed offset)",
