@@ -221,7 +221,9 @@ class ModelConfig(StudySettings):
 
     model: SystemSpec
     name: str | None = None
-    outcome: str = Field("rmax_scaled", description="the quickstart's outcome (see README), not METHOD's rmax")
+    outcome: str = Field(
+        "rmax_scaled", description="the quickstart's outcome (docs/reference.md: Method decisions), not METHOD's rmax"
+    )
 
     def to_study(self) -> dict[str, Any]:
         references = [{"name": n, "type": n} for n in REFERENCE_SYSTEMS if n != self.model.name]
