@@ -29,6 +29,7 @@ from causalrate.causal.estimate import Estimate
 from causalrate.causal.matching import propensity
 from causalrate.causal.schemes import SCHEMES
 from causalrate.data.characteristics import compute_characteristics
+from causalrate.errors import UserError
 from causalrate.memo import OFF, Memo
 from causalrate.seeding import stable_seed
 
@@ -47,14 +48,11 @@ INSTALL = "pip install causalml==0.15.5 'scikit-learn>=1.6,<1.8'"  # what the co
 
 
 def missing() -> str | None:
-    """Why causalml cannot be used here (None when it can): a core dependency, absent only from a partial install."""
-    if importlib.util.find_spec("causalml") is None:  # not imported here: its import is slow
-        return "causalml is not installed"
-    try:
-        _causalml()
-    except ImportError as exc:  # e.g. its compiled tree against another scikit-learn
-        return f"causalml does not import ({exc})"
-    return None
+    """Why causalml cannot be used here (None when it can): a core dependency, absent only from a partial install.
+
+    Only looked up, not imported (its import is slow): a re-rate whose fragility maps are in the memo needs none.
+    """
+    return "causalml is not installed" if importlib.util.find_spec("causalml") is None else None
 
 
 def _causalml():
@@ -62,9 +60,14 @@ def _causalml():
     logging.getLogger("duecredit").setLevel(logging.CRITICAL)  # forestci logs an error when duecredit is absent
     # causalml 0.15.5 still passes scikit-learn 1.6-1.7 the old keyword: its own business, not the user's
     warnings.filterwarnings("ignore", message="'force_all_finite' was renamed", category=FutureWarning)
-    from causalml.inference.meta import BaseDRRegressor, BaseXRegressor
-    from causalml.inference.tree import CausalTreeRegressor
-
+    try:
+        from causalml.inference.meta import BaseDRRegressor, BaseXRegressor
+        from causalml.inference.tree import CausalTreeRegressor
+    except ImportError as exc:  # e.g. its compiled tree against another scikit-learn
+        raise UserError(
+            f"heterogeneity: causalml does not import ({exc}); reinstall it with {INSTALL}, "
+            "or switch the fragility map off with heterogeneity: {enabled: false}"
+        ) from None
     return CausalTreeRegressor, BaseXRegressor, BaseDRRegressor
 
 

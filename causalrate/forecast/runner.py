@@ -211,7 +211,9 @@ class Progress:
         self.total, self.label, self.on_done = sum(j.size for j in jobs), label, on_done
         self.done = self.failed = 0
         self.terminal = sys.stderr.isatty()
-        self.bar = tqdm(total=self.total, desc=label, unit="fc", file=sys.stderr, disable=not self.terminal)
+        self.bar = tqdm(
+            total=self.total, desc=label, unit="fc", file=sys.stderr, disable=not self.terminal, smoothing=0.1
+        )
         self.started = self.printed = time.monotonic()
 
     def __call__(self, job: Job, result: BatchResult) -> None:
