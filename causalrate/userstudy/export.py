@@ -71,9 +71,6 @@ def export_kit(
     stored = StoredForecasts.read(run_dir)
     study, forecasts = stored.study(run_dir), stored.rows
     ratings = {(r.perturbation, r.score, r.system): r.rating for r in doc.ratings}
-    if not any(score == BIAS_SCORE for _, score, _ in ratings):  # the key's "least biased" comes from it
-        why = doc.not_rated.get(BIAS_SCORE, "not among the run's scores")
-        raise UserError(f"{run_dir}: the kit's bias question needs the run's {BIAS_SCORE} ratings: {why}")
     names = systems or doc.system_names
     unknown = sorted(set(names) - set(doc.system_names))
     if unknown:
@@ -87,6 +84,9 @@ def export_kit(
     pool = [(p, combo) for p in perturbations for combo in itertools.combinations(names, k)]
     if questions > len(pool) or questions < 2 or questions % 2:
         raise UserError(f"--questions: an even number from 2 to {len(pool) - len(pool) % 2} for this run and systems")
+    if not any(score == BIAS_SCORE for _, score, _ in ratings):  # the key's "least biased" comes from it
+        why = doc.not_rated.get(BIAS_SCORE, "not among the run's scores")
+        raise UserError(f"{run_dir}: the kit's bias question needs the run's {BIAS_SCORE} ratings: {why}")
     draw = rng(seed, "study-export")
     chosen = [pool[i] for i in sorted(draw.choice(len(pool), size=questions, replace=False))]
     ok = forecasts[forecasts["error"].isna()]
