@@ -21,6 +21,7 @@ import queue
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -425,22 +426,13 @@ class RayExecutor:
         self.workers = workers
         self.retries = retries
         if not ray.is_initialized():
-            options = {"address": address} if address else {"num_cpus": workers}
             if address:
-                reachable(address)
-            try:
-                ray.init(**options, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            except Exception as exc:
-                if not address:
-                    raise
-                text = f"{type(exc).__name__}: {exc}"
-                if isinstance(exc, ray.exceptions.AuthenticationError) or "InvalidAuthToken" in text:
-                    raise UserError(
-                        f"--address {address}: the Ray cluster uses token authentication; set RAY_AUTH_MODE=token "
-                        "and give its token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; "
-                        "`ray get-auth-token` on the head node prints it)"
-                    ) from None
-                raise UserError(f"--address {address}: cannot join the Ray cluster ({text[:300]})") from None
+                _join(ray, address)
+            else:
+                ray.init(  # "local": a Ray of our own, even when another cluster runs here (or left its file behind)
+                    address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                    configure_logging=False,
+                )  # fmt: skip
 
     def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
         ray = self.ray
@@ -485,6 +477,42 @@ class RayExecutor:
 
 
 CONNECT_SECONDS = 5.0  # to reach a Ray cluster's address before Ray's own retries (minutes, silent) begin
+
+
+def _join(ray: Any, address: str) -> None:
+    """ray.init at a cluster's address; a refused connection or a cluster that wants a token is a UserError.
+
+    Ray's C++ core logs each failed attempt on fd 2 (about 20 "InvalidAuthToken" lines for a cluster with
+    token authentication, then a bare ConnectionError): those lines are caught, read for the cause, and shown
+    only when they are not explained by the message.
+    """
+    reachable(address)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as logs:
+        os.dup2(logs.fileno(), 2)
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            failure = None
+        except Exception as exc:
+            failure = exc
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        logs.seek(0)
+        said = logs.read().decode(errors="replace")
+    if failure is None:
+        sys.stderr.write(said)
+        return
+    if isinstance(failure, ray.exceptions.AuthenticationError) or "InvalidAuthToken" in said + str(failure):
+        raise UserError(
+            f"--address {address}: the Ray cluster uses token authentication; set RAY_AUTH_MODE=token and give its "
+            "token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; `ray get-auth-token` on the head "
+            "node prints it)"
+        ) from None
+    sys.stderr.write(said)
+    raise UserError(f"--address {address}: cannot join the Ray cluster ({type(failure).__name__}: {failure})") from None
 
 
 def reachable(address: str) -> None:
