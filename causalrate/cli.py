@@ -9,6 +9,7 @@ import sys
 import time
 import traceback
 from datetime import date
+from importlib import metadata
 from pathlib import Path
 
 from causalrate.errors import SystemsFailed, UserError
@@ -26,6 +27,8 @@ def _assess(args: argparse.Namespace) -> int:
             "drop --out (or give the same folder)"
         )
     out = Path(args.resume or args.out or Path("runs") / config.name)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: a file is there; give a folder (it is created if missing)")
     started = time.perf_counter()
     try:
         assess(
@@ -38,6 +41,7 @@ def _assess(args: argparse.Namespace) -> int:
             executor=args.executor,
             address=args.address,
             skip_unavailable=args.skip_unavailable,
+            refresh=args.no_cache,
         )
     except KeyboardInterrupt:
         print(
@@ -182,6 +186,7 @@ def _study_export(args: argparse.Namespace) -> int:
         per_question=args.per_question,
         participants=args.participants,
         seed=args.seed,
+        overwrite=args.overwrite,
     )
     print(f"wrote the study kit to {out}/ (start with {out}/README.md; replace consent.md before use)")
     return 0
@@ -257,6 +262,7 @@ def _systems(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="causalrate", description="Causally grounded robustness ratings for forecasters.")
+    p.add_argument("--version", action="version", version=f"causalrate {metadata.version('causalrate')}")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("assess", help="forecast every case, run the causal analysis, write ratings")
     a.add_argument("config", help="study YAML (systems:) or model YAML (model:)")
@@ -265,6 +271,11 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=int, help="override the config's seed")
     a.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     a.add_argument("--no-cards", action="store_true", help="skip the rating cards and comparison page")
+    a.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="make every forecast afresh, none from the cache (they are stored in it): forecast.cache: refresh",
+    )
     a.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run: keep its forecasts, make the rest")
     a.add_argument("--executor", choices=["local", "ray"], default="local", help="where forecasts run")
     a.add_argument("--address", help="Ray cluster address (default: a local Ray)")
@@ -322,6 +333,7 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--per-question", type=int, help="systems shown per question (default 3, or all if fewer)")
     se.add_argument("--participants", type=int, default=30, help="participant ids to assign (default 30)")
     se.add_argument("--seed", type=int, default=0, help="draws questions, letters, windows and assignments")
+    se.add_argument("--overwrite", action="store_true", help="replace the kit's files in a --out that holds some")
     se.set_defaults(func=_study_export)
     sa = study.add_parser("analyze", help="analyze returned answers against a kit")
     sa.add_argument("kit_dir")

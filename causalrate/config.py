@@ -44,6 +44,16 @@ class DataConfig(Strict):
     cache_dir: str | None = None
     fill: Literal["none", "ffill"] = "none"
 
+    @field_validator("series")
+    @classmethod
+    def _series(cls, names: list[str] | None) -> list[str] | None:
+        if names == []:
+            raise ValueError("an empty list keeps no series; leave data.series out to use every series")
+        dup = sorted({n for n in names or [] if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"each series once; repeated: {dup}")
+        return names
+
     @model_validator(mode="after")
     def _check(self) -> DataConfig:
         if self.source in ("csv", "parquet") and not self.path:
@@ -122,7 +132,9 @@ class ForecastConfig(Strict):
     batch_size: PositiveInt = 32
     timeout: float = Field(120.0, gt=0, description="seconds one batch may take before it fails")
     retries: int = Field(1, ge=0, description="times a batch whose worker crashed or hung is tried again")
-    cache: bool = Field(True, description="reuse forecasts from the content-addressed cache")
+    cache: bool | Literal["refresh"] = Field(
+        True, description="reuse forecasts from the content-addressed cache; refresh: make them afresh and store them"
+    )
     cache_path: str | None = Field(
         None, description="shared cache file (relative to the YAML); default $CAUSALRATE_CACHE_DIR or ~/.cache"
     )
@@ -151,7 +163,7 @@ class RigorConfig(Strict):
 class HeterogeneityConfig(Strict):
     """Where a system is fragile (METHOD §5.5): a causalml causal tree on each system × perturbation."""
 
-    enabled: bool = Field(True, description="fit the fragility map (needs the heterogeneity extra: causalml)")
+    enabled: bool = Field(True, description="fit the fragility map (causalml's causal tree)")
     covariates: list[str] = Field(
         default_factory=lambda: ["level", "volatility", "trend_strength", "seasonality_strength", "adf_pvalue"],
         description="window characteristics the tree may split on (besides the attributes and the perturbed offset)",
@@ -219,7 +231,9 @@ class ModelConfig(StudySettings):
 
     model: SystemSpec
     name: str | None = None
-    outcome: str = Field("rmax_scaled", description="the quickstart's outcome (see README), not METHOD's rmax")
+    outcome: str = Field(
+        "rmax_scaled", description="the quickstart's outcome (docs/reference.md: Method decisions), not METHOD's rmax"
+    )
 
     def to_study(self) -> dict[str, Any]:
         references = [{"name": n, "type": n} for n in REFERENCE_SYSTEMS if n != self.model.name]
@@ -236,13 +250,32 @@ def outcome_metric_names() -> list[str]:
     return [n for n, m in METRICS.items() if m.lower_is_better]
 
 
+class _Loader(yaml.SafeLoader):
+    """yaml's safe loader, but an impossible date (2021-13-01) is a YAML error at its line, not a ValueError."""
+
+    def construct_yaml_timestamp(self, node):
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value!r} is not a date ({exc}); expected YYYY-MM-DD", node.start_mark
+            ) from None
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+
+
 def load_config(path: str | Path, *, seed: int | None = None) -> tuple[StudyConfig, Path]:
     """Read and validate a study or model YAML; return it and the folder it lives in."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # a SafeLoader: plain data only
     except FileNotFoundError:
         raise UserError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: a folder; give the study or model YAML file (e.g. studies/quickstart.yaml)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the config ({exc})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

@@ -43,7 +43,7 @@ def format_validation_error(path: Path, exc: ValidationError) -> str:
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see README for the allowed keys)"
+            msg = "unknown key (check the spelling; docs/reference.md lists the allowed keys)"
         given = err.get("input")
         shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else f" (got {given!r})"
         lines.append(f"  {field}: {msg}{shown}")

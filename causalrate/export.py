@@ -17,6 +17,8 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
         import pyarrow  # noqa: F401
     except ImportError:
         raise UserError("export needs pyarrow: pip install 'causalrate[parquet]'") from None
+    if out is not None and out.is_dir():
+        raise UserError(f"--out {out}: a folder; give the parquet file's path (e.g. {out / 'forecasts.parquet'})")
     load_run_plugins(run_dir)
     with closing(open_store(run_dir)) as store:
         if store.get_meta("status") != "forecasted":  # exported anyway: partial rows are still worth a look
@@ -34,5 +36,6 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
     attributes = series.set_index("series").add_prefix("attr_")
     frame = frame.merge(attributes, left_on="series", right_index=True, how="inner")
     target = out or run_dir / "forecasts.parquet"
+    target.parent.mkdir(parents=True, exist_ok=True)  # as assess makes its --out
     frame.to_parquet(target, index=False)
     return target

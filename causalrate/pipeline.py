@@ -6,6 +6,7 @@ Each stage lives in its own package (see docs/architecture.md); this module only
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,17 +54,21 @@ def assess(
     executor: str = "local",
     address: str | None = None,
     skip_unavailable: bool = False,
+    refresh: bool = False,
 ) -> Path:
     """Run a whole study and write ratings.json, scores.csv, report.md and forecasts.sqlite to `out`.
 
-    With resume, forecasts already in `out`'s store are kept and only the missing ones are made.
+    With resume, forecasts already in `out`'s store are kept and only the missing ones are made. With refresh
+    (or forecast.cache: refresh) nothing is read from the forecast cache; what is made is written to it.
     """
     # forecasting's modules (matplotlib for image systems among them) here, not at import: a re-rate needs none
-    from causalrate.forecast.plan import forecast_all
+    from causalrate.forecast.plan import forecast_all, summary_lines
     from causalrate.forecast.runner import make_executor
 
     study = prepare(config, base_dir=base_dir, skip_unavailable=skip_unavailable)
     config = study.config  # without the systems that cannot run here, if skipped
+    # joined before the run's folder is written: a cluster that cannot be reached leaves nothing behind
+    runner = make_executor(executor, workers=workers, retries=config.forecast.retries, address=address)
     store = _open_store(study, out, resume=resume, overwrite=overwrite)
     cache = _open_cache(config, base_dir)
     try:
@@ -71,9 +76,12 @@ def assess(
             study,
             store,
             cache=cache,
-            executor=make_executor(executor, workers=workers, retries=config.forecast.retries, address=address),
+            refresh=refresh or config.forecast.cache == "refresh",
+            executor=runner,
         )
         store.put_meta("counts", counts)
+        for line in summary_lines(counts["systems"]):
+            print(f"causalrate: {line}", file=sys.stderr)
         store.put_meta("status", "forecasted")
         forecasts = store.forecasts()
     finally:
@@ -100,9 +108,9 @@ def _open_store(study: Study, out: Path, *, resume: bool, overwrite: bool) -> Fo
             )
         return store
     if store_path.exists():
-        finished = _finished(store_path)
-        if not overwrite:
-            hint = "" if finished else f"; it is unfinished: resume it with --resume {out}"
+        state = _state(store_path)
+        if not overwrite and state != "empty":  # a run that failed before its first forecast has nothing to keep
+            hint = "" if state == "finished" else f"; it is unfinished: resume it with --resume {out}"
             raise UserError(f"{out} already holds a run (forecasts.sqlite){hint}; use another --out or --overwrite")
         for name in RUN_FILES:  # only the run's own files: --out may hold other things
             for path in out.glob(name):
@@ -122,13 +130,16 @@ def _open_store(study: Study, out: Path, *, resume: bool, overwrite: bool) -> Fo
     return store
 
 
-def _finished(store_path: Path) -> bool:
+def _state(store_path: Path) -> str:
+    """"finished", "unfinished" (forecasts to keep: resume it) or "empty" (it stopped before its first forecast)."""
     try:
         store = ForecastStore.open(store_path, metrics=METRICS.names())
     except UserError:
-        return True  # not ours to resume: only --overwrite applies
+        return "finished"  # not ours to resume: only --overwrite applies
     try:
-        return store.get_meta("status") == "forecasted"
+        if store.get_meta("status") == "forecasted":
+            return "finished"
+        return "unfinished" if store.done() else "empty"
     finally:
         store.close()
 

@@ -48,6 +48,20 @@ class Study:
         return [*self.suite, *self.newest]
 
 
+FEW_WINDOWS = 40  # fewer: wide intervals, most ties, and no fragility map (it needs 20 valid windows per cell)
+
+
+def _check_window_count(count: int, stride: int) -> None:
+    """Warn about a study whose ratings will be mostly ties (rated all the same: a smoke test is small on purpose)."""
+    if count < FEW_WINDOWS:
+        print(
+            f"causalrate: warning: windows: only {count} windows; the ratings will be mostly ties with wide "
+            f"intervals, and the fragility map needs 20 per system and perturbation; lower windows.stride "
+            f"(now {stride}) or give more data (a longer period, more series)",
+            file=sys.stderr,
+        )
+
+
 def prepare(
     config: StudyConfig,
     *,
@@ -65,6 +79,7 @@ def prepare(
     w = config.windows
     dataset = load_dataset(config.data, base_dir=base_dir, min_length=w.input_length + w.horizon)
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
+    _check_window_count(len(windows), w.stride)
     loaded = load_suite(
         config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement
     )

@@ -130,3 +130,37 @@ def echo_answer(body: dict, behaviour: str, path: str, headers: dict) -> tuple[i
         response["candidates"][0]["content"]["parts"][0]["text"] = f"your headers: {echo}"
         return 200, response
     return 200, {"forecast": [[1.0]], "echo": headers}
+
+
+def _upper(text: str) -> str:
+    return text.upper()
+
+
+def _base64(text: str) -> str:
+    import base64
+
+    return base64.b64encode(text.encode()).decode()
+
+
+def _url(text: str) -> str:
+    from urllib.parse import quote
+
+    return quote(text, safe="")
+
+
+def _html(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+# how a careless endpoint may echo the credential it was sent (the token alone, without "Bearer")
+ECHO_FORMS = {"bare": str, "url": _url, "base64": _base64, "html": _html, "upper": _upper}
+
+
+def revoked_answer(body: dict, behaviour: str, path: str, headers: dict) -> tuple[int, dict]:
+    """403 "token <token> is revoked", the token taken from the Authorization header and written in the form the
+    URL's last segment names (an ECHO_FORMS key)."""
+    token = headers.get("Authorization", "").split()[-1]
+    form = ECHO_FORMS[path.rstrip("/").rsplit("/", 1)[-1]]
+    return 403, {"error": f"token {form(token)} is revoked"}

@@ -45,6 +45,18 @@ def wrong_shape(inputs, horizon):
     return np.zeros((inputs.shape[0], horizon + 1))
 
 
+def interrupts(inputs, horizon):
+    raise KeyboardInterrupt("the model's own")
+
+
+def complex_out(inputs, horizon):
+    return last_value(inputs, horizon) + 1j
+
+
+def text_out(inputs, horizon):
+    return last_value(inputs, horizon).astype(str)
+
+
 def sleepy(inputs, horizon):
     time.sleep(30)
     return last_value(inputs, horizon)

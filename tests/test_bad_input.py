@@ -45,6 +45,8 @@ def wide_csv(path: Path, *, n: int = 60, **columns) -> None:
         ),
         (("name: bad", "name: bad\noutcome: accuracy"), "outcome", "unknown outcome"),
         (("name: bad", "name: bad\ncausal: {schemes: [weather]}"), "causal.schemes", "unknown assignment scheme"),
+        (("prices.csv}", "prices.csv, series: [AAA, AAA]}"), "data.series", "repeated: ['AAA']"),
+        (("prices.csv}", "prices.csv, series: []}"), "data.series", "leave data.series out to use every series"),
     ],
 )
 def test_config_errors(tmp_path, cli, change, field, expected):
@@ -52,6 +54,16 @@ def test_config_errors(tmp_path, cli, change, field, expected):
     code, _out, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
     assert code == 2
     assert str(config) in err and field in err and expected in err, err
+
+
+def test_a_period_beyond_the_input_is_refused(tmp_path, cli):
+    """One point per 20 of a 10-point input would perturb about half the windows, described as if all were."""
+    wide_csv(tmp_path / "prices.csv")
+    suite = "perturbations: [{id: P0, operator: none}, {id: P1, operator: halve, period: 20}]"
+    config = write_yaml(tmp_path / "s.yaml", STUDY.replace("name: bad", f"name: bad\n{suite}"))
+    code, _out, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
+    expected = "perturbations: P1: period 20 exceeds windows.input_length 10, so only about 10/20 of the windows"
+    assert code == 2 and expected in err and "Traceback" not in err, err
     assert "Traceback" not in err
 
 
@@ -59,6 +71,27 @@ def test_yaml_syntax_error_names_the_line(tmp_path, cli):
     config = write_yaml(tmp_path / "s.yaml", "name: x\nsystems: [\n  - a: b\n")
     code, _, err = cli("assess", config)
     assert code == 2 and "not valid YAML" in err and "line" in err
+
+
+def test_impossible_date_names_the_line(tmp_path, cli):
+    config = write_yaml(tmp_path / "s.yaml", STUDY.replace("prices.csv}", "prices.csv, start: 2021-13-01}"))
+    code, _, err = cli("assess", config)
+    assert code == 2 and "line 2" in err and "'2021-13-01' is not a date" in err and "Traceback" not in err, err
+
+
+def test_paths_of_the_wrong_kind_name_the_flag(finished_run, cli, tmp_path):
+    """A folder for the config, a file for --out, a folder or a missing folder for export's --out."""
+    config, run = finished_run
+    code, _, err = cli("assess", tmp_path)
+    assert code == 2 and "a folder; give the study or model YAML file" in err, err
+    (tmp_path / "taken").write_text("x")
+    code, _, err = cli("assess", config, "--out", tmp_path / "taken")
+    assert code == 2 and "--out" in err and "a file is there" in err, err
+    pytest.importorskip("pyarrow")
+    code, _, err = cli("export", run, "--out", tmp_path)
+    assert code == 2 and "--out" in err and "a folder; give the parquet file's path" in err, err
+    code, _, err = cli("export", run, "--out", tmp_path / "new" / "rows.parquet")
+    assert code == 0 and (tmp_path / "new" / "rows.parquet").is_file(), err
 
 
 def test_missing_config_and_wrong_shape(tmp_path, cli):
@@ -184,12 +217,17 @@ def test_gemini_without_any_google_package_is_listed_not_a_crash(synthetic_study
     assert code == 2 and "- g:" in err and "'google.genai'" in err and "Traceback" not in err, err
 
 
-@pytest.fixture
-def finished_run(tmp_path, cli):
+def two_systems(tmp_path: Path) -> Path:
+    """A small study of two systems on two series."""
     wide_csv(tmp_path / "prices.csv", BBB=50 + np.arange(60.0) % 7)
     body = STUDY.replace("systems:", "causal: {schemes: [uniform], draws: 2}\nsystems:")
     body += "  - {name: random, type: random}\n"
-    config = write_yaml(tmp_path / "s.yaml", body)
+    return write_yaml(tmp_path / "s.yaml", body)
+
+
+@pytest.fixture
+def finished_run(tmp_path, cli):
+    config = two_systems(tmp_path)
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
     assert code == 0, err
     return config, tmp_path / "run"
@@ -238,3 +276,100 @@ def test_listings_are_aligned_plain_text(cli):
         assert "``" not in out
     out = cli("perturbations")[1]
     assert "spike" in out and "<factor> times" in out and "{factor" not in out
+
+
+def test_rate_without_causalml_skips_the_map_as_assess_did(tmp_path, cli, monkeypatch):
+    """A partial install without causalml: `assess` and `rate` both rate everything else, say on stderr what
+    was skipped and the one command that adds it; a failed `rate --out` leaves nothing behind."""
+    config = two_systems(tmp_path)
+    monkeypatch.setitem(__import__("sys").modules, "causalml", None)  # find_spec → None, import → ImportError
+    run = tmp_path / "run"
+    code, _, err = cli("assess", config, "--out", run, "--workers", "1", "--no-cards")
+    assert code == 0 and "no fragility map: causalml is not installed" in err and "pip install causalml" in err, err
+    not_rated = json.loads((run / "ratings.json").read_text())["not_rated"]
+    assert "pip install causalml" in not_rated["fragility_spread"], not_rated
+    code, _, err = cli("rate", run, "--levels", "5", "--no-cards")
+    assert code == 0 and "no fragility map" in err and "Traceback" not in err, err
+    import causalrate.rerate
+
+    def fails(*args, **kwargs):
+        raise causalrate.errors.UserError("planted")
+
+    monkeypatch.setattr(causalrate.rerate, "analyze", fails)  # after the store is copied into --out
+    code, _, err = cli("rate", run, "--out", tmp_path / "other", "--no-cards")
+    assert code == 2 and "planted" in err and not (tmp_path / "other").exists()
+    (tmp_path / "file").write_text("x")
+    code, _, err = cli("rate", run, "--out", tmp_path / "file", "--no-cards")
+    assert code == 2 and "--out" in err and "a file is there" in err, err
+
+
+def test_few_windows_warn_and_unreal_outputs_fail_their_rows(synthetic_study, cli, tmp_path):
+    """Complex or text forecasts are failure rows with the reason, never cast; a small study is warned about."""
+    systems = (
+        '- {name: cplx, type: python, function: "planted.py:complex_out"}\n'
+        '- {name: text, type: python, function: "planted.py:text_out"}\n- {name: naive, type: naive}\n'
+    )
+    config = synthetic_study(systems, draws=2, stride=40)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "1")
+    assert code == 3 and "Traceback" not in err, err
+    assert "cplx: ValueError: the forecast must be real numbers (int or float), got complex128 values" in err, err
+    assert "text: ValueError: the forecast must be real numbers" in err and "only 18 windows" in err, err
+
+
+def test_kits_and_runs_the_user_keeps(finished_run, cli, tmp_path):
+    """study export refuses to overwrite a kit without --overwrite (and a run without the bias ratings it needs);
+    a run that stopped before its first forecast does not block a plain re-run, one with forecasts does."""
+    import sqlite3
+
+    config, run = finished_run
+    code, _, err = cli("study", "export", run, "--out", tmp_path / "no-kit", "--questions", "2")
+    assert code == 2 and "needs the run's wrs_industry ratings: the run has no 'industry'" in err, err
+    from tests.conftest import make_synthetic_study
+
+    (tmp_path / "syn").mkdir()
+    systems = "- {name: naive, type: naive}\n- {name: random, type: random}\n"
+    study = make_synthetic_study(tmp_path / "syn", systems, draws=2, stride=20)
+    assert cli("assess", study, "--out", tmp_path / "industries", "--no-cards", "--workers", "1")[0] == 0
+    kit = tmp_path / "kit"
+    code, _, err = cli("study", "export", tmp_path / "industries", "--out", kit, "--questions", "2")
+    assert code == 0, err
+    (kit / "consent.md").write_text("our own consent text")
+    code, _, err = cli("study", "export", tmp_path / "industries", "--out", kit, "--questions", "2", "--seed", "1")
+    assert code == 2 and "--overwrite" in err and (kit / "consent.md").read_text() == "our own consent text", err
+    assert cli("study", "export", tmp_path / "industries", "--out", kit, "--questions", "2", "--overwrite")[0] == 0
+    assert (kit / "consent.md").read_text() != "our own consent text"
+
+    with sqlite3.connect(run / "forecasts.sqlite") as db:  # as a run that died before any batch finished
+        db.execute("UPDATE meta SET value = ? WHERE key = 'status'", (json.dumps("forecasting"),))
+        kept = db.execute("SELECT count(*) FROM forecasts").fetchone()[0]
+    code, _, err = cli("assess", config, "--out", run, "--workers", "1", "--no-cards")
+    assert kept and code == 2 and f"resume it with --resume {run}" in err, err
+    with sqlite3.connect(run / "forecasts.sqlite") as db:
+        db.execute("DELETE FROM forecasts")
+    code, _, err = cli("assess", config, "--out", run, "--workers", "1", "--no-cards")
+    assert code == 0, err
+
+
+def test_stimuli_name_each_system_and_draw_without_warnings(monkeypatch):
+    import warnings
+
+    from causalrate.userstudy import stimuli
+
+    figures = []
+    monkeypatch.setattr(stimuli.mpl, "png", lambda fig: figures.append(fig) or b"")
+    clean = np.linspace(100, 120, 40)
+    perturbed = clean.copy()
+    perturbed[30] = 0.0
+    panels = {label: ([1.0] * 5, [2.0] * 5) for label in "ABC"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stimuli.question_figure(
+            clean=clean, perturbed=perturbed, truth=np.full(5, 121.0), panels=panels,
+            group_errors={label: {"Tech": 1.0} for label in "ABC"}, title="Q01", outcome="rmax",
+            rankings={"robustness_rank": {"A": 1, "B": 2, "C": 3}, "bias_rank": {"A": 1, "B": 1, "C": 2}},
+        )  # fmt: skip
+        figures[0].canvas.draw()
+    assert [w.message for w in caught] == []
+    titles = [ax.get_title() for ax in figures[0].axes if ax.get_title().startswith("System")]
+    assert titles == ["System A", "System B", "System C"]
+    assert all(ax.get_legend() is None for ax in figures[0].axes if ax.get_title().startswith("System"))

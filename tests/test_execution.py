@@ -209,3 +209,38 @@ def test_a_system_that_fails_every_row_fails_the_run_after_writing_it(synthetic_
     assert (tmp_path / "run" / "ratings.json").is_file()  # written before the exit: nothing lost
     code, _, err = cli("assess", config, "--out", tmp_path / "ok", "--no-cards", "--allow-failed-systems")
     assert code == 0, err
+
+
+def test_a_model_raising_keyboard_interrupt_fails_its_rows_without_worker_tracebacks(synthetic_study, tmp_path):
+    config = synthetic_study('- {name: rude, type: python, function: "planted.py:interrupts"}\n', draws=2, stride=20)
+    done = subprocess.run(
+        [sys.executable, "-m", "causalrate", "assess", str(config), "--no-cards", "--workers", "2",
+         "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr[-3000:]  # every row failed: the run is written, exit code 3
+    assert "Traceback" not in done.stderr and "rude: KeyboardInterrupt: the model's own" in done.stderr, done.stderr
+
+
+def test_without_a_terminal_progress_is_plain_lines_and_each_system_is_summarised(synthetic_study, tmp_path):
+    """stderr to a pipe (CI, nohup): a progress line at the start and the end with the failures so far, then per
+    system its forecasts, cache hits, failures and time; a second run says its forecasts came from the cache."""
+    systems = '- {name: flaky, type: python, function: "planted.py:flaky"}\n- {name: naive, type: naive}\n'
+    config = synthetic_study(systems, draws=2, stride=20)
+    command = [sys.executable, "-m", "causalrate", "assess", str(config), "--no-cards", "--workers", "1"]
+    first = subprocess.run([*command, "--out", str(tmp_path / "a")], capture_output=True, text=True, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    total = 2 * 4 * 36  # systems × perturbations × windows
+    with sqlite3.connect(tmp_path / "a" / "forecasts.sqlite") as db:
+        failed = db.execute("SELECT count(*) FROM forecasts WHERE error IS NOT NULL").fetchone()[0]
+    assert 0 < failed < total / 2
+    assert f"causalrate: forecasting: 0/{total} forecasts (0%), 0 failed, 0 s" in first.stderr, first.stderr
+    assert f"causalrate: forecasting: {total}/{total} forecasts (100%), {failed} failed" in first.stderr
+    assert f"causalrate: flaky: {total // 2} forecasts (0 from the cache), {failed} failed" in first.stderr
+    assert f"causalrate: naive: {total // 2} forecasts (0 from the cache), 0 failed" in first.stderr
+    second = subprocess.run([*command, "--out", str(tmp_path / "b")], capture_output=True, text=True, cwd=tmp_path)
+    half = total // 2
+    assert f"causalrate: naive: {half} forecasts ({half} from the cache), 0 failed" in second.stderr, second.stderr
+    assert f"causalrate: flaky: {half} forecasts ({half - failed} from the cache), {failed} failed" in second.stderr
+    version = subprocess.run([sys.executable, "-m", "causalrate", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("causalrate 0.")

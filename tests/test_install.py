@@ -12,26 +12,13 @@ import os
 import subprocess
 import sys
 import tarfile
-import textwrap
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# the quickstart's shipped suite and embedded data, cut to two series and a few windows
-STUDY = """\
-name: installed
-data: {source: embedded, series: [AAPL, JPM], start: 2022-01-01, end: 2022-08-31}
-windows: {input_length: 40, horizon: 10, stride: 20}
-perturbations: paper
-outcome: rmax_scaled
-systems:
-  - {name: naive, type: naive}
-  - {name: random, type: random}
-causal: {schemes: [uniform, industry], draws: 3}
-rigor: {replicates: 0}
-"""
+STUDY = ROOT / "tests" / "fixtures" / "small-study.yaml"  # two series, a few windows
 
 
 def _copy_checkout(dest: Path) -> None:
@@ -95,7 +82,7 @@ def test_wheel_installs_and_runs_a_study_from_another_folder(tmp_path):
     ).stdout
     assert where.startswith(site), f"imported {where} instead of the installed wheel in {site}"
 
-    (work / "study.yaml").write_text(textwrap.dedent(STUDY))
+    (work / "study.yaml").write_text(STUDY.read_text())
     run = subprocess.run(
         [venv / "bin" / "causalrate", "assess", "study.yaml", "--no-cards", "--workers", "1"],
         cwd=work, env=env, capture_output=True, text=True, timeout=300,

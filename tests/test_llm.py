@@ -162,3 +162,21 @@ def test_remote_cache_identity_ignores_how_it_is_called():
     assert a != gemini("http://x", max_new_tokens=100).identity()
     assert http("http://x", max_attempts=1).identity() == http("http://x", max_attempts=9).identity()
     assert http("http://x").identity() != http("http://x", model_version="v2").identity()
+
+
+def test_an_endpoint_that_is_down_is_stopped_after_three_batches(synthetic_study, cli, tmp_path):
+    """Every request answered 503: three batches spend their retries (none retried row by row), then the
+    system's remaining batches fail unsent, with the reason, and stderr says so."""
+    down = lambda body, behaviour, path, headers: (503, {"error": "down for maintenance"})  # noqa: E731
+    with FakeServer(down) as server:
+        system = f"- {{name: api, type: http, url: '{server.url}', max_attempts: 2, backoff: 0, timeout: 5}}\n"
+        config = synthetic_study(system, draws=2, stride=20, extra="forecast: {batch_size: 4}\n")
+        code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "1")
+    assert code == 3 and "api: 3 batches in a row could not reach it" in err and "HTTP 503" in err, err
+    assert sum(server.seen.values()) == 3 * 2  # three batches × two attempts; without the breaker 36 × 5 × 2
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as db:
+        errors = [e for (e,) in db.execute("SELECT error FROM forecasts")]
+    assert len(errors) == 4 * 36 and all(errors)
+    assert sum(e.startswith("not sent: 3 batches in a row could not reach it") for e in errors) == len(errors) - 12

@@ -23,8 +23,10 @@ SYSTEMS = """\
 
 
 def made(run: Path) -> dict[str, int]:
+    """Forecasts made and taken from the cache by the run (its per-system tally left out)."""
     with sqlite3.connect(run / "forecasts.sqlite") as db:
-        return json.loads(db.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()[0])
+        counts = json.loads(db.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()[0])
+    return {k: counts[k] for k in ("made", "cached")}
 
 
 def test_cache_reuses_forecasts_across_runs(synthetic_study, cli, tmp_path):
@@ -55,6 +57,55 @@ def test_cache_reuses_forecasts_across_runs(synthetic_study, cli, tmp_path):
     assert cli("assess", config, "--out", tmp_path / "d", "--no-cards", "--workers", "1")[0] == 0
     windows = 6 * 23
     assert made(tmp_path / "d") == {"made": 3 * windows + 4 * windows, "cached": 3 * 3 * windows}
+
+
+MODEL = """\
+import json
+from pathlib import Path
+
+import numpy as np
+from helpers import scale  # a sibling module, found without PYTHONPATH
+
+WEIGHTS = Path(__file__).with_name("weights.json")
+
+
+def predict(inputs, horizon):
+    return scale(np.repeat(inputs[:, -1:], horizon, axis=1), json.loads(WEIGHTS.read_text())["level"])
+"""
+
+
+def test_cache_follows_the_model_files_and_can_be_bypassed(synthetic_study, cli, tmp_path):
+    """A retrained weights file (declared in depends_on) or an edited sibling module means new forecasts, not
+    the old model's from the cache; --no-cache makes them afresh; stderr says how many came from the cache."""
+    config = synthetic_study(
+        '- {name: m, type: python, function: "model.py:predict", depends_on: [weights.json]}\n', draws=2, stride=20
+    )
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "helpers.py").write_text("def scale(values, weight):\n    return values * weight\n")
+    (tmp_path / "weights.json").write_text('{"level": 1.0}')
+    total = 4 * 36
+
+    def run(name: str, *flags: str) -> tuple[dict[str, int], str, float]:
+        code, _, err = cli("assess", config, "--out", tmp_path / name, "--no-cards", "--workers", "1", *flags)
+        assert code == 0, err
+        with sqlite3.connect(tmp_path / name / "forecasts.sqlite") as db:
+            first = db.execute("SELECT forecast FROM forecasts ORDER BY window, perturbation LIMIT 1").fetchone()[0]
+        return made(tmp_path / name), err, json.loads(first)[0]
+
+    counts, err, before = run("a")
+    assert counts == {"made": total, "cached": 0} and f"m: {total} forecasts (0 from the cache)" in err, err
+    (tmp_path / "weights.json").write_text('{"level": 2.0}')  # retrained
+    counts, err, after = run("b")
+    assert counts == {"made": total, "cached": 0} and after == pytest.approx(2 * before)
+    assert run("c")[0] == {"made": 0, "cached": total}
+    (tmp_path / "helpers.py").write_text("def scale(values, weight):\n    return values * weight + 1\n")
+    counts, _, edited = run("d")
+    assert counts == {"made": total, "cached": 0} and edited == pytest.approx(after + 1)
+    counts, err, _ = run("e", "--no-cache")
+    assert counts == {"made": total, "cached": 0} and f"m: {total} forecasts (0 from the cache)" in err
+    config.write_text(config.read_text().replace("depends_on: [weights.json]", "depends_on: [gone.pkl]"))
+    code, _, err = cli("assess", config, "--out", tmp_path / "f", "--no-cards")
+    assert code == 2 and "depends_on: no file or folder ['gone.pkl']" in err, err
 
 
 def test_kill_and_resume_loses_nothing_and_duplicates_nothing(synthetic_study, tmp_path):
@@ -189,6 +240,35 @@ def test_ray_executor_matches_local(synthetic_study, cli, tmp_path):
     assert code == 0, err
     assert made(tmp_path / "ray")["cached"] == 0
     assert (tmp_path / "local" / "ratings.json").read_bytes() == (tmp_path / "ray" / "ratings.json").read_bytes()
+
+
+def test_a_ray_address_that_refuses_or_wants_a_token_is_exit_2_at_once(synthetic_study, cli, tmp_path, monkeypatch):
+    """Nothing listening at --address: exit 2 within seconds, naming the flag, and no run folder written.
+    A cluster with token authentication: exit 2 saying what to set."""
+    ray = pytest.importorskip("ray")
+    import socket
+
+    config = synthetic_study("- {name: naive, type: naive}\n", draws=2, stride=20)
+    with socket.socket() as probe:  # a local port that surely refuses: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+        started = time.monotonic()
+        code, _, err = cli("assess", config, "--out", tmp_path / "run", "--executor", "ray", "--address", address)
+    assert code == 2 and time.monotonic() - started < 30, err
+    assert f"--address {address}: no Ray cluster answers there" in err and "ray start --head" in err, err
+    assert not (tmp_path / "run").exists()
+
+    def token_needed(**options):  # what Ray 2.60 does at a `ray start --head` cluster without RAY_AUTH_MODE=token
+        for _ in range(20):  # its C++ core logs each attempt on fd 2 ...
+            os.write(2, b"gcs_client.cc:210: Failed to get cluster ID from GCS server: Unauthenticated: RPC error: "
+                        b"InvalidAuthToken: Authentication token is missing or incorrect\n")  # fmt: skip
+        raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.9:6379")  # ... then gives up, saying no more
+
+    monkeypatch.setattr(runner, "reachable", lambda address: None)
+    monkeypatch.setattr(ray, "init", token_needed)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--executor", "ray", "--address", "10.0.0.9:6379")
+    assert code == 2 and "uses token authentication; set RAY_AUTH_MODE=token" in err and "Traceback" not in err, err
+    assert "InvalidAuthToken" not in err and not (tmp_path / "run").exists()
 
 
 def test_accelerator_batches_stay_in_one_worker_per_device(tmp_path):

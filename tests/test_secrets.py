@@ -15,7 +15,7 @@ import pytest
 
 from causalrate.redact import declare, scrub
 from tests.conftest import synthetic_long_csv, write_yaml
-from tests.fake_servers import ECHO_PATHS, FakeServer, echo_answer
+from tests.fake_servers import ECHO_FORMS, ECHO_PATHS, FakeServer, echo_answer, revoked_answer
 
 pytest.importorskip("google.genai")
 
@@ -87,6 +87,61 @@ systems:
         assert piece not in printed
         for path in files:
             assert piece.encode() not in path.read_bytes(), path
+
+
+def test_an_echoed_bare_or_encoded_credential_is_scrubbed_everywhere(tmp_path, monkeypatch, cli):
+    """ "403 token <token> is revoked" with the token alone (no "Bearer"), URL-encoded, base64, HTML-escaped and
+    upper-cased: none reaches the store, the cache, the cards (the detailed report included) or the terminal."""
+    token = "Bearer Zq9-s3cr3t+tok/en=&<x>"  # characters each encoding changes
+    credential = token.split()[1]
+    monkeypatch.setenv("REVOKED_TOKEN", token)
+    synthetic_long_csv(tmp_path / "prices.csv")
+    with FakeServer(revoked_answer) as server:
+        systems = "\n".join(
+            f"  - {{name: http-{form}, type: http, url: '{server.url}/{form}', "
+            "headers_env: {Authorization: REVOKED_TOKEN}, timeout: 1, max_attempts: 1, backoff: 0}"
+            for form in ECHO_FORMS
+        )
+        study = write_yaml(
+            tmp_path / "study.yaml",
+            f"""\
+name: revoked
+data: {{source: csv, path: prices.csv, layout: long, attribute_columns: [industry, company], series: [A1, B1]}}
+windows: {{input_length: 40, horizon: 10, stride: 60}}
+perturbations: [{{id: P0, operator: none}}, {{id: P1, operator: drop_to_zero}}]
+outcome: rmax_scaled
+causal: {{schemes: [uniform], draws: 2}}
+rigor: {{replicates: 0}}
+systems:
+  - {{name: naive, type: naive}}
+{systems}
+""",
+        )
+        run = tmp_path / "run"
+        code, out, err = cli("assess", study, "--out", run, "--workers", "1", "--no-cards")
+        assert code == 3, err
+        card = cli("card", run, "--format", "html,md")
+        assert card[0] == 0, card[2]
+    with sqlite3.connect(run / "forecasts.sqlite") as conn:
+        errors = pd.read_sql("SELECT system, error FROM forecasts WHERE error IS NOT NULL", conn)
+    assert set(errors["system"]) == {f"http-{form}" for form in ECHO_FORMS}
+    assert errors["error"].str.contains("token \\*\\*\\* is revoked").all(), errors["error"].unique()
+    leaks = {form(credential) for form in ECHO_FORMS.values()} | {credential.lower()}
+    printed = out + err + card[1] + card[2]
+    files = [p for folder in (run, tmp_path / "forecast-cache") for p in folder.rglob("*") if p.is_file()]
+    assert any(p.name.endswith(".report.html") for p in files)
+    for leak in leaks:
+        assert leak not in printed
+        for path in files:
+            assert leak.encode() not in path.read_bytes(), (leak, path)
+
+
+def test_scrub_masks_each_credential_part_in_each_encoding(monkeypatch):
+    monkeypatch.setenv("UNIT_PARTS", "Bearer abc+def/ghi=")
+    declare("UNIT_PARTS")
+    for form in ECHO_FORMS.values():
+        assert scrub(f"token {form('abc+def/ghi=')} revoked") == "token *** revoked", form
+    assert scrub("Bearer is a word; the scheme alone is no secret") == "Bearer is a word; the scheme alone is no secret"
 
 
 def test_scrub_masks_escaped_forms_and_the_longest_secret_first(monkeypatch):

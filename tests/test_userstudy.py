@@ -253,3 +253,45 @@ def test_form_in_a_real_browser_produces_a_valid_response_file(kit, tmp_path):
         assert summary["problems"] == 0 and summary["responses"] == 8
         tidy = pd.read_csv(single / "report" / "responses.csv")
         assert set(tidy[tidy["item"] == "difficulty"]["answer"].astype(int)) == {2}
+
+
+def _keep(folder: Path, keep) -> None:
+    """Rewrite every answer file of `folder` keeping only the rows for which keep(row) holds."""
+    for path in folder.iterdir():
+        if path.suffix == ".csv":
+            frame = pd.read_csv(path, dtype=str)
+            frame[[keep(r) for r in frame.to_dict("records")]].to_csv(path, index=False)
+        else:
+            doc = json.loads(path.read_text())
+            doc["responses"] = [r for r in doc["responses"] if keep({**r, "participant": doc["participant"]})]
+            path.write_text(json.dumps(doc))
+
+
+def test_realistic_response_sets_are_analyzed_or_refused_clearly(kit, tmp_path, cli):
+    """Only one half answered, only Likert items, a participant id given as a list, a folder named x.csv:
+    each is a listed problem or a clear exit 2, never a traceback."""
+    answers = tmp_path / "half"
+    simulate(kit, answers, accuracy={"plain": 0.7, "ratings": 0.9}, difficulty={"plain": 3.5, "ratings": 2.5})
+    _keep(answers, lambda r: r["condition"] == "plain")  # everyone stopped halfway
+    (answers / "x.csv").mkdir()
+    code, _, err = cli("study", "analyze", kit, answers, "--out", tmp_path / "r1")
+    assert code == 0 and "Traceback" not in err, err
+    summary = json.loads((tmp_path / "r1" / "summary.json").read_text())
+    assert summary["difficulty"]["participants"] == 0 and summary["difficulty"]["median_plain"] is None
+    assert set(summary["accuracy"]) == {"plain"} and summary["problems"] > 0
+
+    likert = tmp_path / "likert"
+    simulate(kit, likert, accuracy={"plain": 0.7, "ratings": 0.9}, difficulty={"plain": 3.5, "ratings": 2.5})
+    _keep(likert, lambda r: r["item"] in ("difficulty", "confidence"))
+    code, _, err = cli("study", "analyze", kit, likert, "--out", tmp_path / "r2")
+    assert code == 2 and "no question has all its items answered" in err and "missing answer" in err, err
+
+    listed = tmp_path / "listed"
+    simulate(kit, listed, accuracy={"plain": 0.7, "ratings": 0.9}, difficulty={"plain": 3.5, "ratings": 2.5})
+    path = listed / "causalrate-P002.json"
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "participant": ["P002"]}))
+    code, _, err = cli("study", "analyze", kit, listed, "--out", tmp_path / "r3")
+    assert code == 0 and "Traceback" not in err, err
+    problems = (tmp_path / "r3" / "problems.csv").read_text()
+    assert "participant must be text, got ['P002']" in problems

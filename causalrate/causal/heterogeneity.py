@@ -11,8 +11,11 @@ self-check scores causalml meta-learners on the confounded observational draws a
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import logging
+import sys
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,17 +44,29 @@ PROPENSITY_CLIP = 0.01  # the X- and DR-learners divide by p and 1 − p
 MERGE_ALPHA = 0.05  # sibling leaves whose effects do not differ at this level are reported as one rule
 
 
+INSTALL = "pip install causalml==0.15.5 'scikit-learn>=1.6,<1.8'"  # what the core declares (pyproject.toml)
+
+
+def missing() -> str | None:
+    """Why causalml cannot be used here (None when it can): a core dependency, absent only from a partial install.
+
+    Only looked up, not imported (its import is slow): a re-rate whose fragility maps are in the memo needs none.
+    """
+    return "causalml is not installed" if importlib.util.find_spec("causalml") is None else None
+
+
 def _causalml():
-    """causalml's estimators, imported on first use (an optional extra; its import is slow)."""
+    """causalml's estimators, imported on first use (its import is slow)."""
     logging.getLogger("duecredit").setLevel(logging.CRITICAL)  # forestci logs an error when duecredit is absent
+    # causalml 0.15.5 still passes scikit-learn 1.6-1.7 the old keyword: its own business, not the user's
+    warnings.filterwarnings("ignore", message="'force_all_finite' was renamed", category=FutureWarning)
     try:
         from causalml.inference.meta import BaseDRRegressor, BaseXRegressor
         from causalml.inference.tree import CausalTreeRegressor
-    except ImportError as exc:
+    except ImportError as exc:  # e.g. its compiled tree against another scikit-learn
         raise UserError(
-            f"heterogeneity: the fragility map needs causalml ({exc}); install it with "
-            "pip install 'causalrate[heterogeneity]' && pip install --no-deps causalml==0.18.0, "
-            "or switch it off with heterogeneity: {enabled: false}"
+            f"heterogeneity: causalml does not import ({exc}); reinstall it with {INSTALL}, "
+            "or switch the fragility map off with heterogeneity: {enabled: false}"
         ) from None
     return CausalTreeRegressor, BaseXRegressor, BaseDRRegressor
 
@@ -124,14 +139,15 @@ def fit_tree(x: np.ndarray, control: np.ndarray, treated: np.ndarray, *, depth: 
     """
     tree_cls, _, _ = _causalml()
     n = len(x)
+    # every leaf holds both rows of each of its windows, so min_samples_leaf = 2·leaf is also `leaf` per group
+    honest = {"honesty": False} if "honesty" in inspect.signature(tree_cls).parameters else {}  # causalml >= 0.16
     tree = tree_cls(
         max_depth=depth,
         min_samples_leaf=2 * leaf,
         min_samples_split=4 * leaf,
-        min_group_samples=leaf,
-        honesty=False,
         control_name=0,
         random_state=seed,
+        **honest,
     )
     treatment = np.r_[np.zeros(n, dtype=int), np.ones(n, dtype=int)]
     return tree.fit(X=np.vstack([x, x]), treatment=treatment, y=np.r_[control, treated])
@@ -331,14 +347,18 @@ def assess_heterogeneity(
     estimates: list[Estimate],
     memo: Memo = OFF,
 ) -> Heterogeneity | None:
-    """The fragility map (and self-check) of every system × perturbation; None when switched off."""
+    """The fragility map (and self-check) of every system × perturbation; None when switched off or impossible.
+
+    Without a usable causalml (a partial install) `assess` and `rate` alike skip it and say so on stderr;
+    fragility_spread is then listed as not rated in ratings.json, with the same reason and command.
+    """
     cfg = study.config.heterogeneity
     if not cfg.enabled:
         return None
-    if importlib.util.find_spec("causalml") is None:  # not imported here: a re-rate's memo hits need none of it
-        if "enabled" in cfg.model_fields_set:
-            _causalml()  # asked for in the config: say how to install it
-        return None  # the default on a core install: fragility_spread is listed as not rated, with why
+    why = missing()
+    if why:
+        print(f"causalrate: warning: no fragility map: {why}; add it with: {INSTALL}", file=sys.stderr)
+        return None
     with threadpool_limits(1):  # small fits: OpenMP threads only contend (the machine may be busy)
         return _assess(study, forecasts, outcomes, estimates, memo)
 

@@ -96,10 +96,11 @@ class ForecastCache:
                 )
         return found
 
-    def put(self, rows: Iterable[tuple[str, Cached]]) -> None:
+    def put(self, rows: Iterable[tuple[str, Cached]], *, replace: bool = False) -> None:
+        """Store forecasts; an entry already there is kept, or with `replace` (a refresh) overwritten."""
         with self.conn:
             self.conn.executemany(
-                "INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?)",
+                f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO entries VALUES (?, ?, ?, ?, ?)",
                 [
                     (
                         key,

@@ -48,11 +48,13 @@ def store_windows(store: ForecastStore, study: Study) -> None:
     )
 
 
-def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | None, executor) -> dict[str, int]:
+def forecast_all(
+    study: Study, store: ForecastStore, *, cache: ForecastCache | None, executor, refresh: bool = False
+) -> dict:
     """The full factorial: every system × window × perturbation not yet in the store.
 
-    Forecasts found in the cache are written at once; the rest are batched into jobs, and
-    each finished batch is written to the store (one transaction) and to the cache.
+    Forecasts found in the cache are written at once (unless `refresh`); the rest are batched into jobs,
+    and each finished batch is written to the store (one transaction) and to the cache.
     """
     cfg, wd, ds = study.config, study.windows, study.dataset
     done = store.done()
@@ -101,6 +103,7 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
         )
 
     cfg_plugins = plugins.resolve(cfg.plugins, base_dir=study.base_dir, where=study.base_dir)
+    tally = {s.name: {"forecasts": 0, "cached": 0, "failed": 0, "seconds": 0.0} for s in cfg.systems}
     jobs = []
     history = series_history(ds, wd)
     for p, variant in ((q, v) for q in study.forecast_suite for v in range(placed[q.id].shape[1])):
@@ -134,8 +137,10 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
             keys = forecast_keys(
                 system.identity(), seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
             )
-            hits = cache.get(keys) if cache else {}
+            hits = cache.get(keys) if cache and not refresh else {}
             hit = np.array([k in hits for k in keys], dtype=bool)
+            tally[spec.name]["forecasts"] += int(todo.size)
+            tally[spec.name]["cached"] += int(hit.sum())
             if hit.any():
                 cached = [hits[k] for k in keys if k in hits]
                 result = BatchResult(
@@ -180,14 +185,17 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     counts["cached"] = needed - sum(placed[k[2]].shape[1] for k in done if k[2] in placed) - counts["made"]
 
     def on_done(job: Job, result: BatchResult) -> None:
+        tally[job.system]["failed"] += sum(e is not None for e in result.errors)
+        tally[job.system]["seconds"] += result.seconds
         per_row = np.full(job.size, result.seconds / max(job.size, 1))
         record(job.system, job.perturbation, job.window_ids, result, per_row, job.variant)
         if cache:
-            cache.put(
+            made = [
                 (k, Cached(result.forecasts[i].tolist(), per_row[i], result.samples[i], result.info[i]))
                 for i, k in enumerate(job.keys)
                 if result.errors[i] is None
-            )
+            ]
+            cache.put(made, replace=refresh)
 
     if jobs:
         executor.run(jobs, on_done)
@@ -195,7 +203,17 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
         rows, kept = search.rows()
         if rows.size:
             _record_worst(store, wd, system, perturbation, rows, kept)
-    return counts
+    return {**counts, "systems": tally}
+
+
+def summary_lines(systems: dict[str, dict]) -> list[str]:
+    """Per system what this run's forecasting did: forecasts, how many from the cache, failures, time."""
+    return [
+        f"{name}: {t['forecasts']} forecasts ({t['cached']} from the cache), {t['failed']} failed, "
+        f"{t['seconds']:.1f} s forecasting"
+        for name, t in systems.items()
+        if t["forecasts"]
+    ]
 
 
 def _record_worst(store: ForecastStore, wd: Windows, system: str, perturbation: str, rows: np.ndarray, kept) -> None:

@@ -19,7 +19,9 @@ import multiprocessing
 import os
 import queue
 import signal
+import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,10 +35,14 @@ from tqdm import tqdm
 
 from causalrate import plugins
 from causalrate.errors import UserError
-from causalrate.systems.base import Batch, Prediction, System
+from causalrate.redact import scrub
+from causalrate.systems.base import Batch, Prediction, System, TransportError
 from causalrate.systems.spec import SystemSpec, build_system
 
 GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
+# What a system's code may raise. Workers ignore Ctrl-C, so there even a KeyboardInterrupt or SystemExit comes
+# from the model itself: a failure row like any other, not a dead worker printing its traceback and retried.
+SYSTEM_FAULT = (Exception, KeyboardInterrupt, SystemExit)
 
 
 class ForecastTimeout(Exception):
@@ -73,6 +79,7 @@ class BatchResult:
     seconds: float
     samples: list[np.ndarray | None] = field(default_factory=list)  # per row [s, d], or None: point forecasts only
     info: list[dict | None] = field(default_factory=list)  # per row, e.g. tokens and latency of an API call
+    unreachable: bool = False  # the system could not be reached at all (TransportError): the circuit breaker counts it
 
     @classmethod
     def failed(cls, job: Job, error: str, seconds: float) -> BatchResult:
@@ -139,15 +146,18 @@ def run_job(job: Job, *, cores: int = 1) -> BatchResult:
             info[i] = None if prediction.info is None else prediction.info[j]
             errors[i] = None if prediction.errors is None else prediction.errors[j]
 
+    unreachable = False
     try:
         keep(range(b), _call(system, batch, job.timeout))
     except ForecastTimeout as exc:
         errors = [str(exc)] * b
-    except Exception:  # isolate the failing rows
+    except TransportError as exc:  # no row would get through alone either
+        errors, unreachable = [f"{type(exc).__name__}: {exc}"[:4000]] * b, True
+    except SYSTEM_FAULT:  # isolate the failing rows
         for i in range(b):
             try:
                 keep(range(i, i + 1), _call(system, batch.row(i), job.timeout))
-            except Exception as exc:  # a failure row keeps the error text
+            except SYSTEM_FAULT as exc:  # a failure row keeps the error text
                 errors[i] = f"{type(exc).__name__}: {exc}"[:4000]
     for i in range(b):
         finite = np.isfinite(forecasts[i]).all() and (samples[i] is None or np.isfinite(samples[i]).all())
@@ -155,14 +165,90 @@ def run_job(job: Job, *, cores: int = 1) -> BatchResult:
             errors[i] = errors[i] or "forecast holds NaN or inf"
         if errors[i] is not None:
             forecasts[i], samples[i] = np.nan, None
-    return BatchResult(forecasts, errors, time.perf_counter() - started, samples, info)
+    return BatchResult(forecasts, errors, time.perf_counter() - started, samples, info, unreachable)
 
 
 OnDone = Callable[[Job, BatchResult], None]
 
 
-def _progress(jobs: list[Job], label: str) -> tqdm:
-    return tqdm(total=sum(j.size for j in jobs), desc=label, unit="fc", file=sys.stderr, disable=None, smoothing=0.1)
+PLAIN_SECONDS = 30.0  # between two progress lines when stderr is not a terminal
+BREAKER_BATCHES = 3  # batches in a row that could not reach a system before its remaining ones are not sent
+
+
+class Breaker:
+    """A circuit breaker per system: after BREAKER_BATCHES batches in a row that could not reach it (its own
+    retries spent), its remaining batches fail unsent with the reason, and stderr says so: an endpoint that
+    never answers costs three batches' retries, not a day."""
+
+    def __init__(self, on_done: OnDone) -> None:
+        self.on_done = on_done
+        self.streak: dict[str, int] = {}
+        self.open: dict[str, str] = {}  # system → why its batches are no longer sent
+
+    def __call__(self, job: Job, result: BatchResult) -> None:
+        self.streak[job.system] = self.streak.get(job.system, 0) + 1 if result.unreachable else 0
+        if self.streak[job.system] >= BREAKER_BATCHES and job.system not in self.open:
+            reason = scrub(next((e for e in result.errors if e), "unreachable"))
+            self.open[job.system] = f"not sent: {BREAKER_BATCHES} batches in a row could not reach it ({reason})"
+            print(
+                f"causalrate: warning: {job.system}: {BREAKER_BATCHES} batches in a row could not reach it; its "
+                f"remaining forecasts are recorded as failed, unsent. Last error: {reason}",
+                file=sys.stderr,
+            )
+        self.on_done(job, result)
+
+    def stop(self, jobs: list[Job], pending: list[int], done: OnDone) -> None:
+        """Record the pending batches of every stopped system as failed, unsent, and take them out of `pending`."""
+        for index in [i for i in pending if jobs[i].system in self.open]:
+            pending.remove(index)
+            done(jobs[index], BatchResult.failed(jobs[index], self.open[jobs[index].system], 0.0))
+
+
+class Progress:
+    """Forecasting progress on stderr with the failures so far: tqdm's bar on a terminal; elsewhere (CI,
+    nohup, a notebook) a plain line at the start, every PLAIN_SECONDS and at the end."""
+
+    def __init__(self, jobs: list[Job], label: str, on_done: OnDone) -> None:
+        self.total, self.label, self.on_done = sum(j.size for j in jobs), label, on_done
+        self.done = self.failed = 0
+        self.terminal = sys.stderr.isatty()
+        self.bar = tqdm(
+            total=self.total, desc=label, unit="fc", file=sys.stderr, disable=not self.terminal, smoothing=0.1
+        )
+        self.started = self.printed = time.monotonic()
+
+    def __call__(self, job: Job, result: BatchResult) -> None:
+        """Hand a finished batch on, and count it."""
+        self.on_done(job, result)
+        self.done += job.size
+        failed = sum(e is not None for e in result.errors)
+        self.failed += failed
+        if self.terminal:
+            self.bar.update(job.size)
+            if failed:
+                self.bar.set_postfix(failed=self.failed, refresh=False)
+        elif time.monotonic() - self.printed >= PLAIN_SECONDS:
+            self.line()
+
+    def line(self) -> None:
+        self.printed = time.monotonic()
+        share = self.done / self.total if self.total else 1.0
+        print(
+            f"causalrate: {self.label}: {self.done}/{self.total} forecasts ({share:.0%}), {self.failed} failed, "
+            f"{self.printed - self.started:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def __enter__(self) -> Progress:
+        if not self.terminal:
+            self.line()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+        if not self.terminal and exc[0] is None:
+            self.line()
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -197,7 +283,7 @@ def _worker(tasks: multiprocessing.Queue, results: multiprocessing.Queue, parent
         results.put((index, None))  # started: the batch's clock starts now, not while this worker was starting up
         try:
             results.put((index, run_job(job, cores=cores)))
-        except Exception as exc:  # e.g. the system cannot be built here
+        except SYSTEM_FAULT as exc:  # e.g. the system cannot be built here
             results.put((index, f"worker error: {type(exc).__name__}: {exc}"))
 
 
@@ -266,9 +352,11 @@ class LocalExecutor:
         attempts = [0] * len(jobs)
         running: dict[int, tuple[int, float | None]] = {}  # slot → (job index, when the worker took it up)
         interrupted = True
-        with _progress(jobs, label) as bar:
+        breaker = Breaker(on_done)
+        with Progress(jobs, label, breaker) as done:
             try:
                 while pending or running:
+                    breaker.stop(jobs, pending, done)
                     for slot in range(len(slots)):
                         index = next(
                             (i for i in reversed(pending) if home.get(jobs[i].accelerator, slot) == slot), None
@@ -294,8 +382,7 @@ class LocalExecutor:
                                 del running[slot]
                             if isinstance(result, str):
                                 result = BatchResult.failed(jobs[index], result, 0.0)
-                            on_done(jobs[index], result)
-                            bar.update(jobs[index].size)
+                            done(jobs[index], result)
                     for slot, (index, started) in list(running.items()):
                         process = slots[slot][0]
                         elapsed = 0.0 if started is None else time.monotonic() - started
@@ -310,11 +397,10 @@ class LocalExecutor:
                         if attempts[index] <= self.retries:
                             pending.append(index)
                         else:
-                            on_done(
+                            done(
                                 jobs[index],
                                 BatchResult.failed(jobs[index], f"worker {why} after {elapsed:.0f} s", elapsed),
                             )
-                            bar.update(jobs[index].size)
                 interrupted = False
             finally:
                 for process, tasks in slots:
@@ -340,8 +426,13 @@ class RayExecutor:
         self.workers = workers
         self.retries = retries
         if not ray.is_initialized():
-            options = {"address": address} if address else {"num_cpus": workers}
-            ray.init(**options, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            if address:
+                _join(ray, address)
+            else:
+                ray.init(  # "local": a Ray of our own, even when another cluster runs here (or left its file behind)
+                    address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                    configure_logging=False,
+                )  # fmt: skip
 
     def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
         ray = self.ray
@@ -351,9 +442,11 @@ class RayExecutor:
         attempts = [0] * len(jobs)
         running: dict[Any, tuple[int, float]] = {}
         limit = max(2 * self.workers, 1)  # few in flight: submission time ≈ start time
-        with _progress(jobs, label) as bar:
+        breaker = Breaker(on_done)
+        with Progress(jobs, label, breaker) as done:
             try:
                 while pending or running:
+                    breaker.stop(jobs, pending, done)
                     while pending and len(running) < limit:
                         index = pending.pop()
                         attempts[index] += 1
@@ -366,8 +459,7 @@ class RayExecutor:
                             result = ray.get(ref)
                         except Exception as exc:  # a worker that died after its retries
                             result = BatchResult.failed(jobs[index], f"Ray task failed: {type(exc).__name__}", 0.0)
-                        on_done(jobs[index], result)
-                        bar.update(jobs[index].size)
+                        done(jobs[index], result)
                     for ref, (index, started) in list(running.items()):
                         elapsed = time.monotonic() - started
                         if elapsed <= jobs[index].timeout * 2 + GRACE_SECONDS:  # queued time counts: be lenient
@@ -378,11 +470,63 @@ class RayExecutor:
                             pending.append(index)
                         else:
                             why = f"Ray worker hung and was killed after {elapsed:.0f} s"
-                            on_done(jobs[index], BatchResult.failed(jobs[index], why, elapsed))
-                            bar.update(jobs[index].size)
+                            done(jobs[index], BatchResult.failed(jobs[index], why, elapsed))
             finally:  # after Ctrl-C or an error, nothing keeps running for this run
                 for ref in running:
                     ray.cancel(ref, force=True)
+
+
+CONNECT_SECONDS = 5.0  # to reach a Ray cluster's address before Ray's own retries (minutes, silent) begin
+
+
+def _join(ray: Any, address: str) -> None:
+    """ray.init at a cluster's address; a refused connection or a cluster that wants a token is a UserError.
+
+    Ray's C++ core logs each failed attempt on fd 2 (about 20 "InvalidAuthToken" lines for a cluster with
+    token authentication, then a bare ConnectionError): those lines are caught, read for the cause, and shown
+    only when they are not explained by the message.
+    """
+    reachable(address)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as logs:
+        os.dup2(logs.fileno(), 2)
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            failure = None
+        except Exception as exc:
+            failure = exc
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        logs.seek(0)
+        said = logs.read().decode(errors="replace")
+    if failure is None:
+        sys.stderr.write(said)
+        return
+    if isinstance(failure, ray.exceptions.AuthenticationError) or "InvalidAuthToken" in said + str(failure):
+        raise UserError(
+            f"--address {address}: the Ray cluster uses token authentication; set RAY_AUTH_MODE=token and give its "
+            "token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; `ray get-auth-token` on the head "
+            "node prints it)"
+        ) from None
+    sys.stderr.write(said)
+    raise UserError(f"--address {address}: cannot join the Ray cluster ({type(failure).__name__}: {failure})") from None
+
+
+def reachable(address: str) -> None:
+    """UserError unless something listens at a Ray address ("host:port" or "ray://host:port"; "auto" is Ray's)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", "local": Ray finds the cluster itself
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise UserError(
+            f"--address {address}: no Ray cluster answers there within {CONNECT_SECONDS:g} s ({exc}); start one "
+            "with `ray start --head` and give the address it prints, or leave --address out for a local Ray"
+        ) from None
 
 
 def _ray_job(job: Job) -> BatchResult:

@@ -238,7 +238,7 @@ def _expand(spec: PerturbationSpec, input_length: int, placement: str) -> list[P
     if spec.offset is not None and spec.offset >= input_length:
         raise UserError(f"perturbations: {spec.id}: offset {spec.offset} is outside the input (0..{input_length - 1})")
     if not spec.grid:
-        return [_resolve(spec, spec.period or input_length, settings, spec.id, None, placement)]
+        return [_resolve(spec, spec.period or input_length, settings, spec.id, None, placement, input_length)]
     ((name, values),) = spec.grid.items()
     if name != "period" and name not in settings:
         raise UserError(
@@ -253,15 +253,28 @@ def _expand(spec: PerturbationSpec, input_length: int, placement: str) -> list[P
         else:
             period, severity, label = spec.period or input_length, float(value), f"{spec.operator} {name}"
             params[name] = float(value)
-        resolved = _resolve(spec, period, params, f"{spec.id}@{value:g}", severity, placement)
+        resolved = _resolve(spec, period, params, f"{spec.id}@{value:g}", severity, placement, input_length)
         out.append(replace(resolved, severity_label=label))
     return out
 
 
 def _resolve(
-    spec: PerturbationSpec, period: int, params: dict[str, float], pid: str, severity: float | None, placement: str
+    spec: PerturbationSpec,
+    period: int,
+    params: dict[str, float],
+    pid: str,
+    severity: float | None,
+    placement: str,
+    input_length: int,
 ) -> Perturbation:
     cls = OPERATORS.get(spec.operator)
+    periods = [period, *(part.period for part in spec.combine or () if part.period)]
+    if cls.kind != "control" and spec.offset is None and max(periods) > input_length:
+        raise UserError(  # one point per k input points would miss most windows' n points: not what it says
+            f"perturbations: {pid}: period {max(periods)} exceeds windows.input_length {input_length}, so only "
+            f"about {input_length}/{max(periods)} of the windows would be perturbed; give a period of at most "
+            f"{input_length}"
+        )
     parts: tuple[Part, ...] = ()
     if spec.combine:
         parts = tuple(

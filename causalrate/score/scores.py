@@ -246,9 +246,10 @@ class FragilitySpread(Score):
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | None:
         if evidence.heterogeneity is None:
+            from causalrate.causal.heterogeneity import INSTALL
+
             self.unavailable = (
-                "no fragility map: heterogeneity.enabled is false, or causalml is not installed "
-                "(pip install 'causalrate[heterogeneity]' && pip install --no-deps causalml==0.18.0)"
+                f"no fragility map: heterogeneity.enabled is false, or causalml cannot be used here ({INSTALL})"
             )
             return None
         return evidence.heterogeneity

@@ -50,6 +50,13 @@ class Batch:
         )
 
 
+class TransportError(Exception):
+    """The system could not be reached (after its own retries): a failure of the whole batch, not of a row.
+
+    The runner does not retry such a batch row by row, and stops a system after several in a row.
+    """
+
+
 @dataclass(frozen=True)
 class Prediction:
     """A system's answer for a batch: point forecasts, optional sample paths, optional per-row facts."""
@@ -63,23 +70,31 @@ class Prediction:
     def of(cls, out: object, *, rows: int, horizon: int) -> Prediction:
         """Normalise what forecast() returned; a wrong shape raises ValueError (→ failure rows)."""
         if not isinstance(out, Prediction):
-            array = np.asarray(out, dtype=np.float64)
+            array = real_numbers(out, "the forecast")
             if array.ndim == 3:
                 out = Prediction(point=np.median(array, axis=1), samples=array)
             else:
                 out = Prediction(point=array)
-        point = np.asarray(out.point, dtype=np.float64)
+        point = real_numbers(out.point, "the point forecast")
         if point.shape != (rows, horizon):
             raise ValueError(
                 f"wrong shape: expected {(rows, horizon)} (or [batch, samples, horizon]), got {point.shape}"
             )
-        samples = None if out.samples is None else np.asarray(out.samples, dtype=np.float64)
+        samples = None if out.samples is None else real_numbers(out.samples, "the samples")
         if samples is not None and (samples.ndim != 3 or samples.shape[::2] != (rows, horizon)):
             raise ValueError(f"wrong sample shape: expected ({rows}, samples, {horizon}), got {samples.shape}")
         for name in ("info", "errors"):
             if getattr(out, name) is not None and len(getattr(out, name)) != rows:
                 raise ValueError(f"{name} has {len(getattr(out, name))} rows, expected {rows}")
         return Prediction(point=point, samples=samples, info=out.info, errors=out.errors)
+
+
+def real_numbers(values: object, what: str) -> np.ndarray:
+    """float64 of real numbers; complex numbers or text raise ValueError (failure rows), never a silent cast."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "iuf":
+        raise ValueError(f"{what} must be real numbers (int or float), got {array.dtype} values")
+    return array.astype(np.float64)
 
 
 class NoSettings(BaseModel):

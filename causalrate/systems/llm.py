@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from causalrate.systems.base import Batch, Prediction, System
+from causalrate.systems.base import Batch, Prediction, System, TransportError
 
 PROMPT_VERSION = "cik-direct-v1"  # bump whenever the text below changes
 
@@ -128,6 +128,7 @@ class Answer:
     text: str
     facts: dict[str, Any] = field(default_factory=dict)  # e.g. prompt_tokens, output_tokens
     error: str | None = None  # the request itself failed (after transport retries)
+    unreachable: bool = False  # it failed for want of an answer (timeouts, connection, 429/5xx), not its content
 
 
 class ChatSystem(System):
@@ -169,6 +170,8 @@ class ChatSystem(System):
         for attempt in range(self.settings.parse_retries + 1):
             started = time.perf_counter()
             answers = self.ask([requests[i] for i in todo], attempt=attempt)
+            if attempt == 0 and answers and all(a.unreachable for a in answers):  # nothing got through
+                raise TransportError(answers[0].error)
             share = (time.perf_counter() - started) / max(len(todo), 1)
             still = []
             for i, answer in zip(todo, answers, strict=True):

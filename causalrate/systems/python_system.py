@@ -7,21 +7,29 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from causalrate.errors import UserError
 from causalrate.systems.base import SYSTEMS, Batch, System
+
+LOCAL_SOURCES_LIMIT = 500  # .py files fingerprinted by default; a larger local package keeps only the module's own
 
 
 class PythonSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     function: str = Field(pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$", description="module:function or file.py:function")
     accepts_nan: bool = Field(False, description="false: missing values are imputed before the call")
+    depends_on: list[str] = Field(
+        default_factory=list,
+        description="files or folders (relative to the YAML) the forecasts depend on, e.g. weights: their content "
+        "enters the cache key",
+    )
+    version: str | None = Field(None, description="a version of the model (e.g. a training date): enters the cache key")
 
 
 @SYSTEMS.register("python")
@@ -34,11 +42,15 @@ class PythonFunction(System):
         super().__init__(settings, base_dir=base_dir)
         self.accepts_nan = settings.accepts_nan
         self.function = load_callable(settings.function, base_dir=base_dir)
+        self._files: dict | None = None
+        missing = [p for p in settings.depends_on if not (base_dir / p).exists()]
+        if missing:
+            raise UserError(f"system type python: depends_on: no file or folder {missing} (relative to {base_dir})")
 
     def identity(self) -> dict:
-        """The function's module source is part of the identity: editing it invalidates cached forecasts.
-
-        For a file it is the hash of the bytes loaded (the module's own record), never a module looked up by name.
+        """What the forecasts depend on, so that a change of any of it invalidates cached forecasts: the
+        function's module source (for a file, the hash of the bytes loaded, never a module looked up by name),
+        the .py files of its local package (sibling modules), and the declared `depends_on` files' content.
         """
         module = inspect.getmodule(self.function)
         digest = getattr(module, "__causalrate_sha256__", None)
@@ -48,10 +60,47 @@ class PythonFunction(System):
             except (OSError, TypeError):
                 source = getattr(self.function, "__qualname__", repr(self.function))
             digest = hashlib.sha256(source.encode()).hexdigest()
-        return {**super().identity(), "source": digest}
+        if self._files is None:  # read once per run, not per perturbation
+            declared = [self.base_dir / p for p in self.settings.depends_on]
+            self._files = {
+                "package": files_digest(local_sources(module)),
+                "depends_on": files_digest(declared) if declared else None,
+            }
+        return {**super().identity(), "source": digest, **self._files}
 
-    def forecast(self, batch: Batch) -> np.ndarray:
-        return np.asarray(self.function(batch.inputs.copy(), batch.horizon), dtype=np.float64)
+    def forecast(self, batch: Batch) -> object:
+        return self.function(batch.inputs.copy(), batch.horizon)  # checked as real numbers by Prediction.of
+
+
+def local_sources(module: ModuleType | None) -> list[Path]:
+    """The .py files a module can import as its neighbours: those of its folder (or of its top-level package's
+    folder) and of the packages below it. None for an installed library (its version is in the key) or a
+    package too large to read on every run."""
+    top = sys.modules.get(module.__name__.split(".")[0]) if module else None
+    location = getattr(top if top and hasattr(top, "__path__") else module, "__file__", None)
+    if location is None:
+        return []
+    root = Path(location).resolve().parent
+    installed = {"site-packages", "dist-packages"} & set(root.parts)
+    if installed or root.is_relative_to(Path(sysconfig.get_paths()["stdlib"]).resolve()):
+        return []
+    files, folders = list(root.glob("*.py")), [root]
+    while folders and len(files) <= LOCAL_SOURCES_LIMIT:  # down through packages only: no .venv, no data
+        below = [d for d in folders.pop().iterdir() if d.is_dir() and (d / "__init__.py").is_file()]
+        files += [f for d in below for f in d.glob("*.py")]
+        folders += below
+    return sorted(files) if len(files) <= LOCAL_SOURCES_LIMIT else []
+
+
+def files_digest(paths: list[Path]) -> str:
+    """sha256 over each file's path and content (a folder: every file below it), in sorted order."""
+    digest = hashlib.sha256()
+    for path in paths:
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file():
+                digest.update(f"{file.name}\0{file.stat().st_size}\0".encode())
+                digest.update(file.read_bytes())
+    return digest.hexdigest()
 
 
 def load_callable(target: str, *, base_dir: Path) -> Callable:
@@ -85,6 +134,8 @@ def _load_file(path: Path) -> ModuleType:
         module = importlib.util.module_from_spec(spec)
         module.__causalrate_sha256__ = digest
         sys.modules[module_name] = module
+        if str(path.parent) not in sys.path:  # `import helpers` of a helpers.py beside it, without PYTHONPATH
+            sys.path.append(str(path.parent))
         try:
             spec.loader.exec_module(module)
         except BaseException:

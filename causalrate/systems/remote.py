@@ -24,15 +24,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
 from causalrate.redact import declare, scrub
-from causalrate.systems.base import SYSTEMS, Batch, System
+from causalrate.systems.base import SYSTEMS, Batch, System, TransportError, real_numbers
 from causalrate.systems.checkpoints import require
 from causalrate.systems.llm import Answer, ChatSettings, ChatSystem, Request
 
 T = TypeVar("T")
 
 
-class Transient(Exception):
-    """A failure worth trying again: rate limit, server error, timeout, dropped connection."""
+class Transient(TransportError):
+    """A failure worth trying again: rate limit, server error, timeout, dropped connection (after the last try,
+    the endpoint could not be reached)."""
 
 
 OPERATIONAL = ("timeout", "max_attempts", "backoff", "max_backoff", "concurrency", "headers_env")
@@ -137,7 +138,8 @@ class Gemini(ChatSystem):
                 response, tries = with_retries(lambda: one(request), self.settings, secrets=[key])
             except Exception as exc:
                 message = scrub(f"{type(exc).__name__}: {exc}", [key])
-                return Answer("", {"latency_s": time.perf_counter() - started}, error=message)
+                latency = {"latency_s": time.perf_counter() - started}
+                return Answer("", latency, error=message, unreachable=isinstance(exc, Transient))
             usage = response.usage_metadata
             facts = {
                 "latency_s": time.perf_counter() - started,
@@ -231,7 +233,7 @@ def _forecast_rows(raw: bytes, *, rows: int, horizon: int, secrets: list[str]) -
     if not isinstance(answer, dict) or "forecast" not in answer:
         raise ValueError(f"response has no 'forecast' key: {excerpt}")
     try:
-        values = np.asarray(answer["forecast"], dtype=np.float64)
+        values = real_numbers(answer["forecast"], "response 'forecast'")  # "1.5" is text, not a number
     except (TypeError, ValueError):
         raise ValueError("response 'forecast' is not a table of numbers") from None
     if values.shape != (rows, horizon):

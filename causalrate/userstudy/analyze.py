@@ -42,7 +42,8 @@ def load_kit(kit_dir: Path) -> tuple[dict, dict, dict]:
 
 def read_responses(folder: Path, *, questionnaire: dict, plan: dict) -> Responses:
     """All *.csv and *.json answer files of `folder`, validated row by row."""
-    files = sorted(p for p in folder.iterdir() if p.suffix in (".csv", ".json")) if folder.is_dir() else []
+    found = folder.iterdir() if folder.is_dir() else []
+    files = sorted(p for p in found if p.suffix in (".csv", ".json") and p.is_file())  # not a folder named x.csv
     if not files:
         raise UserError(f"{folder}: no response files (*.csv, *.json) here")
     labels = {q["id"]: q["labels"] for q in questionnaire["questions"]}
@@ -91,6 +92,9 @@ def _check(row: dict, *, labels: dict, plan: dict) -> str | None:
     """Why a response row is invalid, or None."""
     if set(COLUMNS) - set(row) or any(row.get(c) is None for c in COLUMNS):
         return f"needs the fields {COLUMNS}"
+    wrong = [c for c in COLUMNS if not isinstance(row[c], str) and not (c == "answer" and isinstance(row[c], int))]
+    if wrong:
+        return "; ".join(f"{c} must be text, got {row[c]!r}" for c in wrong)
     pid, q, item, answer = row["participant"], row["question"], row["item"], str(row["answer"]).strip()
     if pid not in plan:
         return f"unknown participant id {pid!r}"
@@ -124,7 +128,7 @@ def score_responses(rows: pd.DataFrame, key: dict) -> pd.DataFrame:
     wide = rows.pivot_table(
         index=["participant", "question", "condition"], columns="item", values="answer", aggfunc="first"
     )
-    wide = wide.dropna().reset_index()
+    wide = wide.reindex(columns=list(ITEMS)).dropna().reset_index()  # a question counts when every item is answered
     wide["top_correct"] = [
         r.split(">")[0] in key[q]["most_robust"] for r, q in zip(wide["ranking"], wide["question"], strict=True)
     ]
@@ -144,7 +148,8 @@ def difficulty_test(scored: pd.DataFrame) -> dict:
 
     Effect size: the matched-pairs rank-biserial correlation (positive = harder without ratings).
     """
-    per = scored.pivot_table(index="participant", columns="condition", values="difficulty", aggfunc="mean").dropna()
+    per = scored.pivot_table(index="participant", columns="condition", values="difficulty", aggfunc="mean")
+    per = per.reindex(columns=["plain", "ratings"]).dropna()  # participants who answered in both conditions
     result = {"participants": len(per), "median_plain": None, "median_ratings": None}
     if len(per) == 0:
         return result
@@ -203,6 +208,12 @@ def analyze(kit_dir: Path, responses_dir: Path, *, out: Path) -> dict:
             + "\n".join(f"  {f} {w}: {p}" for f, w, p in responses.problems)
         )
     scored = score_responses(responses.rows, key)
+    if scored.empty:
+        raise UserError(
+            f"{responses_dir}: no question has all its items answered ({', '.join(ITEMS)}); "
+            f"{len(responses.problems)} problem(s), the first: "
+            + "; ".join(f"{f} {w}: {p}".strip() for f, w, p in responses.problems[:5])
+        )
     summary = {**summarise(scored), "problems": len(responses.problems)}
     out.mkdir(parents=True, exist_ok=True)
     responses.rows.to_csv(out / "responses.csv", index=False)

@@ -58,8 +58,15 @@ def export_kit(
     per_question: int | None = None,
     participants: int = 30,
     seed: int = 0,
+    overwrite: bool = False,
 ) -> Path:
-    """Write the kit to `out`; every choice is drawn from `seed`, so the same call writes the same kit."""
+    """Write the kit to `out`; every choice is drawn from `seed`, so the same call writes the same kit.
+
+    A kit already in `out` is kept unless `overwrite`: its edited consent.md or handed-out key is the user's.
+    """
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not overwrite)):
+        what = "a file" if not out.is_dir() else "a folder that is not empty (a kit already handed out?)"
+        raise UserError(f"--out {out}: {what}; give a new folder, or --overwrite to replace the kit's files")
     doc = Run.open(run_dir).ratings
     stored = StoredForecasts.read(run_dir)
     study, forecasts = stored.study(run_dir), stored.rows
@@ -77,6 +84,9 @@ def export_kit(
     pool = [(p, combo) for p in perturbations for combo in itertools.combinations(names, k)]
     if questions > len(pool) or questions < 2 or questions % 2:
         raise UserError(f"--questions: an even number from 2 to {len(pool) - len(pool) % 2} for this run and systems")
+    if not any(score == BIAS_SCORE for _, score, _ in ratings):  # the key's "least biased" comes from it
+        why = doc.not_rated.get(BIAS_SCORE, "not among the run's scores")
+        raise UserError(f"{run_dir}: the kit's bias question needs the run's {BIAS_SCORE} ratings: {why}")
     draw = rng(seed, "study-export")
     chosen = [pool[i] for i in sorted(draw.choice(len(pool), size=questions, replace=False))]
     ok = forecasts[forecasts["error"].isna()]

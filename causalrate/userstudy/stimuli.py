@@ -24,12 +24,14 @@ def question_figure(
 ) -> bytes:
     k = len(panels)
     fig = plt.figure(figsize=(4.2 * k, 6.6 if rankings is None else 7.6))
-    grid = fig.add_gridspec(3 if rankings else 2, k, height_ratios=[1.3, 1, 0.45][: 3 if rankings else 2])
+    fig.suptitle(title, fontsize=12)
+    ratios = [0.12, 1.3, 1, 0.45][: 4 if rankings else 3]  # the legend's row, the panels, the bars, the rankings
+    grid = fig.add_gridspec(len(ratios), k, height_ratios=ratios)
     n, d = clean.size, truth.size
     x_in, x_out = np.arange(n), np.arange(n, n + d)
     changed = np.flatnonzero(~np.isclose(clean, perturbed, equal_nan=False) | np.isnan(perturbed))
     for i, (label, (on_clean, on_perturbed)) in enumerate(panels.items()):
-        ax = fig.add_subplot(grid[0, i])
+        ax = fig.add_subplot(grid[1, i], sharey=fig.axes[0] if i else None)
         ax.plot(x_in, clean, color=GREY, lw=1.2, label="input (clean)")
         ax.plot(x_out, truth, color="black", lw=1.6, label="what happened")
         ax.plot(x_out, on_clean, color=PALETTE[0], ls="--", lw=1.6, label="forecast, clean input")
@@ -38,13 +40,16 @@ def question_figure(
         for n_mark, j in enumerate(changed):
             shown = perturbed[j] if np.isfinite(perturbed[j]) and perturbed[j] >= low * 0.5 else low
             marker = "x" if np.isnan(perturbed[j]) else "v"
-            label = None if n_mark else "perturbed input value (× missing, ▼ off the scale)"
-            ax.plot(j, shown, marker=marker, ls="none", color=PALETTE[1], ms=9, mew=2, label=label)
+            key = None if n_mark else "perturbed input value (× missing, ▼ off the scale)"
+            ax.plot(j, shown, marker=marker, ls="none", color=PALETTE[1], ms=9, mew=2, label=key)
         ax.set_title(f"System {label}", fontsize=12, fontweight="bold")
         ax.set_xlabel("day")
-        if i == 0:
-            ax.legend(fontsize=7.5, loc="upper left", frameon=False)
-    ax = fig.add_subplot(grid[1, :])
+    # one legend for the panels, in a row of its own above them: inside a panel it covered lines and titles
+    handles, keys = fig.axes[0].get_legend_handles_labels()
+    legend = fig.add_subplot(grid[0, :])
+    legend.axis("off")
+    legend.legend(handles, keys, loc="center", ncol=3, fontsize=8.5, frameon=False)
+    ax = fig.add_subplot(grid[2, :])
     groups = sorted({g for errors in group_errors.values() for g in errors})
     width = 0.8 / k
     for i, (label, errors) in enumerate(group_errors.items()):
@@ -60,7 +65,7 @@ def question_figure(
     ax.set_title("Mean error per industry under this perturbation (lower is better)", fontsize=10)
     ax.legend(fontsize=8, frameon=False)
     if rankings:
-        ax = fig.add_subplot(grid[2, :])
+        ax = fig.add_subplot(grid[3, :])
         ax.axis("off")
         ax.text(0.0, 0.75, "causalrate's ratings as rankings", fontsize=11, fontweight="bold", transform=ax.transAxes)
         ax.text(
@@ -73,9 +78,7 @@ def question_figure(
         ax.text(
             0.0, 0.0, "Least biased first:  " + _ranking(rankings["bias_rank"]), fontsize=11, transform=ax.transAxes
         )
-    fig.suptitle(title, fontsize=12)
-    fig.tight_layout()
-    return mpl.png(fig)
+    return mpl.png(fig)  # laid out by constrained layout (causalrate.report.mpl): no tight_layout
 
 
 def _ranking(ranks: dict[str, int]) -> str:
