@@ -157,7 +157,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
     outcomes = outcome_tables(study, forecasts)
     # causal: WRS, the observational draws and their matched effects, the fragility map
     groupings = wrs_plans(table, cfg.causal.wrs_groups)
-    wrs_table = wrs_scores(outcomes, groupings)
+    wrs_table = without_left_out(wrs_scores(outcomes, groupings), study)
     settings = DrawSettings(
         schemes=tuple(cfg.causal.schemes),
         draws=cfg.causal.draws,
@@ -201,6 +201,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
         heterogeneity=fragility.spreads if fragility else None,
     )
     raw, unavailable = score_all(evidence, cfg.rating.scores)
+    raw = without_left_out(raw, study)
     rigor = None
     if cfg.rigor.replicates > 0:
         rigor = assess_rigor(
@@ -216,6 +217,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
             wrs_plans=groupings,
             memo=memo,
         )
+        rigor.wrs_tests = [t for t in rigor.wrs_tests if (t["system"], t["perturbation"]) not in left_out(study)]
     # rate: coverage, absolute quantities, levels, stability, inconclusive APEs, headlines
     rating = RatingSettings(
         levels=cfg.rating.levels, rule=cfg.rating.rule, scale=cfg.rating.scale, min_coverage=cfg.rating.min_coverage
@@ -246,6 +248,18 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
         recency_profile=recency_profile(evidence, replicates=cfg.rigor.replicates, seed=cfg.seed),
         heterogeneity=fragility.doc if fragility else {},
     )
+
+
+def left_out(study: Study) -> set[tuple[str, str]]:
+    """(system, perturbation) pairs never forecast, so never rated: a `for_systems: nan-accepting` entry
+    (e.g. P3+ffill) for a system causalrate imputes anyway (its plain P3 is already system + imputation)."""
+    return {(s, p.id) for p in study.suite for s, system in study.systems.items() if not p.applies_to(system)}
+
+
+def without_left_out(frame: pd.DataFrame, study: Study) -> pd.DataFrame:
+    """`frame`'s rows (by system and perturbation) but those of pairs left out."""
+    skipped = left_out(study)
+    return frame[[pair not in skipped for pair in zip(frame["system"], frame["perturbation"], strict=True)]]
 
 
 def outcome_tables(study: Study, forecasts: pd.DataFrame) -> dict[str, pd.DataFrame]:

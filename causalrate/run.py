@@ -37,6 +37,19 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
+class MissingValues(Section):
+    """A NaN-accepting system's `ape` through its own handling (`own`) and after imputation (`imputed`)."""
+
+    own: str
+    imputed: str
+    imputation: str
+    score: str
+    own_value: Number
+    imputed_value: Number
+    difference_interval: Interval  # 95 % of the paired resamples of own − imputed
+    better: str  # "its own handling", the imputation's name, "neither (…)" or "undetermined (…)"
+
+
 class SystemRecord(Section):
     name: str
     type: str
@@ -46,6 +59,8 @@ class SystemRecord(Section):
     parameters: int | None = None
     imputation: str | None = None
     pins_relaxed: list[str] = Field(default_factory=list)  # pins its own environment does not honour
+    nan_policy: str | None = None  # how missing inputs reach it (systems.base.nan_handling)
+    missing_values: MissingValues | None = None  # own NaN handling against imputation (report.missing_values)
 
 
 class PerturbationRecord(Section):
@@ -63,6 +78,7 @@ class PerturbationRecord(Section):
     offset: int | None = None
     candidates: int | None = None
     impute: str | None = None
+    for_systems: str = "all"  # "nan-accepting": forecast and rated only for systems that take NaN
     positional: bool = True
     combine: list[dict[str, Any]] | None = None
     calibration: dict[str, Number] | None = None  # series → calibrated magnitude

@@ -126,3 +126,8 @@ def fragile_when_high(inputs, horizon):
     median = np.nanmedian(inputs, axis=1)
     hit = (inputs == 0).any(axis=1) & (median > FRAGILE_ABOVE)
     return np.repeat(np.where(hit, 1.5 * median, median)[:, None], horizon, axis=1)
+
+
+def window_mean_nan_as_zero(inputs, horizon):
+    """Takes NaN itself, badly: a missing value counts as 0, so forward-fill does better."""
+    return np.repeat(np.nan_to_num(inputs, nan=0.0).mean(axis=1)[:, None], horizon, axis=1)

@@ -108,6 +108,8 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
         charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
         for spec in cfg.systems:
             system = study.systems[spec.name]
+            if not p.applies_to(system):
+                continue
             todo = np.array([i for i in range(len(wd)) if (spec.name, i, p.id) not in done], dtype=int)
             if todo.size == 0:
                 continue
@@ -174,7 +176,9 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                 )
 
     counts = {"made": sum(j.size for j in jobs), "cached": 0}
-    needed = len(cfg.systems) * sum(f.size for f in placed.values())  # worst: m candidates per window
+    needed = sum(  # worst: m candidates per window
+        placed[p.id].size for p in study.suite for s in cfg.systems if p.applies_to(study.systems[s.name])
+    )
     counts["cached"] = needed - sum(placed[k[2]].shape[1] for k in done if k[2] in placed) - counts["made"]
 
     def on_done(job: Job, result: BatchResult) -> None:
