@@ -60,6 +60,7 @@ class SystemRecord(Section):
     imputation: str | None = None
     pins_relaxed: list[str] = Field(default_factory=list)  # pins its own environment does not honour
     nan_policy: str | None = None  # how missing inputs reach it (systems.base.nan_handling)
+    licence: str | None = None  # a restriction on its weights (gated, non-commercial)
     missing_values: MissingValues | None = None  # own NaN handling against imputation (report.missing_values)
 
 

@@ -33,7 +33,13 @@ from tests.conftest import managed_python
 from tests.test_models import HORIZON, INPUT, write_data
 from tests.tiny_models import build_in
 
-CORE = {"chronos2": "quantiles", "timesfm2.5": "quantiles", "tirex": "quantiles", "sundial": "samples"}
+CORE = {
+    "chronos2": "quantiles",
+    "timesfm2.5": "quantiles",
+    "timesfm3": "quantiles",
+    "tirex": "quantiles",
+    "sundial": "samples",
+}
 OWN_ENV = {  # type → (builder run in its environment, the study's system entry, output kind)
     "moirai2": (tiny_zoo.build_moirai2, "{model: ckpt/moirai2, context_length: 32}", "quantiles"),
     "toto": (tiny_zoo.build_toto, "{model: ckpt/toto, num_samples: 4}", "samples"),
@@ -65,6 +71,7 @@ systems:
 CORE_SYSTEMS = """\
   - {name: chronos2, type: chronos2, model: ckpt/chronos2}
   - {name: timesfm2.5, type: timesfm2.5, model: ckpt/timesfm25}
+  - {name: timesfm3, type: timesfm3, model: ckpt/timesfm3}
   - {name: tirex, type: tirex, model: ckpt/tirex}
   - {name: sundial, type: sundial, model: ckpt/sundial, num_samples: 5}
 """
@@ -74,7 +81,7 @@ CORE_SYSTEMS = """\
 def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("zoo")
     write_data(folder)
-    for name in ("chronos2", "timesfm25", "tirex", "sundial"):
+    for name in ("chronos2", "timesfm25", "timesfm3", "tirex", "sundial"):
         getattr(tiny_zoo, f"build_{name}")(folder / "ckpt" / name)
     (folder / "study.yaml").write_text(study_yaml("zoo", timeout=120, systems=CORE_SYSTEMS))
     mp = pytest.MonkeyPatch()
@@ -103,7 +110,7 @@ def test_core_zoo_runs_end_to_end_with_its_output_kind(run):
     assert set(CORE) <= rated
     imputed = {s["name"]: s["imputation"] for s in doc["systems"]}
     assert imputed["timesfm2.5"] == imputed["sundial"] == "ffill"  # no NaN mask: imputed by causalrate, on the card
-    assert imputed["chronos2"] is imputed["tirex"] is None  # native masks see the NaN
+    assert imputed["chronos2"] is imputed["tirex"] is imputed["timesfm3"] is None  # their own handling sees the NaN
 
 
 def test_native_mask_forecasts_differ_from_imputed_input(tmp_path):
@@ -122,6 +129,29 @@ def test_native_mask_forecasts_differ_from_imputed_input(tmp_path):
         return Prediction.of(system.forecast(batch), rows=1, horizon=4).point
 
     assert np.isfinite(point(gap)).all()
+    assert not np.allclose(point(gap), point(filled))
+
+
+def test_timesfm3_interpolates_missing_inputs_inside_its_api(tmp_path):
+    """TimesFM 3.0 is handed the NaN (its policy is the package's): its forecast of a gap is its forecast
+    of the linearly interpolated window, not of the forward-filled one."""
+    cls = SYSTEMS.get("timesfm3")
+    assert cls.accepts_nan and cls.nan_policy == "linearly interpolated inside its API"
+    system = cls(cls.Settings(model=str(tiny_zoo.build_timesfm3(tmp_path / "t3"))), base_dir=tmp_path)
+    x = 100 + np.cumsum(np.random.default_rng(1).normal(size=(1, 24)), axis=1)
+    gap = x.copy()
+    gap[0, 10:14] = np.nan
+    interpolated = x.copy()
+    interpolated[0, 10:14] = np.interp(np.arange(10, 14), [9, 14], x[0, [9, 14]])
+    filled = x.copy()
+    filled[0, 10:14] = x[0, 9]
+    days = np.tile(np.arange(24).astype("datetime64[D]"), (1, 1))
+
+    def point(inputs):
+        batch = Batch(inputs, 4, np.zeros(1, np.uint64), ({},), days, days[:, :4])
+        return Prediction.of(system.forecast(batch), rows=1, horizon=4).point
+
+    np.testing.assert_allclose(point(gap), point(interpolated), rtol=1e-6)
     assert not np.allclose(point(gap), point(filled))
 
 

@@ -86,6 +86,34 @@ def build_timesfm25(folder: Path) -> Path:
     return folder
 
 
+def build_timesfm3(folder: Path) -> Path:
+    """A TimesFM3Torch of one small layer, saved by its huggingface_hub mixin (config.json + model.safetensors)."""
+    import torch
+    from timesfm3 import ResidualBlockConfig, StackedTransformersConfig, TimesFM3Torch, TransformerConfig
+
+    torch.manual_seed(0)
+    transformer = TransformerConfig(
+        model_dims=16,
+        hidden_dims=16,
+        num_heads=2,
+        attention_norm="rms",
+        feedforward_norm="rms",
+        qk_norm="rms",
+        use_bias=False,
+        use_rope_seq=True,
+        use_rope_var=False,
+        ff_activation="relu",
+        deterministic=True,
+    )
+    TimesFM3Torch(
+        input_patch_len=8,
+        output_patch_len=16,
+        residual_block_config=ResidualBlockConfig(hidden_dims=16, output_dims=16, use_bias=False, activation="relu"),
+        transformer_config=StackedTransformersConfig(num_layers=1, transformer=transformer),
+    ).save_pretrained(folder)
+    return folder
+
+
 def build_tirex(folder: Path) -> Path:
     """A TiRex Lightning-style checkpoint (hyper_parameters + state_dict) in folder/model.ckpt."""
     import torch

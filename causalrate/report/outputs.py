@@ -104,6 +104,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "imputation": None if study.systems[spec.name].accepts_nan else cfg.forecast.imputation,
                 "pins_relaxed": pins_relaxed(study.systems[spec.name]),
                 "nan_policy": nan_handling(study.systems[spec.name]),
+                "licence": study.systems[spec.name].licence,
                 "missing_values": compared[spec.name],
             }
             for spec in cfg.systems

@@ -95,6 +95,7 @@ class System:
     architecture: ClassVar[str | None] = None
     accepts_nan: bool = True  # False: the run imputes missing values first and records it
     nan_policy: ClassVar[str] = "own handling"  # what a NaN-accepting system does with them ("native mask", ...)
+    licence: ClassVar[str | None] = None  # a restriction on its weights (gated, non-commercial), stated on the card
     output: ClassVar[str] = "point"  # "point", "quantiles" or "samples" (the last two are also scored by CRPS)
     wants_context: ClassVar[bool] = False  # reads Batch.attributes / dates: they enter the cache key
     stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
