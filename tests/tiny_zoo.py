@@ -260,3 +260,49 @@ def build_tabpfn(folder: Path) -> Path:
     checkpoint = {"state_dict": state, "config": dataclasses.asdict(config), "architecture_name": "tabpfn_v2"}
     torch.save(checkpoint, folder / "tabpfn-tiny.ckpt")
     return folder
+
+
+def build_tirex2(folder: Path) -> Path:
+    """A one-block TiRex-2 (bidirectional sLSTM time mixer) saved as NX-AI/TiRex-2 lays it out: config.json +
+    model.safetensors, the tensors its cells share stored once (safetensors' save_model), as its loader expects."""
+    import json
+
+    import torch
+    from safetensors.torch import save_model
+    from tirex2 import TiRex2
+
+    torch.manual_seed(0)
+    mixer = {"embedding_dim": 16, "num_heads": 2}
+    config = {
+        "stack_config": {
+            "templates": {
+                "recurrent": {
+                    "time_mixer": {"model_type": "bi-slstm", **mixer},
+                    "variate_mixer": mixer,
+                    "dropout": 0.0,
+                    "eps": 1e-6,
+                }
+            },
+            "recipe": ["recurrent"],
+        },
+        "num_blocks": 1,
+        "embedding_dim": 16,
+        "input_patch_size": 8,
+        "output_patch_size": 8,
+        "quantiles": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+        "tokenizer_cfg": {"output_patch_size": 8, "input_patch_size": 8, "input_patch_stride": 8},
+        "scaler_cfg": {},
+        "h_expand": 1.0,
+        "context_len": 64,
+        "future_len": 16,
+        "input_ff_dim": 32,
+        "act_func": "GELU",
+        "dropout": 0.0,
+    }
+    model = TiRex2(**config, device="cpu")
+    for parameter in model.parameters():  # recurrent kernels start at zero: random weights make a forecast move
+        torch.nn.init.normal_(parameter, std=0.1)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    save_model(model, str(folder / "model.safetensors"))
+    return folder
