@@ -45,12 +45,31 @@ OWN_ENV = {  # type → (builder run in its environment, the study's system entr
     "toto": (tiny_zoo.build_toto, "{model: ckpt/toto, num_samples: 4}", "samples"),
     "granite-ttm": (tiny_zoo.build_granite_ttm, "{model: ckpt/granite-ttm}", "point"),
     "tabpfn-ts": (tiny_zoo.build_tabpfn, "{model: ckpt/tabpfn-ts, checkpoint_file: tabpfn-tiny.ckpt}", "quantiles"),
+    "tirex2": (tiny_zoo.build_tirex2, "{model: ckpt/tirex2}", "quantiles"),
+    "flowstate": (tiny_zoo.build_flowstate, "{model: ckpt/flowstate}", "quantiles"),
 }
 WIDTH = {"quantiles": 9, "samples": 4, "point": 0}  # float64 values per horizon step in the samples column
 
 
+def environment_of(name: str) -> str:
+    """The managed environment a type runs in: its own, or the one it shares (flowstate: granite-ttm's)."""
+    return SYSTEMS.get(name).environment_name or name
+
+
+def assert_nan_policy(frame: pd.DataFrame, name: str) -> None:
+    """A system that takes NaN is handed it: its P3 forecasts (own handling) differ from its P3+ffill ones;
+    one that does not is imputed by causalrate, so P3 is already forward-filled and P3+ffill is never made."""
+    rows = frame[frame.system == name].pivot_table(
+        index="window", columns="perturbation", values="forecast", aggfunc="first"
+    )
+    if SYSTEMS.get(name).accepts_nan:
+        assert (rows["P3"] != rows["P3+ffill"]).any(), name
+    else:
+        assert "P3+ffill" not in rows, name
+
+
 def study_yaml(name: str, *, timeout: int, systems: str) -> str:
-    """A small study on the planted prices: a clean and a missing-value perturbation, 3 draws, no refuters."""
+    """A small study on the planted prices: clean, a missing value two ways (own handling, ffill), 3 draws."""
     return f"""\
 name: {name}
 seed: 3
@@ -59,6 +78,7 @@ windows: {{input_length: {INPUT}, horizon: {HORIZON}, stride: 1}}
 perturbations:
   - {{id: P0, operator: none}}
   - {{id: P3, operator: missing, period: 12, phase: 6}}
+  - {{id: P3+ffill, operator: missing, period: 12, phase: 6, impute: ffill, for_systems: nan-accepting}}
 outcome: rmax_scaled
 causal: {{draws: 3, schemes: [uniform, industry]}}
 rigor: {{replicates: 20, refute: false}}
@@ -94,11 +114,12 @@ def run(tmp_path_factory):
 def test_core_zoo_runs_end_to_end_with_its_output_kind(run):
     assert run["code"] == 0
     with sqlite3.connect(run["folder"] / "run" / "forecasts.sqlite") as conn:
-        frame = pd.read_sql_query("SELECT system, perturbation, forecast, error, samples FROM forecasts", conn)
+        frame = pd.read_sql_query("SELECT system, window, perturbation, forecast, error, samples FROM forecasts", conn)
     for system, kind in CORE.items():
         rows = frame[frame.system == system]
         assert len(rows) and rows["error"].isna().all(), (system, rows["error"].dropna().head(2).tolist())
         assert all(np.isfinite(json.loads(f)).all() for f in rows["forecast"])
+        assert_nan_policy(frame, system)
         width = {"quantiles": 9, "samples": 5}[kind]  # the quantile grid or the sample paths, float64
         assert rows["samples"].map(lambda b: len(b) // 8).eq(width * HORIZON).all(), system
     scores = pd.read_csv(run["folder"] / "run" / "scores.csv")
@@ -174,6 +195,7 @@ def test_every_zoo_adapter_states_nan_policy_output_and_environment(capsys):
         line = next(line for line in listing.splitlines() if line.startswith(name + " "))
         assert nan_handling(cls) in line and cls.output in line, line
         assert bool(cls.environment_requirements) == (name in OWN_ENV)
+        assert cls.licence is None or cls.licence in line
         assert all(pin in line for pin in cls.pins_relaxed), line  # e.g. "torch<2.5,>=2.1 → 2.13.0"
         assert all(f"{package} (--no-deps)" in line for package in cls.environment_no_deps), line
     assert "pins relaxed: torch<2.5,>=2.1 → 2.13.0" in listing
@@ -186,7 +208,7 @@ def test_own_environment_adapter_without_its_package_is_a_user_error(name, tmp_p
         pytest.skip(f"{cls.package[0]} is installed here")
     extra = {"checkpoint_file": "x.ckpt"} if name == "tabpfn-ts" else {}
     system = cls(cls.Settings(model=str(tmp_path), **extra), base_dir=Path("."))
-    with pytest.raises(UserError, match=f"causalrate env create {name}"):
+    with pytest.raises(UserError, match=f"causalrate env create {environment_of(name)}"):
         system.check(None)
 
 
@@ -205,7 +227,7 @@ def own_runs(tmp_path_factory):
     """One study of every built own-environment model, assessed twice (fresh caches): runs and their folder."""
     folder = tmp_path_factory.mktemp("zoo-own")
     write_data(folder)
-    built = {name: python for name in OWN_ENV if (python := managed_python(name)) is not None}
+    built = {name: python for name in OWN_ENV if (python := managed_python(environment_of(name))) is not None}
     if not built:
         pytest.skip("no own-environment zoo model is built (causalrate env create moirai2 | toto | granite-ttm | …)")
     systems = ""
@@ -240,6 +262,7 @@ def test_own_environment_zoo_runs_end_to_end_with_its_output_kind(own_runs):
         assert all(np.shape(json.loads(f)) == (HORIZON,) and np.isfinite(json.loads(f)).all() for f in rows["forecast"])
         width = WIDTH[OWN_ENV[name][2]]
         assert rows["samples"].map(lambda b: 0 if b is None else len(b) // 8).eq(width * HORIZON).all(), name
+        assert_nan_policy(frame, name)
     doc = json.loads((own_runs["folder"] / "run" / "ratings.json").read_text())
     systems = {s["name"]: s for s in doc["systems"]}
     rated = {r["system"] for r in doc["ratings"] if r["rating"] is not None}
@@ -271,9 +294,9 @@ def test_own_environment_zoo_is_deterministic_on_rerun(own_runs):
 @pytest.mark.parametrize("name", OWN_ENV)
 def test_pip_check_complaints_are_the_relaxed_pins_the_adapter_states(name):
     """Every complaint pip check recorded at build time names a package the adapter's pins_relaxed declares."""
-    if managed_python(name) is None:
-        pytest.skip(f"the {name} environment is not built")
-    cls, complaints = SYSTEMS.get(name), recipes()[name].record()["pip_check"]
+    if managed_python(environment_of(name)) is None:
+        pytest.skip(f"the {environment_of(name)} environment is not built")
+    cls, complaints = SYSTEMS.get(name), recipes()[environment_of(name)].record()["pip_check"]
     stated = " ".join(cls.pins_relaxed).lower()
     for complaint in complaints:  # "X 1.0 has requirement torch<2.5, but you have …" / "X 1.0 requires jax, which …"
         package = re.search(r"(?:has requirement|requires) ([A-Za-z0-9_.-]+)", complaint).group(1).lower()

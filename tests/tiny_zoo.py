@@ -306,3 +306,22 @@ def build_tirex2(folder: Path) -> Path:
     (folder / "config.json").write_text(json.dumps(config))
     save_model(model, str(folder / "model.safetensors"))
     return folder
+
+
+def build_flowstate(folder: Path) -> Path:
+    """A one-layer FlowState (S5 encoder, functional basis decoder), saved with save_pretrained as on the Hub."""
+    import torch
+    from tsfm_public import FlowStateConfig, FlowStateForPrediction
+
+    torch.manual_seed(0)
+    config = FlowStateConfig(
+        context_length=64,
+        embedding_feature_dim=16,
+        encoder_num_layers=1,
+        encoder_state_dim=16,
+        encoder_num_hippo_blocks=2,
+        decoder_patch_len=24,
+        decoder_dim=16,
+    )
+    FlowStateForPrediction(config).save_pretrained(folder)
+    return folder

@@ -106,6 +106,8 @@ class System:
     uses_cores: ClassVar[bool] = False  # multi-threaded on the CPU: given its worker's share of the cores
     # pip requirements of its own managed environment (`causalrate env create <type>`); empty: the engine's
     environment_requirements: ClassVar[tuple[str, ...]] = ()
+    # the managed environment it runs in when that is another type's (the same recipe, built once); None: its own
+    environment_name: ClassVar[str | None] = None
     # installed --no-deps after those: packages whose declared pins cannot be met here (the requirements
     # above then list their runtime dependencies), and each pin not honoured, as "torch<2.5 → 2.13.0"
     environment_no_deps: ClassVar[tuple[str, ...]] = ()
