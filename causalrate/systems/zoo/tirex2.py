@@ -46,7 +46,7 @@ class TiRex2(ZooSystem):
         no_deps=("tirex-2==0.4.0", "flashrnn==1.0.8"),
         relaxed=(
             "flashrnn 1.0.8 requires triton, ninja: not installed (its fused CUDA kernels; on the CPU "
-            "tirex-2 runs flashrnn's pure-torch vanilla backend)",
+            "tirex-2 runs the pure-torch vanilla backend of flashrnn)",
         ),
     )
     architecture = "recurrent (xLSTM)"
