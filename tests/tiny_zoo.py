@@ -167,6 +167,32 @@ def build_sundial(folder: Path) -> Path:
     return folder
 
 
+TABPFN_SIZES = {  # a few thousand parameters of each architecture
+    "tabpfn_v2": {
+        "emsize": 16,
+        "nlayers": 1,
+        "nhead": 2,
+        "features_per_group": 2,
+        "max_num_classes": 0,
+        "num_buckets": 32,
+    },
+    "tabpfn_v3": {
+        "embed_dim": 16,
+        "dist_embed_num_blocks": 1,
+        "dist_embed_num_heads": 2,
+        "dist_embed_num_inducing_points": 8,
+        "feat_agg_num_blocks": 1,
+        "feat_agg_num_heads": 2,
+        "nlayers": 1,
+        "icl_num_heads": 2,
+        "decoder_head_dim": 8,
+        "decoder_num_heads": 2,
+        "softmax_scaling_mlp_hidden_dim": 8,
+        "max_num_classes": 0,
+        "num_buckets": 32,
+    },
+}
+
 # The builders below run in each model's own environment (its package is not beside the engine's):
 # tests.tiny_models.build_in(python, "tests.tiny_zoo:build_moirai2", folder) calls them there.
 
@@ -237,8 +263,8 @@ def build_granite_ttm(folder: Path) -> Path:
     return folder
 
 
-def build_tabpfn(folder: Path) -> Path:
-    """A TabPFN-v2 regressor checkpoint (state_dict + config + bar-distribution borders) in folder/tabpfn-tiny.ckpt.
+def build_tabpfn(folder: Path, *, architecture_name: str = "tabpfn_v2", file: str = "tabpfn-tiny.ckpt") -> Path:
+    """A TabPFN regressor checkpoint (state_dict + config + bar-distribution borders) in folder/`file`.
 
     The layout tabpfn's own save_tabpfn_model writes and its load_model_criterion_config reads.
     """
@@ -249,17 +275,20 @@ def build_tabpfn(folder: Path) -> Path:
     from tabpfn.model_loading import get_loss_criterion
 
     torch.manual_seed(0)
-    architecture = ARCHITECTURES["tabpfn_v2"]
-    config, _ = architecture.parse_config(
-        {"emsize": 16, "nlayers": 1, "nhead": 2, "features_per_group": 2, "max_num_classes": 0, "num_buckets": 32}
-    )
+    architecture = ARCHITECTURES[architecture_name]
+    config, _ = architecture.parse_config(TABPFN_SIZES[architecture_name])
     model = architecture.get_architecture(config)
     criterion = get_loss_criterion(config, estimator_type="regressor", regression_borders=torch.linspace(-4, 4, 33))
     state = {**model.state_dict(), **{f"criterion.{k}": v for k, v in criterion.state_dict().items()}}
     folder.mkdir(parents=True, exist_ok=True)
-    checkpoint = {"state_dict": state, "config": dataclasses.asdict(config), "architecture_name": "tabpfn_v2"}
-    torch.save(checkpoint, folder / "tabpfn-tiny.ckpt")
+    checkpoint = {"state_dict": state, "config": dataclasses.asdict(config), "architecture_name": architecture_name}
+    torch.save(checkpoint, folder / file)
     return folder
+
+
+def build_tabpfn3(folder: Path) -> Path:
+    """A TabPFN v3 regressor checkpoint (the architecture of TabPFN-TS 3) in folder/tabpfn3-tiny.ckpt."""
+    return build_tabpfn(folder, architecture_name="tabpfn_v3", file="tabpfn3-tiny.ckpt")
 
 
 def build_tirex2(folder: Path) -> Path:
