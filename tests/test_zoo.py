@@ -223,7 +223,8 @@ def test_zoo_study_lists_missing_checkpoints_and_exits_2(tmp_path, monkeypatch, 
     study = Path(__file__).parents[1] / "studies" / "zoo.yaml"
     assert main(["assess", str(study), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    for name in ["chronos-2", "timesfm-2.5", "tirex", "sundial", "moirai-2", "toto", "granite-ttm", "tabpfn-ts"]:
+    names = ["chronos-2", "timesfm-2.5", "tirex", "sundial", "moirai-2", "toto", "granite-ttm", "tabpfn-ts"]
+    for name in [*names, "timesfm-3.0", "tirex-2", "toto-2.0", "tabpfn-ts-3", "flowstate"]:
         assert f"  - {name}: " in err
 
 

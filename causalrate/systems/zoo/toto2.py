@@ -24,7 +24,7 @@ from causalrate.systems.zoo._base import OwnEnvironment, QuantileSettings, ZooSy
 class Toto2(ZooSystem):
     """Toto 2.0: a patch transformer over time and variates with a quantile-knots head; NaN via target_mask.
 
-    Toto2Model.from_pretrained(<Datadog/Toto-2.0 folder: config.json + model.safetensors>).forecast(
+    Toto2Model.from_pretrained(<Datadog/Toto-2.0-22m folder: config.json + model.safetensors>).forecast(
     {target [b, 1, T], target_mask [b, 1, T], series_ids [b, 1]}, horizon) → quantiles
     [knot, b, 1, horizon]. As its GluonTS wrapper does, a gap is marked False in target_mask and the
     value under it forward-filled (the model forces the last context patch observed, so a raw NaN there
