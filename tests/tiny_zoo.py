@@ -354,3 +354,28 @@ def build_flowstate(folder: Path) -> Path:
     )
     FlowStateForPrediction(config).save_pretrained(folder)
     return folder
+
+
+def tabpfn3_forecasts_without_nan_rows(folder: Path) -> dict[str, list[float]]:
+    """TabPFN-TS 3 through its adapter on a window with a gap, and the package's pipeline on the same context
+    with that row left out: the two agree when the package drops NaN rows (its stated policy). Run in its env."""
+    import numpy as np
+    import pandas as pd
+
+    from causalrate.systems import SYSTEMS
+    from causalrate.systems.base import Batch
+
+    build_tabpfn3(folder)
+    cls = SYSTEMS.get("tabpfn-ts3")
+    system = cls(cls.Settings(model=str(folder), checkpoint_file="tabpfn3-tiny.ckpt"), base_dir=folder)
+    x = 100 + np.cumsum(np.random.default_rng(1).normal(size=(1, 30)), axis=1)
+    x[0, 12] = np.nan
+    days = np.arange(np.datetime64("2022-01-03"), np.datetime64("2022-02-06"))[None]
+    batch = Batch(x, 4, np.zeros(1, np.uint64), ({},), days[:, :30], days[:, 30:34])
+    adapter = system.forecast(batch).point[0]
+    keep = ~np.isnan(x[0])
+    context = pd.DataFrame({"item_id": 0, "timestamp": pd.to_datetime(days[0, :30][keep]), "target": x[0][keep]})
+    future = pd.DataFrame({"item_id": 0, "timestamp": pd.to_datetime(days[0, 30:34])})
+    frame = system.loaded().predict_df(context, future_df=future, quantiles=[0.5])
+    direct = frame.reset_index().sort_values("timestamp")[next(c for c in frame.columns if str(c) == "0.5")]
+    return {"adapter": [float(v) for v in adapter], "without_the_row": [float(v) for v in direct]}
