@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -379,6 +379,9 @@ class StoredForecasts:
         except ValidationError as exc:
             raise UserError(format_validation_error(run_dir, exc)) from None
         study = prepare(config, base_dir=self.base_dir, check_systems=False, not_assessed=self.not_assessed)
+        forecast = set(self.rows["perturbation"])
+        if any(p.id not in forecast for p in study.suite):  # a suite file (a shipped catalog) grew since the run
+            study = replace(study, suite=[p for p in study.suite if p.id in forecast])
         if study.dataset.content_hash() != self.data_hash:
             raise UserError(
                 f"{run_dir}: the data ({study.dataset.source}) changed since the run; re-rating would mix "

@@ -75,3 +75,23 @@ def test_only_nan_accepting_systems_are_forecast_and_rated_twice(synthetic_study
     card = json.loads((tmp_path / "run" / "cards" / "zeroing.model-card.json").read_text())
     limits = [x["description"] for x in card["considerations"]["limitations"]]
     assert any(text.startswith("Missing values: own handling;") and "better with ffill" in text for text in limits)
+
+
+def test_a_run_re_rated_after_its_suite_file_grew_rates_what_was_forecast(synthetic_study, tmp_path):
+    """A run made before P3+ffill joined its suite file (as the shipped `paper` did) re-rates on the
+    perturbations it forecast: no P3+ffill row rated worst for want of forecasts."""
+    study = synthetic_study(SYSTEMS, stride=10, draws=2)
+    suite = "name: mine\nperturbations:\n" + "".join(
+        f"  - {{id: {p}, operator: {op}}}\n" for p, op in [("P0", "none"), ("P1", "drop_to_zero"), ("P3", "missing")]
+    )
+    (study.parent / "suite.yaml").write_text(suite)
+    text = study.read_text()
+    start, end = text.index("perturbations:\n"), text.index("outcome:")
+    study.write_text(text[:start] + "perturbations: suite.yaml\n" + text[end:])
+    assert main(["assess", str(study), "--out", str(tmp_path / "run"), "--workers", "1", "--no-cards"]) == 0
+    grown = suite + "  - {id: P3+ffill, operator: missing, impute: ffill, for_systems: nan-accepting}\n"
+    (study.parent / "suite.yaml").write_text(grown)
+    assert main(["rate", str(tmp_path / "run"), "--out", str(tmp_path / "rerated"), "--no-cards"]) == 0
+    doc = json.loads((tmp_path / "rerated" / "ratings.json").read_text())
+    assert [p["id"] for p in doc["perturbations"]] == ["P0", "P1", "P3"]
+    assert not [r for r in doc["ratings"] if r["insufficient"]]
