@@ -256,6 +256,7 @@ def _systems(args: argparse.Namespace) -> int:
         own = [*cls.environment_requirements, *(f"{p} (--no-deps)" for p in cls.environment_no_deps)]
         where = f"; own environment: {', '.join(own)}" if own else ""
         where += f"; pins relaxed: {'; '.join(cls.pins_relaxed)}" if cls.pins_relaxed else ""
+        where += f"; licence: {cls.licence}" if cls.licence else ""
         print(f"{name:{width}}{doc}  [NaN: {nan_handling(cls)}; output: {cls.output}{where}; settings: {settings}]")
     return 0
 

@@ -172,7 +172,9 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
     series_index = study.windows.series_index
     # causal: WRS, the observational draws and their matched effects, the fragility map
     groupings = wrs_plans(table, cfg.causal.wrs_groups)
-    wrs_table = wrs_scores(outcomes, groupings, series=series_index, bandwidth=wrs_bandwidth(cfg))
+    wrs_table = without_left_out(
+        wrs_scores(outcomes, groupings, series=series_index, bandwidth=wrs_bandwidth(cfg)), study
+    )
     settings = DrawSettings(
         schemes=tuple(cfg.causal.schemes),
         draws=cfg.causal.draws,
@@ -217,6 +219,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
         newest=every[at_newest].assign(perturbation=every.loc[at_newest, "perturbation"].map(newest_of)),
     )
     raw, unavailable = score_all(evidence, cfg.rating.scores)
+    raw = without_left_out(raw, study)
     inputs, truth = study.windows.inputs, study.windows.truth
     naive_error = naive_clean_error(inputs, truth, METRICS.get(cfg.outcome))
     naive_scores = {  # what the accuracy scores' skill ratios divide by (the absolute scale's naive_ratio basis)
@@ -238,6 +241,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
             naive_error=naive_error,
             memo=memo,
         )
+        rigor.wrs_tests = [t for t in rigor.wrs_tests if (t["system"], t["perturbation"]) not in left_out(study)]
     # rate: coverage, absolute quantities, levels, stability, inconclusive APEs, headlines
     rating = RatingSettings(
         levels=cfg.rating.levels, rule=cfg.rating.rule, scale=cfg.rating.scale, min_coverage=cfg.rating.min_coverage
@@ -271,6 +275,18 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
         recency_profile=recency_profile(evidence, counts=counts),
         heterogeneity=fragility.doc if fragility else {},
     )
+
+
+def left_out(study: Study) -> set[tuple[str, str]]:
+    """(system, perturbation) pairs never forecast, so never rated: a `for_systems: nan-accepting` entry
+    (e.g. P3+ffill) for a system causalrate imputes anyway (its plain P3 is already system + imputation)."""
+    return {(s, p.id) for p in study.suite for s, system in study.systems.items() if not p.applies_to(system)}
+
+
+def without_left_out(frame: pd.DataFrame, study: Study) -> pd.DataFrame:
+    """`frame`'s rows (by system and perturbation) but those of pairs left out."""
+    skipped = left_out(study)
+    return frame[[pair not in skipped for pair in zip(frame["system"], frame["perturbation"], strict=True)]]
 
 
 def outcome_tables(study: Study, forecasts: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,19 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
+class MissingValues(Section):
+    """A NaN-accepting system's `ape` through its own handling (`own`) and after imputation (`imputed`)."""
+
+    own: str
+    imputed: str
+    imputation: str
+    score: str
+    own_value: Number
+    imputed_value: Number
+    difference_interval: Interval  # 95 % of the paired resamples of own − imputed
+    better: str  # "its own handling", the imputation's name, "neither (…)" or "undetermined (…)"
+
+
 class SystemRecord(Section):
     name: str
     type: str
@@ -46,6 +59,9 @@ class SystemRecord(Section):
     parameters: int | None = None
     imputation: str | None = None
     pins_relaxed: list[str] = Field(default_factory=list)  # pins its own environment does not honour
+    nan_policy: str | None = None  # how missing inputs reach it (systems.base.nan_handling)
+    licence: str | None = None  # a restriction on its weights (gated, non-commercial)
+    missing_values: MissingValues | None = None  # own NaN handling against imputation (report.missing_values)
 
 
 class PerturbationRecord(Section):
@@ -63,6 +79,7 @@ class PerturbationRecord(Section):
     offset: int | None = None
     candidates: int | None = None
     impute: str | None = None
+    for_systems: str = "all"  # "nan-accepting": forecast and rated only for systems that take NaN
     positional: bool = True
     combine: list[dict[str, Any]] | None = None
     calibration: dict[str, Number] | None = None  # series → calibrated magnitude
@@ -374,6 +391,9 @@ class StoredForecasts:
         except ValidationError as exc:
             raise UserError(format_validation_error(run_dir, exc)) from None
         study = prepare(config, base_dir=self.base_dir, check_systems=False, not_assessed=self.not_assessed)
+        forecast = set(self.rows["perturbation"])
+        if any(p.id not in forecast for p in study.suite):  # a suite file (a shipped catalog) grew since the run
+            study = replace(study, suite=[p for p in study.suite if p.id in forecast])
         if study.dataset.content_hash() != self.data_hash:
             raise UserError(
                 f"{run_dir}: the data ({study.dataset.source}) changed since the run; re-rating would mix "

@@ -63,8 +63,8 @@ def test_outputs_and_schema(quickstart):
     # cyclic placement: the last input point is hit, so naive is not "perfectly robust" by accident
     assert min(r["raw"] for r in doc["ratings"] if r["score"] == "ape" and r["system"] == "naive") > 0
     assert {r["bin"] for r in doc["recency_profile"]} == {"1", "2-5", "6-20", "21-80"}
-    # 12 observational distributions per system: 3 perturbations × 4 schemes
-    assert len([e for e in doc["effects"] if e["system"] == "arima"]) == 12
+    # 16 observational distributions per system: 4 perturbations (P3+ffill too: arima takes NaN) × 4 schemes
+    assert len([e for e in doc["effects"] if e["system"] == "arima"]) == 16
     assert {"config", "data_hash", "versions", "seed"} <= set(doc["provenance"])
     assert "APE_true" in (quickstart / "report.md").read_text()
     # the rigor layer: intervals, stability, power on APE, BH counts, refutations

@@ -86,6 +86,34 @@ def build_timesfm25(folder: Path) -> Path:
     return folder
 
 
+def build_timesfm3(folder: Path) -> Path:
+    """A TimesFM3Torch of one small layer, saved by its huggingface_hub mixin (config.json + model.safetensors)."""
+    import torch
+    from timesfm3 import ResidualBlockConfig, StackedTransformersConfig, TimesFM3Torch, TransformerConfig
+
+    torch.manual_seed(0)
+    transformer = TransformerConfig(
+        model_dims=16,
+        hidden_dims=16,
+        num_heads=2,
+        attention_norm="rms",
+        feedforward_norm="rms",
+        qk_norm="rms",
+        use_bias=False,
+        use_rope_seq=True,
+        use_rope_var=False,
+        ff_activation="relu",
+        deterministic=True,
+    )
+    TimesFM3Torch(
+        input_patch_len=8,
+        output_patch_len=16,
+        residual_block_config=ResidualBlockConfig(hidden_dims=16, output_dims=16, use_bias=False, activation="relu"),
+        transformer_config=StackedTransformersConfig(num_layers=1, transformer=transformer),
+    ).save_pretrained(folder)
+    return folder
+
+
 def build_tirex(folder: Path) -> Path:
     """A TiRex Lightning-style checkpoint (hyper_parameters + state_dict) in folder/model.ckpt."""
     import torch
@@ -138,6 +166,32 @@ def build_sundial(folder: Path) -> Path:
     )
     return folder
 
+
+TABPFN_SIZES = {  # a few thousand parameters of each architecture
+    "tabpfn_v2": {
+        "emsize": 16,
+        "nlayers": 1,
+        "nhead": 2,
+        "features_per_group": 2,
+        "max_num_classes": 0,
+        "num_buckets": 32,
+    },
+    "tabpfn_v3": {
+        "embed_dim": 16,
+        "dist_embed_num_blocks": 1,
+        "dist_embed_num_heads": 2,
+        "dist_embed_num_inducing_points": 8,
+        "feat_agg_num_blocks": 1,
+        "feat_agg_num_heads": 2,
+        "nlayers": 1,
+        "icl_num_heads": 2,
+        "decoder_head_dim": 8,
+        "decoder_num_heads": 2,
+        "softmax_scaling_mlp_hidden_dim": 8,
+        "max_num_classes": 0,
+        "num_buckets": 32,
+    },
+}
 
 # The builders below run in each model's own environment (its package is not beside the engine's):
 # tests.tiny_models.build_in(python, "tests.tiny_zoo:build_moirai2", folder) calls them there.
@@ -209,8 +263,8 @@ def build_granite_ttm(folder: Path) -> Path:
     return folder
 
 
-def build_tabpfn(folder: Path) -> Path:
-    """A TabPFN-v2 regressor checkpoint (state_dict + config + bar-distribution borders) in folder/tabpfn-tiny.ckpt.
+def build_tabpfn(folder: Path, *, architecture_name: str = "tabpfn_v2", file: str = "tabpfn-tiny.ckpt") -> Path:
+    """A TabPFN regressor checkpoint (state_dict + config + bar-distribution borders) in folder/`file`.
 
     The layout tabpfn's own save_tabpfn_model writes and its load_model_criterion_config reads.
     """
@@ -221,14 +275,107 @@ def build_tabpfn(folder: Path) -> Path:
     from tabpfn.model_loading import get_loss_criterion
 
     torch.manual_seed(0)
-    architecture = ARCHITECTURES["tabpfn_v2"]
-    config, _ = architecture.parse_config(
-        {"emsize": 16, "nlayers": 1, "nhead": 2, "features_per_group": 2, "max_num_classes": 0, "num_buckets": 32}
-    )
+    architecture = ARCHITECTURES[architecture_name]
+    config, _ = architecture.parse_config(TABPFN_SIZES[architecture_name])
     model = architecture.get_architecture(config)
     criterion = get_loss_criterion(config, estimator_type="regressor", regression_borders=torch.linspace(-4, 4, 33))
     state = {**model.state_dict(), **{f"criterion.{k}": v for k, v in criterion.state_dict().items()}}
     folder.mkdir(parents=True, exist_ok=True)
-    checkpoint = {"state_dict": state, "config": dataclasses.asdict(config), "architecture_name": "tabpfn_v2"}
-    torch.save(checkpoint, folder / "tabpfn-tiny.ckpt")
+    checkpoint = {"state_dict": state, "config": dataclasses.asdict(config), "architecture_name": architecture_name}
+    torch.save(checkpoint, folder / file)
     return folder
+
+
+def build_tabpfn3(folder: Path) -> Path:
+    """A TabPFN v3 regressor checkpoint (the architecture of TabPFN-TS 3) in folder/tabpfn3-tiny.ckpt."""
+    return build_tabpfn(folder, architecture_name="tabpfn_v3", file="tabpfn3-tiny.ckpt")
+
+
+def build_tirex2(folder: Path) -> Path:
+    """A one-block TiRex-2 (bidirectional sLSTM time mixer) saved as NX-AI/TiRex-2 lays it out: config.json +
+    model.safetensors, the tensors its cells share stored once (safetensors' save_model), as its loader expects."""
+    import json
+
+    import torch
+    from safetensors.torch import save_model
+    from tirex2 import TiRex2
+
+    torch.manual_seed(0)
+    mixer = {"embedding_dim": 16, "num_heads": 2}
+    config = {
+        "stack_config": {
+            "templates": {
+                "recurrent": {
+                    "time_mixer": {"model_type": "bi-slstm", **mixer},
+                    "variate_mixer": mixer,
+                    "dropout": 0.0,
+                    "eps": 1e-6,
+                }
+            },
+            "recipe": ["recurrent"],
+        },
+        "num_blocks": 1,
+        "embedding_dim": 16,
+        "input_patch_size": 8,
+        "output_patch_size": 8,
+        "quantiles": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+        "tokenizer_cfg": {"output_patch_size": 8, "input_patch_size": 8, "input_patch_stride": 8},
+        "scaler_cfg": {},
+        "h_expand": 1.0,
+        "context_len": 64,
+        "future_len": 16,
+        "input_ff_dim": 32,
+        "act_func": "GELU",
+        "dropout": 0.0,
+    }
+    model = TiRex2(**config, device="cpu")
+    for parameter in model.parameters():  # recurrent kernels start at zero: random weights make a forecast move
+        torch.nn.init.normal_(parameter, std=0.1)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    save_model(model, str(folder / "model.safetensors"))
+    return folder
+
+
+def build_flowstate(folder: Path) -> Path:
+    """A one-layer FlowState (S5 encoder, functional basis decoder), saved with save_pretrained as on the Hub."""
+    import torch
+    from tsfm_public import FlowStateConfig, FlowStateForPrediction
+
+    torch.manual_seed(0)
+    config = FlowStateConfig(
+        context_length=64,
+        embedding_feature_dim=16,
+        encoder_num_layers=1,
+        encoder_state_dim=16,
+        encoder_num_hippo_blocks=2,
+        decoder_patch_len=24,
+        decoder_dim=16,
+    )
+    FlowStateForPrediction(config).save_pretrained(folder)
+    return folder
+
+
+def tabpfn3_forecasts_without_nan_rows(folder: Path) -> dict[str, list[float]]:
+    """TabPFN-TS 3 through its adapter on a window with a gap, and the package's pipeline on the same context
+    with that row left out: the two agree when the package drops NaN rows (its stated policy). Run in its env."""
+    import numpy as np
+    import pandas as pd
+
+    from causalrate.systems import SYSTEMS
+    from causalrate.systems.base import Batch
+
+    build_tabpfn3(folder)
+    cls = SYSTEMS.get("tabpfn-ts3")
+    system = cls(cls.Settings(model=str(folder), checkpoint_file="tabpfn3-tiny.ckpt"), base_dir=folder)
+    x = 100 + np.cumsum(np.random.default_rng(1).normal(size=(1, 30)), axis=1)
+    x[0, 12] = np.nan
+    days = np.arange(np.datetime64("2022-01-03"), np.datetime64("2022-02-06"))[None]
+    batch = Batch(x, 4, np.zeros(1, np.uint64), ({},), days[:, :30], days[:, 30:34])
+    adapter = system.forecast(batch).point[0]
+    keep = ~np.isnan(x[0])
+    context = pd.DataFrame({"item_id": 0, "timestamp": pd.to_datetime(days[0, :30][keep]), "target": x[0][keep]})
+    future = pd.DataFrame({"item_id": 0, "timestamp": pd.to_datetime(days[0, 30:34])})
+    frame = system.loaded().predict_df(context, future_df=future, quantiles=[0.5])
+    direct = frame.reset_index().sort_values("timestamp")[next(c for c in frame.columns if str(c) == "0.5")]
+    return {"adapter": [float(v) for v in adapter], "without_the_row": [float(v) for v in direct]}

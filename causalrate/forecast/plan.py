@@ -113,6 +113,8 @@ def forecast_all(
         charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
         for spec in cfg.systems:
             system = study.systems[spec.name]
+            if not p.applies_to(system):
+                continue
             todo = np.array([i for i in range(len(wd)) if (spec.name, i, p.id) not in done], dtype=int)
             if todo.size == 0:
                 continue
@@ -181,7 +183,9 @@ def forecast_all(
                 )
 
     counts = {"made": sum(j.size for j in jobs), "cached": 0}
-    needed = len(cfg.systems) * sum(f.size for f in placed.values())  # worst: m candidates per window
+    needed = sum(  # worst: m candidates per window
+        placed[p.id].size for p in study.forecast_suite for s in cfg.systems if p.applies_to(study.systems[s.name])
+    )
     counts["cached"] = needed - sum(placed[k[2]].shape[1] for k in done if k[2] in placed) - counts["made"]
 
     def on_done(job: Job, result: BatchResult) -> None:

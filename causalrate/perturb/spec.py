@@ -14,6 +14,7 @@ from causalrate.perturb.operators import OPERATORS
 from causalrate.perturb.placement import PlacementName
 
 Imputation = Literal["ffill", "linear", "zero"]
+ForSystems = Literal["all", "nan-accepting"]
 
 
 class CombinedPart(BaseModel):
@@ -48,6 +49,11 @@ class PerturbationSpec(BaseModel):
     combine: list[CombinedPart] | None = Field(None, description="operator combined: the operators applied together")
     impute: Imputation | None = Field(
         None, description="impute after perturbing, for every system (e.g. missing+ffill)"
+    )
+    for_systems: ForSystems = Field(
+        "all",
+        description="nan-accepting: only systems that take NaN themselves are forecast on it (with impute: "
+        "their own handling against imputation; the others are imputed on the plain entry already)",
     )
     params: dict[str, float] = Field(default_factory=dict)
     grid: dict[str, list[float]] | None = Field(

@@ -36,6 +36,7 @@ class Perturbation:
     Perturbations expanded from one severity grid share a `family` (the grid's id) and carry
     their `severity` (1 / period for a grid over period, else the varied setting's value).
     `impute` set: the perturbed input is imputed for every system, also those that accept NaN.
+    `for_systems` "nan-accepting": only systems that accept NaN are forecast (and rated) on it.
     """
 
     id: str
@@ -52,6 +53,11 @@ class Perturbation:
     parts: tuple[Part, ...] = ()  # combined corruptions; else the one operator
     impute: str | None = None
     newest_of: str = ""  # set: this is `newest_of` placed at the newest input point (ape_last), not rated itself
+    for_systems: str = "all"
+
+    def applies_to(self, system) -> bool:
+        """Whether `system` (anything with `accepts_nan`) is forecast and rated on this perturbation."""
+        return self.for_systems == "all" or bool(system.accepts_nan)
 
     @property
     def is_control(self) -> bool:
@@ -292,7 +298,8 @@ def _resolve(
     if period != 1 and cls.kind != "control" and spec.grid and "period" in spec.grid:
         description += f", every {period}th point"
     if spec.impute:
-        description += f", then imputed ({spec.impute}) for every system"
+        whom = "every system" if spec.for_systems == "all" else "the systems that accept NaN"
+        description += f", then imputed ({spec.impute}) for {whom}"
     return Perturbation(
         id=pid,
         operator_name=spec.operator,
@@ -306,6 +313,7 @@ def _resolve(
         placement=Placement(spec.placement or placement, offset=spec.offset, candidates=spec.candidates),
         parts=parts,
         impute=spec.impute,
+        for_systems=spec.for_systems,
     )
 
 

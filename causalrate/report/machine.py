@@ -20,6 +20,7 @@ import yaml
 from causalrate import __version__
 from causalrate.report.estimators import estimator, label
 from causalrate.report.headlines import headlines, warnings
+from causalrate.report.templating import missing_values_text
 from causalrate.run import RatingsDocument
 
 PAPER = (
@@ -84,6 +85,7 @@ def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str)
         f"Ratings are relative: 1 = best, {levels} = worst of the {n} systems compared "
         f"({', '.join(doc.system_names)}); another set of systems can change them.",
         f"Measured on {dataset_name(doc)} only; other data, horizons or perturbations may differ.",
+        f"Missing values: {missing_values_text(meta)}." if meta.nan_policy else "",
         *warnings(doc, system, failures=failures),
     ]
     card = {
@@ -104,7 +106,7 @@ def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str)
         "considerations": {
             "users": [{"description": "People choosing a forecasting model who need its robustness in one reading."}],
             "use_cases": [{"description": "Compare forecasting systems under perturbed inputs, on the same data."}],
-            "limitations": [{"description": text} for text in limits],
+            "limitations": [{"description": text} for text in limits if text],
             "ethical_considerations": [
                 {
                     "name": "Errors that differ between industries or companies (bias rating).",

@@ -15,8 +15,10 @@ import pandas as pd
 
 from causalrate.perturb.operators import OPERATORS
 from causalrate.report.estimators import facts
+from causalrate.report.missing_values import missing_values
 from causalrate.report.templating import environment, rating_cell
 from causalrate.run import RATINGS_SCHEMA, RatingRow, RatingsDocument
+from causalrate.systems.base import nan_handling
 from causalrate.versions import installed
 
 if TYPE_CHECKING:
@@ -46,6 +48,16 @@ def package_versions() -> dict[str, str]:
 
 def ratings_document(study: Study, result: Result) -> dict[str, Any]:
     cfg = study.config
+    accepts = {name: bool(system.accepts_nan) for name, system in study.systems.items()}
+    compared = {
+        name: record and {k: clean_float(v) if isinstance(v, float) else v for k, v in record.items()}
+        for name, record in missing_values(
+            study.suite, accepts, result.ratings, result.rigor.replicates if result.rigor else {}
+        ).items()
+    }
+    for record in compared.values():
+        if record:
+            record["difference_interval"] = [clean_float(v) for v in record["difference_interval"]]
     effects = result.evidence.effects
     effect_rows = [
         {
@@ -91,6 +103,9 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "parameters": spec.parameters,
                 "imputation": None if study.systems[spec.name].accepts_nan else cfg.forecast.imputation,
                 "pins_relaxed": pins_relaxed(study.systems[spec.name]),
+                "nan_policy": nan_handling(study.systems[spec.name]),
+                "licence": study.systems[spec.name].licence,
+                "missing_values": compared[spec.name],
             }
             for spec in cfg.systems
         ],
@@ -186,6 +201,7 @@ def placement_record(p, study: Study) -> dict[str, Any]:
         "candidates": p.placement.candidates,
         "impute": p.impute,
         "positional": p.positional,
+        **({"for_systems": p.for_systems} if p.for_systems != "all" else {}),
     }
     if p.parts:
         record["combine"] = [

@@ -33,6 +33,19 @@ def headline_cell(h: Any) -> str:
     return f"{h.rating}" + (f" ({h.absolute_rating})" if h.absolute_rating is not None else "")
 
 
+def missing_values_text(system: Any) -> str:
+    """One line for the label, report and model card: the system's NaN policy and, for a NaN-accepting
+    one, its `ape` through its own handling against after imputation and which it does better with."""
+    text = str(system.nan_policy) + (f" ({system.imputation})" if system.imputation else "")
+    m = system.missing_values
+    if m is None:
+        return text
+    return (
+        f"{text}; {m.score} under {m.own} (own handling) {fmt(m.own_value, 3)} vs {m.imputed} ({m.imputation}) "
+        f"{fmt(m.imputed_value, 3)}: better with {m.better}"
+    )
+
+
 def environment() -> Environment:
     env = Environment(
         loader=PackageLoader("causalrate.report", "templates"),
@@ -41,5 +54,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(num=fmt, rating_cell=rating_cell, headline_cell=headline_cell)
+    env.filters.update(
+        num=fmt, rating_cell=rating_cell, headline_cell=headline_cell, missing_values=missing_values_text
+    )
     return env

@@ -110,6 +110,7 @@ class System:
     architecture: ClassVar[str | None] = None
     accepts_nan: bool = True  # False: the run imputes missing values first and records it
     nan_policy: ClassVar[str] = "own handling"  # what a NaN-accepting system does with them ("native mask", ...)
+    licence: ClassVar[str | None] = None  # a restriction on its weights (gated, non-commercial), stated on the card
     output: ClassVar[str] = "point"  # "point", "quantiles" or "samples" (the last two are also scored by CRPS)
     wants_context: ClassVar[bool] = False  # reads Batch.attributes / dates: they enter the cache key
     stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
@@ -120,6 +121,8 @@ class System:
     uses_cores: ClassVar[bool] = False  # multi-threaded on the CPU: given its worker's share of the cores
     # pip requirements of its own managed environment (`causalrate env create <type>`); empty: the engine's
     environment_requirements: ClassVar[tuple[str, ...]] = ()
+    # the managed environment it runs in when that is another type's (the same recipe, built once); None: its own
+    environment_name: ClassVar[str | None] = None
     # installed --no-deps after those: packages whose declared pins cannot be met here (the requirements
     # above then list their runtime dependencies), and each pin not honoured, as "torch<2.5 → 2.13.0"
     environment_no_deps: ClassVar[tuple[str, ...]] = ()

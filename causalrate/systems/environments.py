@@ -3,8 +3,9 @@
 A system runs in another environment when its spec names ``environment:`` (a managed
 environment's name, a virtual-environment folder or a Python interpreter) or, without one, when
 its type declares ``environment_requirements``: it then uses the managed environment named after
-the type. A managed environment is a virtual environment of this Python under envs_dir(), in a
-folder keyed by a hash of its requirements and the Python version, built once by
+the type (or the one it names in ``environment_name``, another type's with the same recipe). A
+managed environment is a virtual environment of this Python under envs_dir(), in a folder keyed
+by a hash of its requirements and the Python version, built once by
 ``causalrate env create NAME``; changing a recipe makes a new folder, never a stale reuse.
 
 A recipe may install packages ``--no-deps`` when their declared pins cannot be met here (the only
@@ -89,7 +90,7 @@ def recipes() -> dict[str, Recipe]:
     return {
         name: Recipe(name, tuple(cls.environment_requirements), tuple(cls.environment_no_deps), tuple(cls.pins_relaxed))
         for name, cls in SYSTEMS.items()
-        if cls.environment_requirements
+        if cls.environment_requirements and cls.environment_name in (None, name)  # a shared one is listed once
     }
 
 

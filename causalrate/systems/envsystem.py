@@ -63,6 +63,8 @@ class EnvironmentSystem(System):
     accepts_nan = property(lambda self: self._fact("accepts_nan"))
     wants_context = property(lambda self: self._fact("wants_context"))
     stochastic = property(lambda self: self._fact("stochastic"))
+    nan_policy = property(lambda self: self.inner.nan_policy)  # class facts: the adapter's, no worker needed
+    licence = property(lambda self: self.inner.licence)
 
     @property
     def accelerator(self) -> str | None:

@@ -67,7 +67,7 @@ class SystemSpec(BaseModel):
 def build_system(spec: SystemSpec, *, base_dir: Path) -> System:
     """Instantiate a validated system entry; one with an environment runs in that environment's worker."""
     cls = SYSTEMS.get(spec.type)
-    environment = spec.environment or (spec.type if cls.environment_requirements else None)
+    environment = spec.environment or ((cls.environment_name or spec.type) if cls.environment_requirements else None)
     if environment is None:
         return cls(spec.settings, base_dir=base_dir)
     return EnvironmentSystem(cls, spec.settings, base_dir=base_dir, environment=environment, type_name=spec.type)

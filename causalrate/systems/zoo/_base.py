@@ -53,7 +53,8 @@ class ZooSystem(CheckpointSystem):
     def install(self) -> str | None:
         """How to get its package: the command that builds its environment, and why it has one."""
         own = self.own_environment
-        return None if own is None else f"causalrate env create {self.type_name} ({own.why})"
+        name = self.environment_name or self.type_name
+        return None if own is None else f"causalrate env create {name} ({own.why})"
 
 
 def levels_of(settings: QuantileSettings) -> list[float]:

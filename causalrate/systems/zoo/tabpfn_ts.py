@@ -41,10 +41,9 @@ class TabPFNTS(ZooSystem):
 
     def check(self, dataset) -> None:
         super().check(dataset)
-        if not (self.folder() / self.settings.checkpoint_file).is_file():
-            raise UserError(
-                f"system type tabpfn-ts: checkpoint_file: no file {self.folder() / self.settings.checkpoint_file}"
-            )
+        checkpoint = self.folder() / self.settings.checkpoint_file
+        if not checkpoint.is_file():
+            raise UserError(f"system type {self.type_name}: checkpoint_file: no file {checkpoint}")
 
     def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
         from tabpfn_time_series import TABPFN_DEFAULT_CONFIG, TabPFNMode, TabPFNTSPipeline
