@@ -46,6 +46,7 @@ class SystemRecord(Section):
     parameters: int | None = None
     imputation: str | None = None
     pins_relaxed: list[str] = Field(default_factory=list)  # pins its own environment does not honour
+    settings: dict[str, Any] = Field(default_factory=dict)  # its type's settings, those chosen from the data included
 
 
 class PerturbationRecord(Section):
@@ -218,6 +219,8 @@ class Provenance(Section):
     seed: int
     versions: dict[str, str] = Field(default_factory=dict)
     method_note: str = ""
+    frequency: str | None = None  # the data's, declared or inferred (data.frequency)
+    season: int | None = None  # the seasonal period MASE and seasonal_naive used (data.season)
 
 
 class RatingsDocument(Section):

@@ -21,7 +21,7 @@ from causalrate.rate.ratings import levels_warning
 from causalrate.redact import scrub
 from causalrate.score.scores import Evidence
 from causalrate.systems.base import System
-from causalrate.systems.spec import build_system
+from causalrate.systems.spec import build_system, settle
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,14 @@ def prepare(
     """
     w = config.windows
     dataset = load_dataset(config.data, base_dir=base_dir, min_length=w.input_length + w.horizon)
+    if dataset.season >= w.input_length:
+        raise UserError(
+            f"data.season is {dataset.season} ({dataset.frequency} data) but windows.input_length is only "
+            f"{w.input_length}: a window must hold more than one season (MASE compares each point with the one a "
+            "season before); lengthen the windows or declare a shorter data.season"
+        )
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
+    config = config.model_copy(update={"systems": [settle(spec, dataset) for spec in config.systems]})
     suite = load_suite(config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement)
     systems, unavailable = {}, dict(not_assessed or {})
     for spec in config.systems:

@@ -73,7 +73,9 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     ) -> None:
         truth, clean = wd.truth[rows], wd.inputs[rows]
         with np.errstate(all="ignore"):
-            metrics = {name: m(truth, result.forecasts, clean, result.samples) for name, m in METRICS.items()}
+            metrics = {
+                name: m(truth, result.forecasts, clean, result.samples, season=ds.season) for name, m in METRICS.items()
+            }
         placed_at = offsets(perturbation, variant, rows) or [[] for _ in rows]
         if (system, perturbation) in worst:  # a candidate: kept only if it is the window's worst so far
             worst[(system, perturbation)].offer(
@@ -129,8 +131,11 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                     }
                     for j, i in enumerate(todo)
                 ]
+            identity = system.identity()
+            if system.seasonal or system.wants_context:  # what it reads of the data's calendar
+                identity |= {"frequency": ds.frequency, "season": ds.season}
             keys = forecast_keys(
-                system.identity(), seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
+                identity, seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
             )
             hits = cache.get(keys) if cache else {}
             hit = np.array([k in hits for k in keys], dtype=bool)
@@ -151,6 +156,8 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
                 batch = Batch(
                     inputs=seen[chunk],
                     horizon=wd.horizon,
+                    frequency=ds.frequency,
+                    season=ds.season,
                     seeds=seeds[chunk],
                     attributes=tuple(attributes[i] for i in rows),
                     input_dates=dates[rows],
@@ -192,16 +199,20 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     for (system, perturbation), search in worst.items():
         rows, kept = search.rows()
         if rows.size:
-            _record_worst(store, wd, system, perturbation, rows, kept)
+            _record_worst(store, wd, system, perturbation, rows, kept, season=ds.season)
     return counts
 
 
-def _record_worst(store: ForecastStore, wd: Windows, system: str, perturbation: str, rows: np.ndarray, kept) -> None:
+def _record_worst(
+    store: ForecastStore, wd: Windows, system: str, perturbation: str, rows: np.ndarray, kept, *, season: int
+) -> None:
     """Store each window's worst candidate as the row of the `worst` perturbation."""
     forecasts = np.array([k.forecast for k in kept])
     samples = [k.samples for k in kept]
     with np.errstate(all="ignore"):
-        metrics = {name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples) for name, m in METRICS.items()}
+        metrics = {
+            name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples, season=season) for name, m in METRICS.items()
+        }
     store.put_forecasts(
         system=system,
         window_ids=rows,

@@ -132,6 +132,8 @@ def provenance(doc: RatingsDocument) -> dict[str, Any]:
         "seed": prov.seed,
         "versions": ", ".join(f"{k} {v}" for k, v in sorted(prov.versions.items())),
         "data_source": prov.data_source,
+        "frequency": prov.frequency,
+        "season": prov.season,
     }
 
 

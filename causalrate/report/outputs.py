@@ -91,6 +91,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "parameters": spec.parameters,
                 "imputation": None if study.systems[spec.name].accepts_nan else cfg.forecast.imputation,
                 "pins_relaxed": pins_relaxed(study.systems[spec.name]),
+                "settings": spec.settings.model_dump(mode="json"),
             }
             for spec in cfg.systems
         ],
@@ -171,6 +172,8 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
             "config": cfg.model_dump(mode="json"),
             "data_source": study.dataset.source,
             "data_hash": study.dataset.content_hash(),
+            "frequency": study.dataset.frequency,
+            "season": study.dataset.season,
             "seed": cfg.seed,
             "versions": package_versions(),
             "method_note": METHOD_NOTE,

@@ -1,7 +1,8 @@
 """Per-forecast metrics (METHOD §3), vectorised over a batch; found by name in METRICS.
 
 Each takes truth [b, d], forecast [b, d] and the clean input [b, n] and returns [b];
-a metric registered with ``uses_samples`` also gets the rows' sample paths ([s, d] or None each).
+a metric registered with ``uses_samples`` also gets the rows' sample paths ([s, d] or None each),
+one registered with ``uses_season`` the study's seasonal period m (``season=m``, data.season).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Metric:
     description: str
     lower_is_better: bool = True
     uses_samples: bool = False
+    uses_season: bool = False
 
     def __call__(
         self,
@@ -30,24 +32,32 @@ class Metric:
         forecast: np.ndarray,
         clean_input: np.ndarray,
         samples: Sequence[np.ndarray | None] | None = None,
+        *,
+        season: int = 1,
     ) -> np.ndarray:
+        extra = {"season": season} if self.uses_season else {}
         if self.uses_samples:
-            return self.fn(truth, forecast, clean_input, samples or [None] * len(truth))
-        return self.fn(truth, forecast, clean_input)
+            return self.fn(truth, forecast, clean_input, samples or [None] * len(truth), **extra)
+        return self.fn(truth, forecast, clean_input, **extra)
 
 
 METRICS: Registry[Metric] = Registry("metric")
 
 
 def metric(
-    name: str, description: str, *, lower_is_better: bool = True, uses_samples: bool = False
+    name: str, description: str, *, lower_is_better: bool = True, uses_samples: bool = False, uses_season: bool = False
 ) -> Callable[[MetricFn], MetricFn]:
     """Register a vectorised metric function under `name`."""
 
     def decorator(fn: MetricFn) -> MetricFn:
         METRICS.register(name)(
             Metric(
-                name=name, fn=fn, description=description, lower_is_better=lower_is_better, uses_samples=uses_samples
+                name=name,
+                fn=fn,
+                description=description,
+                lower_is_better=lower_is_better,
+                uses_samples=uses_samples,
+                uses_season=uses_season,
             )
         )
         return fn
@@ -79,9 +89,15 @@ def smape(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> n
     return terms.mean(axis=1)
 
 
-@metric("mase", "mean absolute error scaled by the clean input's mean absolute one-step change")
-def mase(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> np.ndarray:
-    scale = np.mean(np.abs(np.diff(clean_input, axis=1)), axis=1)
+@metric(
+    "mase",
+    "mean absolute error scaled by the seasonal naive's in-sample error: the clean input's mean absolute change "
+    "over one season (data.season = m; m = 1 is the paper's one-step MASE)",
+    uses_season=True,
+)
+def mase(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray, *, season: int = 1) -> np.ndarray:
+    """Hyndman & Koehler (2006): MAE / mean_t |x_t − x_{t−m}| over the n clean input points (n > m)."""
+    scale = np.mean(np.abs(clean_input[:, season:] - clean_input[:, :-season]), axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(scale > 0, mae(truth, forecast, clean_input) / scale, np.nan)
 

@@ -26,15 +26,18 @@ if TYPE_CHECKING:  # the environment worker imports this module with numpy and p
 
 @dataclass(frozen=True)
 class Batch:
-    """What a system sees: inputs (NaN where missing) and, if it wants context, dates and attributes."""
+    """What a system sees: inputs (NaN where missing), the data's frequency and seasonal period, and, if it
+    wants context, dates and attributes."""
 
     inputs: np.ndarray  # float [b, n]
     horizon: int
     seeds: np.ndarray  # uint64 [b], one stable seed per forecast (for stochastic systems)
     attributes: tuple[dict[str, str], ...]  # per row
-    input_dates: np.ndarray  # datetime64[D] [b, n]
+    input_dates: np.ndarray  # datetime64[D] [b, n] (datetime64[s] for sub-daily data)
     truth_dates: np.ndarray  # datetime64[D] [b, d], the dates to forecast
     images: tuple[bytes, ...] | None = None  # PNG of each (perturbed) input window, for plot-modality systems
+    frequency: str = "business-daily"  # data.frequency's name: hourly, daily, ..., yearly
+    season: int = 1  # the study's seasonal period in points
 
     def row(self, i: int) -> Batch:
         """The one-row batch of row i (used to isolate failing rows)."""
@@ -42,6 +45,8 @@ class Batch:
         return Batch(
             inputs=self.inputs[pick],
             horizon=self.horizon,
+            frequency=self.frequency,
+            season=self.season,
             seeds=self.seeds[pick],
             attributes=self.attributes[pick],
             input_dates=self.input_dates[pick],
@@ -98,6 +103,7 @@ class System:
     output: ClassVar[str] = "point"  # "point", "quantiles" or "samples" (the last two are also scored by CRPS)
     wants_context: ClassVar[bool] = False  # reads Batch.attributes / dates: they enter the cache key
     stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
+    seasonal: ClassVar[bool] = False  # uses Batch.season / frequency: they enter the cache key
     version: ClassVar[str] = "1"  # bump when the system's code changes its forecasts
     libraries: ClassVar[tuple[str, ...]] = ()  # packages whose version changes its forecasts
     accelerator: str | None = None  # the device it runs on ("cuda", "cuda:1", "mps"): one worker per device
@@ -122,6 +128,11 @@ class System:
             "settings": self.settings.model_dump(mode="json"),
             "libraries": installed(self.libraries),
         }
+
+    @classmethod
+    def from_data(cls, settings: BaseModel, dataset: Dataset) -> dict[str, Any]:
+        """Settings the entry leaves to the data, chosen from it (prepare records them in the run's config)."""
+        return {}
 
     def check(self, dataset: Dataset) -> None:
         """Raise UserError if the system cannot work on this dataset (called once, before forecasting)."""

@@ -63,6 +63,7 @@ class EnvironmentSystem(System):
     accepts_nan = property(lambda self: self._fact("accepts_nan"))
     wants_context = property(lambda self: self._fact("wants_context"))
     stochastic = property(lambda self: self._fact("stochastic"))
+    seasonal = property(lambda self: self._fact("seasonal"))
 
     @property
     def accelerator(self) -> str | None:
@@ -97,7 +98,8 @@ class EnvironmentSystem(System):
         arrays = {f"dates_{i}": s.dates for i, s in enumerate(dataset.series)}
         arrays |= {f"values_{i}": s.values for i, s in enumerate(dataset.series)}
         try:
-            self.request({"op": "check", "series": series, "source": dataset.source}, arrays)
+            header = {"op": "check", "series": series, "source": dataset.source}
+            self.request(header | {"frequency": dataset.frequency, "season": dataset.season}, arrays)
             self.identity()  # the main process needs it for the cache keys, then no worker of its own
         finally:
             self.close()  # forecasting workers start their own
@@ -113,6 +115,8 @@ class EnvironmentSystem(System):
         header = {
             "op": "forecast",
             "horizon": batch.horizon,
+            "frequency": batch.frequency,
+            "season": batch.season,
             "attributes": list(batch.attributes),
             "images": None if batch.images is None else len(images),
         }

@@ -8,12 +8,15 @@ type, and `build_system` receives typed settings, never a raw dict.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from causalrate.systems.base import SYSTEMS, System
 from causalrate.systems.envsystem import EnvironmentSystem
+
+if TYPE_CHECKING:
+    from causalrate.data.dataset import Dataset
 
 
 class SystemSpec(BaseModel):
@@ -62,6 +65,12 @@ class SystemSpec(BaseModel):
         Kept among the extra keys so that configs without it dump exactly as before.
         """
         return (self.model_extra or {}).get("environment")
+
+
+def settle(spec: SystemSpec, dataset: Dataset) -> SystemSpec:
+    """The entry with the settings its type leaves to the data filled in (what the run then records)."""
+    updates = SYSTEMS.get(spec.type).from_data(spec.settings, dataset)
+    return SystemSpec.model_validate(spec.model_dump(exclude_unset=True) | updates) if updates else spec
 
 
 def build_system(spec: SystemSpec, *, base_dir: Path) -> System:
