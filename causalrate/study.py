@@ -66,6 +66,10 @@ def prepare(
         )
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
     config = config.model_copy(update={"systems": [settle(spec, dataset) for spec in config.systems]})
+    if "schemes" not in config.causal.model_fields_set:  # the defaults the data can carry; listed ones must fit
+        known = {*dataset.attribute_names, *CHARACTERISTICS.names()}
+        fitting = [n for n in config.causal.schemes if set(SCHEMES.get(n).confounders) <= known]
+        config = config.model_copy(update={"causal": config.causal.model_copy(update={"schemes": fitting})})
     suite = load_suite(config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement)
     systems, unavailable = {}, dict(not_assessed or {})
     for spec in config.systems:

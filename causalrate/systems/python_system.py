@@ -1,4 +1,9 @@
-"""The `python` system: a user callable ``fn(inputs[batch, n], horizon) -> [batch, horizon]``."""
+"""The `python` system: a user callable ``fn(inputs[batch, n], horizon) -> [batch, horizon]``.
+
+With ``context: true`` it is called ``fn(inputs, horizon, context)``, context being a dict with the data's
+``frequency`` and ``season``, each row's ``input_dates`` and ``truth_dates`` (datetime64 [batch, n] and
+[batch, horizon]) and ``attributes`` (one dict per row); they then enter the forecast cache's key.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ class PythonSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     function: str = Field(pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$", description="module:function or file.py:function")
     accepts_nan: bool = Field(False, description="false: missing values are imputed before the call")
+    context: bool = Field(False, description="true: called fn(inputs, horizon, context) with frequency and dates")
 
 
 @SYSTEMS.register("python")
@@ -33,6 +39,7 @@ class PythonFunction(System):
     def __init__(self, settings: PythonSettings, *, base_dir: Path) -> None:
         super().__init__(settings, base_dir=base_dir)
         self.accepts_nan = settings.accepts_nan
+        self.wants_context = settings.context
         self.function = load_callable(settings.function, base_dir=base_dir)
 
     def identity(self) -> dict:
@@ -51,7 +58,20 @@ class PythonFunction(System):
         return {**super().identity(), "source": digest}
 
     def forecast(self, batch: Batch) -> np.ndarray:
+        if self.settings.context:
+            return np.asarray(self.function(batch.inputs.copy(), batch.horizon, context_of(batch)), dtype=np.float64)
         return np.asarray(self.function(batch.inputs.copy(), batch.horizon), dtype=np.float64)
+
+
+def context_of(batch: Batch) -> dict:
+    """What a context-reading user function gets besides the inputs."""
+    return {
+        "frequency": batch.frequency,
+        "season": batch.season,
+        "input_dates": batch.input_dates,
+        "truth_dates": batch.truth_dates,
+        "attributes": list(batch.attributes),
+    }
 
 
 def load_callable(target: str, *, base_dir: Path) -> Callable:
