@@ -31,7 +31,9 @@ class Strict(BaseModel):
 class DataConfig(Strict):
     """Where the series come from and which part of them is used."""
 
-    source: Literal["embedded", "csv", "parquet", "yfinance"] = "embedded"
+    source: Literal["embedded", "csv", "parquet", "yfinance", "statsmodels"] = Field(
+        "embedded", description="statsmodels: series of five domains and four frequencies shipped in statsmodels"
+    )
     series: list[str] | None = Field(None, description="series ids / tickers to keep; null = all")
     start: date | None = None
     end: date | None = None

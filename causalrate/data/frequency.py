@@ -62,14 +62,17 @@ def infer_frequency(dates: pd.DatetimeIndex, *, source: str) -> Frequency:
     )
 
 
-def regular_grid(dates: pd.DatetimeIndex, frequency: Frequency, *, source: str) -> pd.DatetimeIndex:
-    """Every timestamp of the frequency from the first date to the last; business days: the dates themselves.
+def regular_grid(
+    dates: pd.DatetimeIndex, frequency: Frequency, *, calendar: pd.DatetimeIndex, source: str
+) -> pd.DatetimeIndex:
+    """Every timestamp of the frequency from the first date to the last; business days: the data's own calendar
+    (every date of any series) over that span, so a day another series trades on is a gap here as it always was.
 
     A date off that grid (a monthly series on the 1st and the 15th) is an error naming it.
     """
-    if frequency.step is None and not frequency.months:
-        return dates
     first, last = dates.min(), dates.max()
+    if frequency.step is None and not frequency.months:
+        return calendar[(calendar >= first) & (calendar <= last)]
     if frequency.months:
         month_end = first.is_month_end and first.day > 28
         offset = pd.offsets.MonthEnd(frequency.months) if month_end else pd.DateOffset(months=frequency.months)

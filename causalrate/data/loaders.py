@@ -11,7 +11,8 @@ import pandas as pd
 
 from causalrate.config import DataConfig
 from causalrate.data.dataset import Dataset, Series, validate_series
-from causalrate.data.frequency import date_unit, regular_grid, resolve
+from causalrate.data.domains import statsmodels_series
+from causalrate.data.frequency import Frequency, date_unit, regular_grid, resolve
 from causalrate.errors import UserError
 
 EMBEDDED = resources.files("causalrate.data") / "embedded"
@@ -21,6 +22,8 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
     """Load, select, clip to [start, end] and validate the series a study uses."""
     if cfg.source == "embedded":
         wide, attributes, source = _embedded()
+    elif cfg.source == "statsmodels":
+        wide, attributes, source = statsmodels_series()
     elif cfg.source == "yfinance":
         wide, source = _yfinance(cfg, base_dir)
         attributes = {}
@@ -29,8 +32,6 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
     for sid, attrs in cfg.attributes.items():  # the YAML mapping wins over the file's attributes
         attributes[sid] = {**attributes.get(sid, {}), **attrs}
 
-    frequency = resolve(cfg.frequency, wide.index, source=source)
-    wide = wide.reindex(regular_grid(wide.index, frequency, source=source))  # a missing timestamp is a NaN
     wanted = cfg.series or list(wide.columns)
     missing = [s for s in wanted if s not in wide.columns]
     if missing:
@@ -45,10 +46,15 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
             f"{cfg.end or '(last date)'}; the data cover {covered}"
         )
     unit = date_unit(frame.index)
-    series = []
+    series, frequencies = [], {}
     for sid in wanted:
-        column = frame[sid]
-        column = column.loc[column.first_valid_index() : column.last_valid_index()] if column.notna().any() else column
+        column = frame[sid].dropna()
+        if len(column) >= 2:  # each series on its own frequency's grid: a missing timestamp becomes a NaN
+            frequencies[sid] = resolve(cfg.frequency, column.index, source=f"{source}: series {sid!r}")
+            grid = regular_grid(
+                column.index, frequencies[sid], calendar=frame.index, source=f"{source}: series {sid!r}"
+            )
+            column = column.reindex(grid)
         values = _numeric(column, source=source, series_id=sid)
         if cfg.fill == "ffill":
             values = pd.Series(values).ffill().to_numpy()
@@ -56,8 +62,20 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
         validate_series(series_id=sid, dates=dates, values=values, min_length=min_length, source=source)
         series.append(Series(id=sid, dates=dates, values=values.astype(np.float64), attributes=attributes.get(sid, {})))
     _check_attributes(series, source)
-    season = cfg.season or frequency.season
-    return Dataset(series=tuple(series), source=source, frequency=frequency.name, season=season)
+    return Dataset(series=tuple(series), source=source, **_frequency_and_season(frequencies, cfg.season, source))
+
+
+def _frequency_and_season(frequencies: dict[str, Frequency], declared: int | None, source: str) -> dict:
+    """The data's one frequency and its season (declared or usual); series of several frequencies need a
+    declared season ("mixed": MASE and seasonal_naive use one period for every series)."""
+    names = sorted({f.name for f in frequencies.values()})
+    if len(names) == 1:
+        (frequency,) = set(frequencies.values())
+        return {"frequency": frequency.name, "season": declared or frequency.season}
+    if declared is None:
+        per = {f: [sid for sid, g in frequencies.items() if g.name == f][:3] for f in names}
+        raise UserError(f"{source}: the series have different frequencies ({per}); declare data.season")
+    return {"frequency": "mixed", "season": declared}
 
 
 def _embedded() -> tuple[pd.DataFrame, dict[str, dict[str, str]], str]:
