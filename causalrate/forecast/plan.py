@@ -73,8 +73,10 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     ) -> None:
         truth, clean = wd.truth[rows], wd.inputs[rows]
         with np.errstate(all="ignore"):
+            levels = study.systems[system].quantile_levels
             metrics = {
-                name: m(truth, result.forecasts, clean, result.samples, season=ds.season) for name, m in METRICS.items()
+                name: m(truth, result.forecasts, clean, result.samples, season=ds.season, levels=levels)
+                for name, m in METRICS.items()
             }
         placed_at = offsets(perturbation, variant, rows) or [[] for _ in rows]
         if (system, perturbation) in worst:  # a candidate: kept only if it is the window's worst so far
@@ -199,19 +201,29 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     for (system, perturbation), search in worst.items():
         rows, kept = search.rows()
         if rows.size:
-            _record_worst(store, wd, system, perturbation, rows, kept, season=ds.season)
+            levels = study.systems[system].quantile_levels
+            _record_worst(store, wd, system, perturbation, rows, kept, season=ds.season, levels=levels)
     return counts
 
 
 def _record_worst(
-    store: ForecastStore, wd: Windows, system: str, perturbation: str, rows: np.ndarray, kept, *, season: int
+    store: ForecastStore,
+    wd: Windows,
+    system: str,
+    perturbation: str,
+    rows: np.ndarray,
+    kept,
+    *,
+    season: int,
+    levels: tuple[float, ...] | None,
 ) -> None:
     """Store each window's worst candidate as the row of the `worst` perturbation."""
     forecasts = np.array([k.forecast for k in kept])
     samples = [k.samples for k in kept]
     with np.errstate(all="ignore"):
         metrics = {
-            name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples, season=season) for name, m in METRICS.items()
+            name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples, season=season, levels=levels)
+            for name, m in METRICS.items()
         }
     store.put_forecasts(
         system=system,

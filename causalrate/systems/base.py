@@ -65,6 +65,14 @@ class Prediction:
     errors: tuple[str | None, ...] | None = None  # per row: why it failed (its point row is then ignored)
 
     @classmethod
+    def of_quantiles(cls, grid: object, levels: tuple[float, ...], *, rows: int, horizon: int) -> Prediction:
+        """Quantiles [batch, level, horizon] at `levels` (which hold 0.5): the point forecast is the median."""
+        grid = np.asarray(grid, dtype=np.float64)
+        if grid.shape != (rows, len(levels), horizon):
+            raise ValueError(f"wrong quantile shape: expected {(rows, len(levels), horizon)}, got {grid.shape}")
+        return cls(point=grid[:, levels.index(0.5)], samples=grid)
+
+    @classmethod
     def of(cls, out: object, *, rows: int, horizon: int) -> Prediction:
         """Normalise what forecast() returned; a wrong shape raises ValueError (→ failure rows)."""
         if not isinstance(out, Prediction):
@@ -87,6 +95,15 @@ class Prediction:
         return Prediction(point=point, samples=samples, info=out.info, errors=out.errors)
 
 
+def quantile_levels(levels: list[float] | None) -> list[float] | None:
+    """A system's stated quantile levels, checked: in (0, 1), distinct, the median among them; sorted."""
+    if levels is None:
+        return None
+    if not all(0 < q < 1 for q in levels) or len(set(levels)) != len(levels) or 0.5 not in levels:
+        raise ValueError(f"quantiles must be distinct levels in (0, 1) that include 0.5 (the point), got {levels}")
+    return sorted(levels)
+
+
 class NoSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -101,6 +118,7 @@ class System:
     accepts_nan: bool = True  # False: the run imputes missing values first and records it
     nan_policy: ClassVar[str] = "own handling"  # what a NaN-accepting system does with them ("native mask", ...)
     output: ClassVar[str] = "point"  # "point", "quantiles" or "samples" (the last two are also scored by CRPS)
+    quantile_levels: tuple[float, ...] | None = None  # the levels of Prediction.samples' rows, if quantiles
     wants_context: ClassVar[bool] = False  # reads Batch.attributes / dates: they enter the cache key
     stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
     seasonal: ClassVar[bool] = False  # uses Batch.season / frequency: they enter the cache key

@@ -64,6 +64,7 @@ class EnvironmentSystem(System):
     wants_context = property(lambda self: self._fact("wants_context"))
     stochastic = property(lambda self: self._fact("stochastic"))
     seasonal = property(lambda self: self._fact("seasonal"))
+    quantile_levels = property(lambda self: self._fact("quantile_levels"))
 
     @property
     def accelerator(self) -> str | None:

@@ -38,6 +38,7 @@ _FACTS = (
     "wants_context",
     "stochastic",
     "seasonal",
+    "quantile_levels",
     "modality",
     "family",
     "architecture",

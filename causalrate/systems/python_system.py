@@ -1,8 +1,10 @@
 """The `python` system: a user callable ``fn(inputs[batch, n], horizon) -> [batch, horizon]``.
 
-With ``context: true`` it is called ``fn(inputs, horizon, context)``, context being a dict with the data's
-``frequency`` and ``season``, each row's ``input_dates`` and ``truth_dates`` (datetime64 [batch, n] and
-[batch, horizon]) and ``attributes`` (one dict per row); they then enter the forecast cache's key.
+With ``quantiles: [0.1, 0.5, 0.9]`` it returns [batch, level, horizon] (the 0.5 row is the point forecast),
+scored by CRPS, WQL and interval coverage at those levels. With ``context: true`` it is called
+``fn(inputs, horizon, context)``, context being a dict with the data's ``frequency`` and ``season``, each
+row's ``input_dates`` and ``truth_dates`` (datetime64 [batch, n] and [batch, horizon]) and ``attributes``
+(one dict per row); they then enter the forecast cache's key.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from causalrate.errors import UserError
-from causalrate.systems.base import SYSTEMS, Batch, System
+from causalrate.systems.base import SYSTEMS, Batch, Prediction, System, quantile_levels
 
 
 class PythonSettings(BaseModel):
@@ -28,6 +30,11 @@ class PythonSettings(BaseModel):
     function: str = Field(pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$", description="module:function or file.py:function")
     accepts_nan: bool = Field(False, description="false: missing values are imputed before the call")
     context: bool = Field(False, description="true: called fn(inputs, horizon, context) with frequency and dates")
+    quantiles: list[float] | None = Field(
+        None, description="levels (with 0.5) of the quantiles fn returns as [batch, level, horizon]; null: points"
+    )
+
+    _levels = field_validator("quantiles")(classmethod(lambda cls, v: quantile_levels(v)))
 
 
 @SYSTEMS.register("python")
@@ -40,6 +47,9 @@ class PythonFunction(System):
         super().__init__(settings, base_dir=base_dir)
         self.accepts_nan = settings.accepts_nan
         self.wants_context = settings.context
+        if settings.quantiles:
+            self.quantile_levels = tuple(settings.quantiles)
+            self.output = "quantiles"
         self.function = load_callable(settings.function, base_dir=base_dir)
 
     def identity(self) -> dict:
@@ -57,10 +67,12 @@ class PythonFunction(System):
             digest = hashlib.sha256(source.encode()).hexdigest()
         return {**super().identity(), "source": digest}
 
-    def forecast(self, batch: Batch) -> np.ndarray:
-        if self.settings.context:
-            return np.asarray(self.function(batch.inputs.copy(), batch.horizon, context_of(batch)), dtype=np.float64)
-        return np.asarray(self.function(batch.inputs.copy(), batch.horizon), dtype=np.float64)
+    def forecast(self, batch: Batch) -> np.ndarray | Prediction:
+        args = (batch.inputs.copy(), batch.horizon) + ((context_of(batch),) if self.settings.context else ())
+        out = np.asarray(self.function(*args), dtype=np.float64)
+        if self.quantile_levels:
+            return Prediction.of_quantiles(out, self.quantile_levels, rows=len(batch.inputs), horizon=batch.horizon)
+        return out
 
 
 def context_of(batch: Batch) -> dict:
