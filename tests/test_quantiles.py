@@ -74,3 +74,18 @@ def test_a_python_system_returns_quantiles(tmp_path):
         PythonFunction(PythonSettings(function="q.py:spread", quantiles=[0.5]), base_dir=Path(tmp_path)).forecast(
             batch_of(np.ones((1, 6)), horizon=4, season=1)
         )
+
+
+def test_an_http_system_returns_quantiles():
+    from causalrate.systems.remote import Http, HttpSettings
+    from tests.fake_servers import FakeServer, http_answer
+
+    with FakeServer(http_answer) as served:
+        system = Http(HttpSettings(url=served.url, quantiles=[0.1, 0.5, 0.9]), base_dir=Path("."))
+        inputs = np.array([[1.0, 2.0, np.nan], [4.0, 5.0, 10.0]])
+        out = system.forecast(batch_of(inputs, horizon=2, season=1))
+    assert out.point.tolist() == [[2.0, 2.0], [10.0, 10.0]]
+    np.testing.assert_allclose(out.samples[1, :, 0], [9.2, 10.0, 10.8])
+    truth = np.array([[2.0, 2.5], [9.0, 12.0]])
+    wql = METRICS.get("wql")(truth, out.point, inputs, list(out.samples), levels=system.quantile_levels)
+    assert np.isfinite(wql).all()
