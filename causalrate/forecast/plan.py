@@ -28,7 +28,9 @@ from causalrate.systems import Batch
 from causalrate.systems.plot import render_windows
 
 if TYPE_CHECKING:
+    from causalrate.perturb import Perturbation
     from causalrate.study import Study
+    from causalrate.systems import System
 
 
 def store_windows(store: ForecastStore, study: Study) -> None:
@@ -46,6 +48,27 @@ def store_windows(store: ForecastStore, study: Study) -> None:
         )
         for i in range(len(wd))
     )
+
+
+def perturbed_inputs(
+    study: Study, p: Perturbation, firsts: np.ndarray, *, history: list[np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every window's input [w, n] and its dates after perturbation p placed at `firsts` (before imputation)."""
+    ds, wd = study.dataset, study.windows
+    origins = [(ds.series[i].id, int(t)) for i, t in zip(wd.series_index, wd.start, strict=True)]
+    seeds = perturbation_seeds(study.config.seed, p.id, origins)
+    perturbed = p.apply(wd.inputs, firsts, seeds=seeds, history=history or series_history(ds, wd))
+    return perturbed, p.apply_dates(wd.input_dates, firsts)
+
+
+def imputation_of(p: Perturbation, system: System, default: str) -> str | None:
+    """How the perturbation's missing values reach the system: its own imputation, the run's, or none (NaN)."""
+    return p.impute or (None if system.accepts_nan else default)
+
+
+def seen_inputs(perturbed: np.ndarray, imputation: str | None) -> np.ndarray:
+    """What the system is handed: the perturbed inputs, imputed if it does not take NaN."""
+    return impute(perturbed, imputation) if imputation else perturbed
 
 
 def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | None, executor) -> dict[str, int]:
@@ -106,17 +129,14 @@ def forecast_all(study: Study, store: ForecastStore, *, cache: ForecastCache | N
     jobs = []
     history = series_history(ds, wd)
     for p, variant in ((q, v) for q in study.suite for v in range(placed[q.id].shape[1])):
-        firsts = placed[p.id][:, variant]
-        perturbed = p.apply(wd.inputs, firsts, seeds=perturbation_seeds(cfg.seed, p.id, origins), history=history)
-        dates = p.apply_dates(wd.input_dates, firsts)
+        perturbed, dates = perturbed_inputs(study, p, placed[p.id][:, variant], history=history)
         charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
         for spec in cfg.systems:
             system = study.systems[spec.name]
             todo = np.array([i for i in range(len(wd)) if (spec.name, i, p.id) not in done], dtype=int)
             if todo.size == 0:
                 continue
-            imputation = p.impute or (None if system.accepts_nan else cfg.forecast.imputation)
-            seen = impute(perturbed[todo], imputation) if imputation else perturbed[todo]
+            seen = seen_inputs(perturbed[todo], imputation_of(p, system, cfg.forecast.imputation))
             seeds = row_seeds(cfg.seed, spec.name, keys=[(*origins[i], p.id) for i in todo])
             images = None
             if system.modality == "plot":
