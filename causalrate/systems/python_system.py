@@ -4,7 +4,8 @@ With ``quantiles: [0.1, 0.5, 0.9]`` it returns [batch, level, horizon] (the 0.5 
 scored by CRPS, WQL and interval coverage at those levels. With ``context: true`` it is called
 ``fn(inputs, horizon, context)``, context being a dict with the data's ``frequency`` and ``season``, each
 row's ``input_dates`` and ``truth_dates`` (datetime64 [batch, n] and [batch, horizon]) and ``attributes``
-(one dict per row); they then enter the forecast cache's key.
+(one dict per row); they then enter the forecast cache's key. With ``files: {model: trained/}`` it also gets
+``files={"model": Path}``: a trained model it loads, whose content enters the cache key (retraining re-forecasts).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from causalrate.errors import UserError
 from causalrate.systems.base import SYSTEMS, Batch, Prediction, System, quantile_levels
+from causalrate.systems.checkpoints import folder_digest
 
 
 class PythonSettings(BaseModel):
@@ -30,6 +32,11 @@ class PythonSettings(BaseModel):
     function: str = Field(pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$", description="module:function or file.py:function")
     accepts_nan: bool = Field(False, description="false: missing values are imputed before the call")
     context: bool = Field(False, description="true: called fn(inputs, horizon, context) with frequency and dates")
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="name → file or folder (relative to the YAML) it loads, e.g. a trained model: their content "
+        "enters the cache key, and the function gets them as files={name: Path}",
+    )
     quantiles: list[float] | None = Field(
         None, description="levels (with 0.5) of the quantiles fn returns as [batch, level, horizon]; null: points"
     )
@@ -51,6 +58,7 @@ class PythonFunction(System):
             self.quantile_levels = tuple(settings.quantiles)
             self.output = "quantiles"
         self.function = load_callable(settings.function, base_dir=base_dir)
+        self.files = {name: (base_dir / path).resolve() for name, path in settings.files.items()}
 
     def identity(self) -> dict:
         """The function's module source is part of the identity: editing it invalidates cached forecasts.
@@ -65,11 +73,17 @@ class PythonFunction(System):
             except (OSError, TypeError):
                 source = getattr(self.function, "__qualname__", repr(self.function))
             digest = hashlib.sha256(source.encode()).hexdigest()
-        return {**super().identity(), "source": digest}
+        files = {name: _content_digest(path) for name, path in self.files.items()}
+        return {**super().identity(), "source": digest} | ({"files": files} if files else {})
+
+    def check(self, dataset) -> None:
+        absent = [f"{name}: {path}" for name, path in self.files.items() if not path.exists()]
+        if absent:
+            raise UserError(f"system type python: files: no such file or folder: {'; '.join(absent)}")
 
     def forecast(self, batch: Batch) -> np.ndarray | Prediction:
         args = (batch.inputs.copy(), batch.horizon) + ((context_of(batch),) if self.settings.context else ())
-        out = np.asarray(self.function(*args), dtype=np.float64)
+        out = np.asarray(self.function(*args, **({"files": self.files} if self.files else {})), dtype=np.float64)
         if self.quantile_levels:
             return Prediction.of_quantiles(out, self.quantile_levels, rows=len(batch.inputs), horizon=batch.horizon)
         return out
@@ -84,6 +98,16 @@ def context_of(batch: Batch) -> dict:
         "truth_dates": batch.truth_dates,
         "attributes": list(batch.attributes),
     }
+
+
+def _content_digest(path: Path) -> str:
+    """A file's sha256, or a folder's content fingerprint (what a retrained model changes)."""
+    if path.is_dir():
+        return folder_digest(path)  # read afresh: a model retrained in this process is a new key
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        raise UserError(f"system type python: files: cannot read {path}") from None
 
 
 def load_callable(target: str, *, base_dir: Path) -> Callable:
