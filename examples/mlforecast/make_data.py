@@ -13,7 +13,9 @@ def make(path: Path, *, days: int = 28, seed: int = 0) -> Path:
     rows = []
     for k, region in enumerate(["north", "north", "south", "south", "east", "east"]):
         base = 100 + 20 * k + 15 * np.sin(2 * np.pi * (hour - 7) / 24) - 8 * (day >= 5)
-        rows.append(pd.DataFrame({"unique_id": f"feeder{k}", "ds": ds, "y": base + rng.normal(0, 2, ds.size), "region": region}))
+        rows.append(
+            pd.DataFrame({"unique_id": f"feeder{k}", "ds": ds, "y": base + rng.normal(0, 2, ds.size), "region": region})
+        )
     pd.concat(rows).to_csv(path, index=False)
     return path
 
