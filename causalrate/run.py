@@ -47,6 +47,8 @@ class SystemRecord(Section):
     imputation: str | None = None
     pins_relaxed: list[str] = Field(default_factory=list)  # pins its own environment does not honour
     settings: dict[str, Any] = Field(default_factory=dict)  # its type's settings, those chosen from the data included
+    trained_on: list[str] | None = None  # as declared; None: unknown
+    trained_on_study_data: list[str] = Field(default_factory=list)  # the declared entries that name the study's data
 
 
 class PerturbationRecord(Section):

@@ -36,6 +36,7 @@ class Study:
     systems: dict[str, System]
     table: pd.DataFrame  # per window: series, attributes, characteristics
     not_assessed: dict[str, str] = field(default_factory=dict)  # system → why it could not run (--skip-unavailable)
+    trained_on_study_data: dict[str, list[str]] = field(default_factory=dict)  # system → its trained_on naming the data
 
     @property
     def control(self) -> str:
@@ -92,6 +93,15 @@ def prepare(
         if not systems:
             raise UserError(f"no system can run here:\n{listing}")
         config = config.model_copy(update={"systems": [s for s in config.systems if s.name in systems]})
+    leaks = {spec.name: names_study_data(spec.trained_on or [], config, dataset) for spec in config.systems}
+    for spec in config.systems:
+        leaked = leaks[spec.name]
+        if leaked:
+            print(
+                f"causalrate: warning: system {spec.name!r} declares trained_on {leaked}, which names this study's "
+                "data: its forecasts may have seen the windows they are scored on",
+                file=sys.stderr,
+            )
     warning = levels_warning(config.rating.levels, len(systems), config.rating.scale)
     if warning:
         print(f"causalrate: warning: {warning}", file=sys.stderr)
@@ -107,7 +117,18 @@ def prepare(
         systems=systems,
         table=table,
         not_assessed=unavailable,
+        trained_on_study_data={name: leaked for name, leaked in leaks.items() if leaked},
     )
+
+
+def names_study_data(trained_on: list[str], config: StudyConfig, dataset: Dataset) -> list[str]:
+    """The trained_on entries that name the study's data: its file (name or stem), a series id, a `dataset`
+    attribute's value, or a word of the data source's description (case-insensitive)."""
+    names = {s.id.lower() for s in dataset.series} | {s.attributes.get("dataset", "").lower() for s in dataset.series}
+    if config.data.path:
+        names |= {Path(config.data.path).name.lower(), Path(config.data.path).stem.lower()}
+    source = dataset.source.lower()
+    return [entry for entry in trained_on if entry.lower() in names - {""} or entry.lower() in source]
 
 
 def window_table(dataset: Dataset, windows: Windows, config: StudyConfig) -> pd.DataFrame:

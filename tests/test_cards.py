@@ -413,3 +413,23 @@ def test_slugify():
     assert slugify("etc passwd", taken) == "etc-passwd-2"
     assert slugify("....", taken) == "system"
     assert "/" not in slugify("a/b\\c", taken) and ".." not in slugify("a..b", taken)
+
+
+def test_eval_results_follow_the_hugging_face_layout(run_v3, monkeypatch):
+    """Issue 31: `<slug>.eval_results.yaml` beside model-index: dataset id and revision, value, date, source."""
+    from causalrate.report.machine import eval_results_schema
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01
+    render_cards(run_v3, formats=("yaml",))
+    doc = json.loads((run_v3 / "ratings.json").read_text())
+    for system, slug in SLUGS.items():
+        entries = yaml.safe_load((run_v3 / "cards" / f"{slug}.eval_results.yaml").read_text())
+        jsonschema.validate(entries, eval_results_schema())
+        assert {e["date"] for e in entries} == {"2026-01-01"}
+        assert {e["dataset"]["revision"] for e in entries} == {doc["provenance"]["data_hash"][:16]}
+        raws = [r for r in doc["ratings"] if r["system"] == system and r.get("raw") is not None]
+        assert len([e for e in entries if e["dataset"]["task_id"].count("/") == 2]) == len(raws)
+        assert all("trained on: unknown" in e["notes"] for e in entries)
+    broken = [{"dataset": {"id": "causalrate/csv", "task_id": "x"}, "value": 1.0, "source": {"name": "y"}}]
+    with pytest.raises(jsonschema.ValidationError, match="'date' is a required property"):
+        jsonschema.validate(broken, eval_results_schema())

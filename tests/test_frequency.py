@@ -121,7 +121,7 @@ systems:
   - {{name: seasonal_naive, type: seasonal_naive}}
   - {{name: naive, type: naive}}
   - {{name: biased, type: biased}}
-  - {{name: dated, type: python, function: "dated.py:season_from_context", context: true}}
+  - {{name: dated, type: python, function: "dated.py:season_from_context", context: true, trained_on: [data.csv]}}
 """
 
 DATED = '''\
@@ -150,7 +150,10 @@ def test_long_csv_end_to_end(tmp_path, cli, freq, season, name, first):
     config = write_yaml(tmp_path / "s.yaml", STUDY.format(name=name, n=n, d=d, stride=max(1, season // 4)))
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1")
     assert code == 0, err
+    assert "system 'dated' declares trained_on ['data.csv'], which names this study's data" in err
     doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
+    dated = next(s for s in doc["systems"] if s["name"] == "dated")
+    assert dated["trained_on_study_data"] == ["data.csv"]
     assert (doc["provenance"]["frequency"], doc["provenance"]["season"]) == (name, season)
     biased = next(s for s in doc["systems"] if s["name"] == "biased")
     assert (biased["settings"]["attribute"], biased["settings"]["value"]) == ("domain", "energy")

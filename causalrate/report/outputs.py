@@ -92,6 +92,8 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "imputation": None if study.systems[spec.name].accepts_nan else cfg.forecast.imputation,
                 "pins_relaxed": pins_relaxed(study.systems[spec.name]),
                 "settings": spec.settings.model_dump(mode="json"),
+                "trained_on": spec.trained_on,
+                "trained_on_study_data": study.trained_on_study_data.get(spec.name, []),
             }
             for spec in cfg.systems
         ],

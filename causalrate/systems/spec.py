@@ -30,6 +30,10 @@ class SystemSpec(BaseModel):
     modality: Literal["numeric", "plot"] | None = None  # set by the type; stated here only as a check
     architecture: str | None = None
     parameters: int | None = None
+    trained_on: list[str] | None = Field(
+        None,
+        description="datasets it was trained on (GIFT-Eval's leakage, fev's trained_on_this_dataset); null: unknown",
+    )
     _settings: BaseModel = PrivateAttr()
 
     @model_validator(mode="after")
