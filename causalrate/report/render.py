@@ -110,7 +110,10 @@ class Session:
         # a 100 px tall viewport: full_page then takes the content's height; print layout ignores it
         self.page.set_viewport_size({"width": WIDTH, "height": 100})
         self.page.goto(html.resolve().as_uri(), wait_until="load")
-        if png:
+        if png:  # a page wider than the viewport (a table of 20 systems) widens it: the PNG never cuts a column
+            wide = self.page.evaluate("document.documentElement.scrollWidth")
+            if wide > WIDTH:
+                self.page.set_viewport_size({"width": int(wide), "height": 100})
             self.page.screenshot(path=str(png), full_page=True)
         if pdf:
             self.page.pdf(path=str(pdf), format="A4", scale=PDF_SCALE, print_background=True)
