@@ -50,7 +50,7 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
     for sid in wanted:
         column = frame[sid].dropna()
         if len(column) >= 2:  # each series on its own frequency's grid: a missing timestamp becomes a NaN
-            frequencies[sid] = resolve(cfg.frequency, column.index, source=f"{source}: series {sid!r}")
+            frequencies[sid] = _series_frequency(cfg.frequency, column.index, frame.index, f"{source}: series {sid!r}")
             grid = regular_grid(
                 column.index, frequencies[sid], calendar=frame.index, source=f"{source}: series {sid!r}"
             )
@@ -63,6 +63,16 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
         series.append(Series(id=sid, dates=dates, values=values.astype(np.float64), attributes=attributes.get(sid, {})))
     _check_attributes(series, source)
     return Dataset(series=tuple(series), source=source, **_frequency_and_season(frequencies, cfg.season, source))
+
+
+def _series_frequency(declared: str, dates: pd.DatetimeIndex, calendar: pd.DatetimeIndex, where: str) -> Frequency:
+    """Declared, or inferred from the dates that hold a value; when those show no known step (a value every
+    other day), from the data's dates over the series' span."""
+    try:
+        return resolve(declared, dates, source=where)
+    except UserError:
+        span = calendar[(calendar >= dates.min()) & (calendar <= dates.max())]
+        return resolve(declared, span, source=where)
 
 
 def _frequency_and_season(frequencies: dict[str, Frequency], declared: int | None, source: str) -> dict:
