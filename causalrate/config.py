@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from causalrate import plugins
+from causalrate.data.frequency import NAMES as FREQUENCY_NAMES
 from causalrate.errors import UserError, format_validation_error
 from causalrate.perturb.spec import PerturbationSpec
 from causalrate.systems.spec import SystemSpec
@@ -30,19 +31,27 @@ class Strict(BaseModel):
 class DataConfig(Strict):
     """Where the series come from and which part of them is used."""
 
-    source: Literal["embedded", "csv", "parquet", "yfinance"] = "embedded"
+    source: Literal["embedded", "csv", "parquet", "yfinance", "statsmodels"] = Field(
+        "embedded", description="statsmodels: series of five domains and four frequencies shipped in statsmodels"
+    )
     series: list[str] | None = Field(None, description="series ids / tickers to keep; null = all")
     start: date | None = None
     end: date | None = None
     path: str | None = Field(None, description="csv/parquet file, relative to the YAML file")
     layout: Literal["wide", "long"] = "wide"
-    date_column: str = "date"
-    series_column: str = "series"
-    value_column: str = "value"
-    attribute_columns: list[str] = Field(default_factory=list)
+    date_column: str | None = Field(None, description="null: 'ds' if the file has it, else 'date'")
+    series_column: str | None = Field(None, description="long layout; null: 'unique_id' if present, else 'series'")
+    value_column: str | None = Field(None, description="long layout; null: 'y' if present, else 'value'")
+    attribute_columns: list[str] | None = Field(None, description="long layout; null: every other column")
     attributes: dict[str, dict[str, str]] = Field(default_factory=dict)
     cache_dir: str | None = None
     fill: Literal["none", "ffill"] = "none"
+    frequency: Literal["auto", *FREQUENCY_NAMES] = Field(  # type: ignore[valid-type]
+        "auto", description="auto: inferred from the dates (the most common step between them)"
+    )
+    season: PositiveInt | None = Field(
+        None, description="seasonal period in points (MASE, seasonal_naive); null: the frequency's usual one"
+    )
 
     @field_validator("series")
     @classmethod
@@ -66,8 +75,8 @@ class DataConfig(Strict):
 
 
 def default_data() -> DataConfig:
-    """The quickstart data: six S&P 500 stocks in three industries, calendar year 2022."""
-    return DataConfig(series=QUICKSTART_SERIES, start=date(2022, 1, 1), end=date(2022, 12, 31))
+    """The quickstart data: six S&P 500 stocks in three industries, calendar year 2022; the paper's MASE (season 1)."""
+    return DataConfig(series=QUICKSTART_SERIES, start=date(2022, 1, 1), end=date(2022, 12, 31), season=1)
 
 
 class WindowsConfig(Strict):

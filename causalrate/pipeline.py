@@ -5,6 +5,7 @@ Each stage lives in its own package (see docs/architecture.md); this module only
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sys
 from pathlib import Path
@@ -92,6 +93,19 @@ def assess(
         result = analyze(study, forecasts, memo)
     write_outputs(study=study, result=result, out=out)
     return out
+
+
+def assess_frame(frame: pd.DataFrame, config: StudyConfig, *, base_dir: Path, out: Path, **options) -> Path:
+    """assess() on a long-format DataFrame (unique_id, ds, y and attribute columns; config.data's column and
+    frequency settings apply). The frame is written to out/data-<digest>.parquet first, so the run keeps the data
+    it rated and a second frame never overwrites the first's."""
+    digest = hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    digest.update(repr(list(frame.columns)).encode())
+    out.mkdir(parents=True, exist_ok=True)
+    path = (out / f"data-{digest.hexdigest()[:16]}.parquet").resolve()
+    frame.to_parquet(path, index=False)
+    data = config.data.model_copy(update={"source": "parquet", "path": str(path), "layout": "long"})
+    return assess(config.model_copy(update={"data": data}), base_dir=base_dir, out=out, **options)
 
 
 def _open_store(study: Study, out: Path, *, resume: bool, overwrite: bool) -> ForecastStore:

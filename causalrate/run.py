@@ -62,6 +62,9 @@ class SystemRecord(Section):
     nan_policy: str | None = None  # how missing inputs reach it (systems.base.nan_handling)
     licence: str | None = None  # a restriction on its weights (gated, non-commercial)
     missing_values: MissingValues | None = None  # own NaN handling against imputation (report.missing_values)
+    settings: dict[str, Any] = Field(default_factory=dict)  # its type's settings, those chosen from the data included
+    trained_on: list[str] | None = None  # as declared; None: unknown
+    trained_on_study_data: list[str] = Field(default_factory=list)  # the declared entries that name the study's data
 
 
 class PerturbationRecord(Section):
@@ -247,6 +250,8 @@ class Provenance(Section):
     seed: int
     versions: dict[str, str] = Field(default_factory=dict)
     method_note: str = ""
+    frequency: str | None = None  # the data's, declared or inferred (data.frequency)
+    season: int | None = None  # the seasonal period MASE and seasonal_naive used (data.season)
 
 
 class RatingsDocument(Section):

@@ -21,7 +21,7 @@ from causalrate.rate.ratings import levels_warning
 from causalrate.redact import scrub
 from causalrate.score.scores import Evidence
 from causalrate.systems.base import System
-from causalrate.systems.spec import build_system
+from causalrate.systems.spec import build_system, settle
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Study:
     table: pd.DataFrame  # per window: series, attributes, characteristics
     not_assessed: dict[str, str] = field(default_factory=dict)  # system → why it could not run (--skip-unavailable)
     newest: list[Perturbation] = field(default_factory=list)  # newest-point companions (ape_last), forecast only
+    trained_on_study_data: dict[str, list[str]] = field(default_factory=dict)  # system → its trained_on naming the data
 
     @property
     def control(self) -> str:
@@ -78,7 +79,18 @@ def prepare(
     """
     w = config.windows
     dataset = load_dataset(config.data, base_dir=base_dir, min_length=w.input_length + w.horizon)
+    if dataset.season >= w.input_length:
+        raise UserError(
+            f"data.season is {dataset.season} ({dataset.frequency} data) but windows.input_length is only "
+            f"{w.input_length}: a window must hold more than one season (MASE compares each point with the one a "
+            "season before); lengthen the windows or declare a shorter data.season"
+        )
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
+    config = config.model_copy(update={"systems": [settle(spec, dataset) for spec in config.systems]})
+    if "schemes" not in config.causal.model_fields_set:  # the defaults the data can carry; listed ones must fit
+        known = {*dataset.attribute_names, *CHARACTERISTICS.names()}
+        fitting = [n for n in config.causal.schemes if set(SCHEMES.get(n).confounders) <= known]
+        config = config.model_copy(update={"causal": config.causal.model_copy(update={"schemes": fitting})})
     _check_window_count(len(windows), w.stride)
     loaded = load_suite(
         config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement
@@ -105,6 +117,15 @@ def prepare(
         if not systems:
             raise UserError(f"no system can run here:\n{listing}")
         config = config.model_copy(update={"systems": [s for s in config.systems if s.name in systems]})
+    leaks = {spec.name: names_study_data(spec.trained_on or [], config, dataset) for spec in config.systems}
+    for spec in config.systems:
+        leaked = leaks[spec.name]
+        if leaked:
+            print(
+                f"causalrate: warning: system {spec.name!r} declares trained_on {leaked}, which names this study's "
+                "data: its forecasts may have seen the windows they are scored on",
+                file=sys.stderr,
+            )
     warning = levels_warning(config.rating.levels, len(systems), config.rating.scale)
     if warning:
         print(f"causalrate: warning: {warning}", file=sys.stderr)
@@ -121,7 +142,18 @@ def prepare(
         table=table,
         not_assessed=unavailable,
         newest=newest,
+        trained_on_study_data={name: leaked for name, leaked in leaks.items() if leaked},
     )
+
+
+def names_study_data(trained_on: list[str], config: StudyConfig, dataset: Dataset) -> list[str]:
+    """The trained_on entries that name the study's data: its file (name or stem), a series id, a `dataset`
+    attribute's value, or a word of the data source's description (case-insensitive)."""
+    names = {s.id.lower() for s in dataset.series} | {s.attributes.get("dataset", "").lower() for s in dataset.series}
+    if config.data.path:
+        names |= {Path(config.data.path).name.lower(), Path(config.data.path).stem.lower()}
+    source = dataset.source.lower()
+    return [entry for entry in trained_on if entry.lower() in names - {""} or entry.lower() in source]
 
 
 def window_table(dataset: Dataset, windows: Windows, config: StudyConfig) -> pd.DataFrame:

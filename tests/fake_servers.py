@@ -102,6 +102,9 @@ def http_answer(body: dict, behaviour: str, path: str, headers: dict) -> tuple[i
     forecast = [[row[-1]] * body["horizon"] for row in rows]
     if behaviour == "wrong-shape":
         forecast = np.asarray(forecast)[:, :-1].tolist()
+    if "quantiles" in body:  # the naive forecast ± 10 % per unit of distance from the median
+        spread = [[[v * (1 + (q - 0.5) / 5) for v in row] for q in body["quantiles"]] for row in forecast]
+        return 200, {"quantiles": spread}
     return 200, {"forecast": forecast}
 
 

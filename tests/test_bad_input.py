@@ -180,13 +180,15 @@ def test_biased_needs_its_group(tmp_path, cli):
     wide_csv(tmp_path / "prices.csv")
     body = STUDY.replace("type: naive}", "type: biased}") + "causal: {schemes: [uniform]}\n"
     code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body))
-    assert code == 2 and "never has value 'Technology'" in err
+    assert code == 2 and "system type biased: no attribute to target (the series have no attributes)" in err
 
 
 def test_schemes_need_their_attribute(tmp_path, cli):
-    """The message lists the data's attributes, not the window table's own columns (level, start, series)."""
+    """Listed schemes must fit the data (the default ones are those it can carry); the message lists the data's
+    attributes, not the window table's own columns (level, start, series)."""
     wide_csv(tmp_path / "prices.csv")
-    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", STUDY))
+    body = STUDY + "causal: {schemes: [uniform, industry]}\n"
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body))
     assert code == 2 and "needs attribute(s) ['industry']" in err
     assert "the series have no attributes" in err and "data.attribute_columns" in err
     assert "'level'" not in err and "'start'" not in err and "'series'" not in err

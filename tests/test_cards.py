@@ -331,7 +331,13 @@ def test_log_ticks_and_the_robustness_axis_turns_logarithmic_only_when_effects_s
             s: {"x": 3.0 + i, "x_lo": 2.9 + i, "x_hi": 3.1 + i, "y": y, "y_lo": 0.0, "y_hi": 1.5 * y}
             for i, (s, y) in enumerate(effects.items())
         }
-        return robustness_accuracy(points, colours=dict.fromkeys(effects, "#000"), x_label="MASE", y_label="APE")
+        return robustness_accuracy(
+            points,
+            colours=dict.fromkeys(effects, "#000"),
+            markers=dict.fromkeys(effects, "o"),
+            x_label="MASE",
+            y_label="APE",
+        )
 
     spread = chart({"naive": 0.006, "arima": 0.012, "random": 0.34})
     assert "(log scale)" in spread and "nan" not in spread.lower()
@@ -413,3 +419,59 @@ def test_slugify():
     assert slugify("etc passwd", taken) == "etc-passwd-2"
     assert slugify("....", taken) == "system"
     assert "/" not in slugify("a/b\\c", taken) and ".." not in slugify("a..b", taken)
+
+
+def test_eval_results_follow_the_hugging_face_layout(run_v3, monkeypatch):
+    """Issue 31: `<slug>.eval_results.yaml` beside model-index: dataset id and revision, value, date, source."""
+    from causalrate.report.machine import eval_results_schema
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01
+    render_cards(run_v3, formats=("yaml",))
+    doc = json.loads((run_v3 / "ratings.json").read_text())
+    for system, slug in SLUGS.items():
+        entries = yaml.safe_load((run_v3 / "cards" / f"{slug}.eval_results.yaml").read_text())
+        jsonschema.validate(entries, eval_results_schema())
+        assert {e["date"] for e in entries} == {"2026-01-01"}
+        assert {e["dataset"]["revision"] for e in entries} == {doc["provenance"]["data_hash"][:16]}
+        raws = [r for r in doc["ratings"] if r["system"] == system and r.get("raw") is not None]
+        assert len([e for e in entries if e["dataset"]["task_id"].count("/") == 2]) == len(raws)
+        assert all("trained on: unknown" in e["notes"] for e in entries)
+    broken = [{"dataset": {"id": "causalrate/csv", "task_id": "x"}, "value": 1.0, "source": {"name": "y"}}]
+    with pytest.raises(jsonschema.ValidationError, match="'date' is a required property"):
+        jsonschema.validate(broken, eval_results_schema())
+
+
+def test_twenty_systems_get_distinct_looks_and_never_a_badge_colour():
+    """Issue 31: beyond eight systems colours no longer repeat alone, and none takes a rating badge's colour."""
+    from causalrate.report.figures import system_colours, system_markers
+
+    names = [f"s{i}" for i in range(20)]
+    colours, markers = system_colours(names), system_markers(names)
+    looks = {(colours[n], markers[n]) for n in names}
+    assert len(looks) == 20
+    levels_css = (Path(__file__).parents[1] / "causalrate/report/templates/_levels.css.j2").read_text()
+    badges = {c.lower() for c in re.findall(r"#[0-9A-Fa-f]{6}", levels_css)}
+    assert {"#0072b2", "#e69f00", "#d55e00"} <= badges
+    assert not badges & {c.lower() for c in colours.values()}
+
+
+def test_comparison_page_holds_twenty_systems(tmp_path):
+    """Issue 31: 20 systems on one comparison page: every one in every table and figure legend, and the PNG
+    as wide as the page (no column cut), in the browser."""
+    executable = browser_or_skip()
+    names = [f"sys{i:02d}-{'median' if i % 2 else 'min'}" for i in range(20)]
+    systems = "".join(
+        f'- {{name: {n}, type: python, function: "planted.py:window_{n.split("-")[1]}"}}\n' for n in names
+    )
+    config = make_synthetic_study(
+        tmp_path, systems, draws=2, stride=16, extra="rigor: {replicates: 0, refute: false}\n"
+    )
+    assert main(["assess", str(config), "--out", str(tmp_path / "run"), "--workers", "2", "--no-cards"]) == 0
+    render_cards(tmp_path / "run", png_required=True)
+    page = (tmp_path / "run" / "cards" / "comparison.html").read_text()
+    assert all(page.count(f">{n}<") >= 2 for n in names)  # the headline table and the per-score table
+    with Session(executable) as session:
+        session.open(tmp_path / "run" / "cards" / "comparison.html")
+        table = session.page.evaluate("document.getElementById('ratings').scrollWidth")  # the table, not its box
+    with Image.open(tmp_path / "run" / "cards" / "comparison.png") as image:
+        assert table > WIDTH and image.size[0] >= table and image.size[1] > LABEL_HEIGHT

@@ -46,6 +46,8 @@ def test_outputs_and_schema(quickstart):
         "smape",
         "mase",
         "crps",
+        "wql",
+        "coverage_error",
         "sign_accuracy",
         "failure_rate",
         "fragility_spread",
@@ -56,6 +58,8 @@ def test_outputs_and_schema(quickstart):
         "smape",
         "mase",
         "crps",
+        "wql",
+        "coverage_error",
         "sign_accuracy",
         "failure_rate",
     }

@@ -201,13 +201,33 @@ def test_rate_without_forecasting(synthetic_study, cli, tmp_path):
 
 
 def test_export_parquet(synthetic_study, cli, tmp_path):
-    config = synthetic_study("- {name: naive, type: naive}\n", draws=2, stride=10)
+    systems = '- {name: naive, type: naive}\n- {name: median, type: python, function: "planted.py:window_median"}\n'
+    config = synthetic_study(systems, draws=2, stride=10)
     assert cli("assess", config, "--out", tmp_path / "run", "--no-cards")[0] == 0
     code, out, _ = cli("export", tmp_path / "run")
     assert code == 0
     frame = pd.read_parquet(out.strip())
-    assert len(frame) == 4 * 6 * 12 and {"forecast", "truth", "input", "attr_industry", "rmax"} <= set(frame.columns)
+    assert len(frame) == 2 * 4 * 6 * 12 and {"forecast", "truth", "input", "attr_industry", "rmax"} <= set(
+        frame.columns
+    )
     assert len(frame["truth"].iloc[0]) == 10
+    # issue 31: what each system saw (NaN for naive, which takes it; forward-filled for the python function)
+    missing = frame[frame["perturbation"] == "P3"].set_index(["system", "window"])
+    assert (missing["operator"] == "missing").all()
+    naive, median = missing.loc[("naive", 0)], missing.loc[("median", 0)]
+    gap = [i for i, v in enumerate(naive["input_seen"]) if np.isnan(v)]
+    assert gap == list(naive["offsets"]) and all(median["input_seen"][i] == median["input_seen"][i - 1] for i in gap)
+    assert [v for i, v in enumerate(naive["input_seen"]) if i not in gap] == [
+        v for i, v in enumerate(naive["input"]) if i not in gap
+    ]
+    assert len(naive["input_dates"]) == 40 and naive["truth_dates"][0] == naive["first_forecast_date"]
+    long = pd.read_parquet(tmp_path / "run" / "forecasts_long.parquet")
+    assert list(long.columns[:5]) == ["unique_id", "ds", "model", "perturbation", "y_hat"]
+    assert len(long) == 10 * frame["forecast"].notna().sum()
+    step = long[(long["model"] == "naive") & (long["window"] == 0) & (long["perturbation"] == "P3")]
+    assert (
+        step["y_hat"].tolist() == list(naive["forecast"]) and str(step["ds"].iloc[0].date()) == naive["truth_dates"][0]
+    )
 
 
 @pytest.mark.parametrize("content", [b"this is not a database at all" * 100, None])

@@ -155,9 +155,9 @@ def test_scrub_masks_escaped_forms_and_the_longest_secret_first(monkeypatch):
 
 def test_an_excerpt_is_scrubbed_before_it_is_cut():
     """A secret that straddles the excerpt's end must not leave its first half behind."""
-    from causalrate.systems.remote import _forecast_rows
+    from causalrate.systems.remote import _answer_table
 
     raw = ("x" * 190 + TOKEN + "tail").encode()
     with pytest.raises(ValueError) as info:
-        _forecast_rows(raw, rows=1, horizon=1, secrets=[TOKEN])
+        _answer_table(raw, "forecast", rows=1, horizon=1, secrets=[TOKEN])
     assert "Bearer" not in str(info.value) and "***" in str(info.value)

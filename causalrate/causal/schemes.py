@@ -82,6 +82,12 @@ class Company(ByAttribute):
     description = "windows of the first half of the companies (sorted) are perturbed with P = high, others low"
 
 
+@SCHEMES.register("domain")
+class Domain(ByAttribute):
+    confounders = ("domain",)
+    description = "windows of the first half of the domains (sorted) are perturbed with P = high, others low"
+
+
 class Ranked(Scheme):
     """P rises linearly from low to high with the rank of a window characteristic (a continuous confounder)."""
 

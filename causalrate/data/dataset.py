@@ -16,7 +16,7 @@ class Series:
     """One univariate series with its attributes (the confounders Z)."""
 
     id: str
-    dates: np.ndarray  # datetime64[D], strictly increasing
+    dates: np.ndarray  # datetime64[D] (daily or coarser) or datetime64[s] (hourly), strictly increasing
     values: np.ndarray  # float64, finite
     attributes: dict[str, str] = field(default_factory=dict)
 
@@ -25,6 +25,8 @@ class Series:
 class Dataset:
     series: tuple[Series, ...]
     source: str  # where it came from, for error messages and provenance
+    frequency: str = "business-daily"  # a name of data.frequency.FREQUENCIES
+    season: int = 1  # seasonal period in points: MASE's scale and seasonal_naive's lag
 
     @property
     def attribute_names(self) -> list[str]:
@@ -35,7 +37,10 @@ class Dataset:
         h = hashlib.sha256()
         for s in self.series:
             h.update(s.id.encode())
-            h.update(s.dates.astype("datetime64[D]").astype(np.int64).tobytes())
+            unit = np.datetime_data(s.dates.dtype)[0]
+            if unit != "D":  # daily dates hash as they always did
+                h.update(unit.encode())
+            h.update(s.dates.astype(np.int64).tobytes())
             h.update(np.ascontiguousarray(s.values, dtype=np.float64).tobytes())
             h.update(json.dumps(s.attributes, sort_keys=True).encode())
         return h.hexdigest()

@@ -1,4 +1,5 @@
-"""Loaders: the embedded S&P 500 prices, CSV/parquet (wide or long), and yfinance with a disk cache."""
+"""Loaders: the embedded S&P 500 prices, CSV/parquet (wide or long: unique_id, ds, y + attributes), and yfinance
+with a disk cache; every source at any regular frequency (data/frequency.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pandas as pd
 
 from causalrate.config import DataConfig
 from causalrate.data.dataset import Dataset, Series, validate_series
+from causalrate.data.domains import statsmodels_series
+from causalrate.data.frequency import Frequency, date_unit, regular_grid, resolve
 from causalrate.errors import UserError
 
 EMBEDDED = resources.files("causalrate.data") / "embedded"
@@ -19,6 +22,8 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
     """Load, select, clip to [start, end] and validate the series a study uses."""
     if cfg.source == "embedded":
         wide, attributes, source = _embedded()
+    elif cfg.source == "statsmodels":
+        wide, attributes, source = statsmodels_series()
     elif cfg.source == "yfinance":
         wide, source = _yfinance(cfg, base_dir)
         attributes = {}
@@ -32,7 +37,7 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
     if missing:
         raise UserError(f"{source}: data.series names {missing}, not in the data; available: {list(wide.columns)}")
     start = pd.Timestamp(cfg.start) if cfg.start else None
-    end = pd.Timestamp(cfg.end) if cfg.end else None
+    end = pd.Timestamp(cfg.end) + pd.Timedelta(days=1) - pd.Timedelta(1, "ns") if cfg.end else None  # the whole day
     frame = wide.loc[start:end, wanted]
     if frame.empty:
         covered = f"{wide.index.min().date()} to {wide.index.max().date()}" if len(wide) else "no dates"
@@ -40,18 +45,47 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
             f"{source}: no data between data.start {cfg.start or '(first date)'} and data.end "
             f"{cfg.end or '(last date)'}; the data cover {covered}"
         )
-    series = []
+    unit = date_unit(frame.index)
+    series, frequencies = [], {}
     for sid in wanted:
-        column = frame[sid]
-        column = column.loc[column.first_valid_index() : column.last_valid_index()] if column.notna().any() else column
+        column = frame[sid].dropna()
+        if len(column) >= 2:  # each series on its own frequency's grid: a missing timestamp becomes a NaN
+            frequencies[sid] = _series_frequency(cfg.frequency, column.index, frame.index, f"{source}: series {sid!r}")
+            grid = regular_grid(
+                column.index, frequencies[sid], calendar=frame.index, source=f"{source}: series {sid!r}"
+            )
+            column = column.reindex(grid)
         values = _numeric(column, source=source, series_id=sid)
         if cfg.fill == "ffill":
             values = pd.Series(values).ffill().to_numpy()
-        dates = column.index.to_numpy().astype("datetime64[D]")
+        dates = column.index.to_numpy().astype(f"datetime64[{unit}]")
         validate_series(series_id=sid, dates=dates, values=values, min_length=min_length, source=source)
         series.append(Series(id=sid, dates=dates, values=values.astype(np.float64), attributes=attributes.get(sid, {})))
     _check_attributes(series, source)
-    return Dataset(series=tuple(series), source=source)
+    return Dataset(series=tuple(series), source=source, **_frequency_and_season(frequencies, cfg.season, source))
+
+
+def _series_frequency(declared: str, dates: pd.DatetimeIndex, calendar: pd.DatetimeIndex, where: str) -> Frequency:
+    """Declared, or inferred from the dates that hold a value; when those show no known step (a value every
+    other day), from the data's dates over the series' span."""
+    try:
+        return resolve(declared, dates, source=where)
+    except UserError:
+        span = calendar[(calendar >= dates.min()) & (calendar <= dates.max())]
+        return resolve(declared, span, source=where)
+
+
+def _frequency_and_season(frequencies: dict[str, Frequency], declared: int | None, source: str) -> dict:
+    """The data's one frequency and its season (declared or usual); series of several frequencies need a
+    declared season ("mixed": MASE and seasonal_naive use one period for every series)."""
+    names = sorted({f.name for f in frequencies.values()})
+    if len(names) == 1:
+        (frequency,) = set(frequencies.values())
+        return {"frequency": frequency.name, "season": declared or frequency.season}
+    if declared is None:
+        per = {f: [sid for sid, g in frequencies.items() if g.name == f][:3] for f in names}
+        raise UserError(f"{source}: the series have different frequencies ({per}); declare data.season")
+    return {"frequency": "mixed", "season": declared}
 
 
 def _embedded() -> tuple[pd.DataFrame, dict[str, dict[str, str]], str]:
@@ -71,47 +105,69 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
         raise UserError(f"data.path: no such file {path}") from None
     except Exception as exc:
         raise UserError(f"{source}: cannot read as {cfg.source}: {exc}") from None
-    needed = [cfg.date_column] + (
-        [cfg.series_column, cfg.value_column, *cfg.attribute_columns] if cfg.layout == "long" else []
-    )
-    absent = [c for c in needed if c not in frame.columns]
+    columns = _columns(cfg, frame, source)
+    date_column = columns["date"]
+    try:
+        frame[date_column] = pd.to_datetime(frame[date_column])
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"{source}: column {date_column!r} does not hold dates: {exc}") from None
+
+    attributes: dict[str, dict[str, str]] = {}
+    if cfg.layout == "long":
+        series_column, value_column = columns["series"], columns["value"]
+        for sid, group in frame.groupby(series_column, sort=False):
+            attrs = {}
+            for col in columns["attributes"]:
+                values = group[col].dropna().astype(str).unique()
+                if len(values) != 1:
+                    raise UserError(
+                        f"{source}: attribute {col!r} of series {sid!r} must have one value, got {list(values)[:5]}"
+                        + (
+                            ""
+                            if cfg.attribute_columns is not None
+                            else "; list the attributes in data.attribute_columns"
+                        )
+                    )
+                attrs[col] = values[0]
+            attributes[str(sid)] = attrs
+        dup = frame[frame.duplicated([date_column, series_column])]
+        if len(dup):
+            row = dup.iloc[0]
+            raise UserError(f"{source}: series {row[series_column]!r}: duplicate dates, e.g. {row[date_column]}")
+        frame[series_column] = frame[series_column].astype(str)
+        wide = frame.pivot(index=date_column, columns=series_column, values=value_column)
+    else:
+        dup = frame[frame[date_column].duplicated()]
+        if len(dup):
+            raise UserError(f"{source}: duplicate dates, e.g. {dup[date_column].iloc[0]}; each date once")
+        wide = frame.set_index(date_column)
+        wide.columns = [str(c) for c in wide.columns]
+    return wide.sort_index(), attributes, source
+
+
+def _columns(cfg: DataConfig, frame: pd.DataFrame, source: str) -> dict:
+    """The date, series, value and attribute columns: as configured, else the Nixtla names (ds, unique_id, y) if
+    the file has them, else the classic ones (date, series, value); long-layout attributes: every other column."""
+
+    def pick(given: str | None, nixtla: str, classic: str) -> str:
+        return given or (nixtla if nixtla in frame.columns else classic)
+
+    columns = {"date": pick(cfg.date_column, "ds", "date")}
+    if cfg.layout == "long":
+        columns |= {
+            "series": pick(cfg.series_column, "unique_id", "series"),
+            "value": pick(cfg.value_column, "y", "value"),
+        }
+    named = list(columns.values())
+    absent = [c for c in named + list(cfg.attribute_columns or []) if c not in frame.columns]
     if absent:
         raise UserError(
             f"{source}: missing column(s) {absent} (layout {cfg.layout}); columns are {list(frame.columns)}"
         )
-    try:
-        frame[cfg.date_column] = pd.to_datetime(frame[cfg.date_column])
-    except (ValueError, TypeError) as exc:
-        raise UserError(f"{source}: column {cfg.date_column!r} does not hold dates: {exc}") from None
-
-    attributes: dict[str, dict[str, str]] = {}
     if cfg.layout == "long":
-        for sid, group in frame.groupby(cfg.series_column, sort=False):
-            attrs = {}
-            for col in cfg.attribute_columns:
-                values = group[col].dropna().astype(str).unique()
-                if len(values) != 1:
-                    raise UserError(
-                        f"{source}: attribute {col!r} of series {sid!r} must have one value, got {list(values)}"
-                    )
-                attrs[col] = values[0]
-            attributes[str(sid)] = attrs
-        key = [cfg.date_column, cfg.series_column]
-        dup = frame[frame.duplicated(key)]
-        if len(dup):
-            row = dup.iloc[0]
-            raise UserError(
-                f"{source}: series {row[cfg.series_column]!r}: duplicate dates, e.g. {row[cfg.date_column].date()}"
-            )
-        frame[cfg.series_column] = frame[cfg.series_column].astype(str)
-        wide = frame.pivot(index=cfg.date_column, columns=cfg.series_column, values=cfg.value_column)
-    else:
-        dup = frame[frame[cfg.date_column].duplicated()]
-        if len(dup):
-            raise UserError(f"{source}: duplicate dates, e.g. {dup[cfg.date_column].iloc[0].date()}; each date once")
-        wide = frame.set_index(cfg.date_column)
-        wide.columns = [str(c) for c in wide.columns]
-    return wide.sort_index(), attributes, source
+        others = [c for c in frame.columns if c not in named]
+        columns["attributes"] = others if cfg.attribute_columns is None else cfg.attribute_columns
+    return columns
 
 
 def _yfinance(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, str]:
@@ -152,7 +208,7 @@ def _numeric(column: pd.Series, *, source: str, series_id: str) -> np.ndarray:
     bad = column[converted.isna() & column.notna()]
     if len(bad):
         raise UserError(
-            f"{source}: series {series_id!r}: non-numeric value {bad.iloc[0]!r} at {pd.Timestamp(bad.index[0]).date()}"
+            f"{source}: series {series_id!r}: non-numeric value {bad.iloc[0]!r} at {pd.Timestamp(bad.index[0])}"
         )
     return converted.to_numpy(dtype=np.float64)
 

@@ -28,7 +28,9 @@ from causalrate.systems import Batch
 from causalrate.systems.plot import render_windows
 
 if TYPE_CHECKING:
+    from causalrate.perturb import Perturbation
     from causalrate.study import Study
+    from causalrate.systems import System
 
 
 def store_windows(store: ForecastStore, study: Study) -> None:
@@ -46,6 +48,27 @@ def store_windows(store: ForecastStore, study: Study) -> None:
         )
         for i in range(len(wd))
     )
+
+
+def perturbed_inputs(
+    study: Study, p: Perturbation, firsts: np.ndarray, *, history: list[np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every window's input [w, n] and its dates after perturbation p placed at `firsts` (before imputation)."""
+    ds, wd = study.dataset, study.windows
+    origins = [(ds.series[i].id, int(t)) for i, t in zip(wd.series_index, wd.start, strict=True)]
+    seeds = perturbation_seeds(study.config.seed, p.id, origins)
+    perturbed = p.apply(wd.inputs, firsts, seeds=seeds, history=history or series_history(ds, wd))
+    return perturbed, p.apply_dates(wd.input_dates, firsts)
+
+
+def imputation_of(p: Perturbation, system: System, default: str) -> str | None:
+    """How the perturbation's missing values reach the system: its own imputation, the run's, or none (NaN)."""
+    return p.impute or (None if system.accepts_nan else default)
+
+
+def seen_inputs(perturbed: np.ndarray, imputation: str | None) -> np.ndarray:
+    """What the system is handed: the perturbed inputs, imputed if it does not take NaN."""
+    return impute(perturbed, imputation) if imputation else perturbed
 
 
 def forecast_all(
@@ -77,7 +100,11 @@ def forecast_all(
     ) -> None:
         truth, clean = wd.truth[rows], wd.inputs[rows]
         with np.errstate(all="ignore"):
-            metrics = {name: m(truth, result.forecasts, clean, result.samples) for name, m in METRICS.items()}
+            levels = study.systems[system].quantile_levels
+            metrics = {
+                name: m(truth, result.forecasts, clean, result.samples, season=ds.season, levels=levels)
+                for name, m in METRICS.items()
+            }
         placed_at = offsets(perturbation, variant, rows) or [[] for _ in rows]
         if (system, perturbation) in worst:  # a candidate: kept only if it is the window's worst so far
             worst[(system, perturbation)].offer(
@@ -107,9 +134,7 @@ def forecast_all(
     jobs = []
     history = series_history(ds, wd)
     for p, variant in ((q, v) for q in study.forecast_suite for v in range(placed[q.id].shape[1])):
-        firsts = placed[p.id][:, variant]
-        perturbed = p.apply(wd.inputs, firsts, seeds=perturbation_seeds(cfg.seed, p.id, origins), history=history)
-        dates = p.apply_dates(wd.input_dates, firsts)
+        perturbed, dates = perturbed_inputs(study, p, placed[p.id][:, variant], history=history)
         charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
         for spec in cfg.systems:
             system = study.systems[spec.name]
@@ -118,8 +143,7 @@ def forecast_all(
             todo = np.array([i for i in range(len(wd)) if (spec.name, i, p.id) not in done], dtype=int)
             if todo.size == 0:
                 continue
-            imputation = p.impute or (None if system.accepts_nan else cfg.forecast.imputation)
-            seen = impute(perturbed[todo], imputation) if imputation else perturbed[todo]
+            seen = seen_inputs(perturbed[todo], imputation_of(p, system, cfg.forecast.imputation))
             seeds = row_seeds(cfg.seed, spec.name, keys=[(*origins[i], p.id) for i in todo])
             images = None
             if system.modality == "plot":
@@ -136,8 +160,11 @@ def forecast_all(
                     }
                     for j, i in enumerate(todo)
                 ]
+            identity = system.identity()
+            if system.seasonal or system.wants_context:  # what it reads of the data's calendar
+                identity |= {"frequency": ds.frequency, "season": ds.season}
             keys = forecast_keys(
-                system.identity(), seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
+                identity, seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
             )
             hits = cache.get(keys) if cache and not refresh else {}
             hit = np.array([k in hits for k in keys], dtype=bool)
@@ -160,6 +187,8 @@ def forecast_all(
                 batch = Batch(
                     inputs=seen[chunk],
                     horizon=wd.horizon,
+                    frequency=ds.frequency,
+                    season=ds.season,
                     seeds=seeds[chunk],
                     attributes=tuple(attributes[i] for i in rows),
                     input_dates=dates[rows],
@@ -206,7 +235,8 @@ def forecast_all(
     for (system, perturbation), search in worst.items():
         rows, kept = search.rows()
         if rows.size:
-            _record_worst(store, wd, system, perturbation, rows, kept)
+            levels = study.systems[system].quantile_levels
+            _record_worst(store, wd, system, perturbation, rows, kept, season=ds.season, levels=levels)
     return {**counts, "systems": tally}
 
 
@@ -220,12 +250,25 @@ def summary_lines(systems: dict[str, dict]) -> list[str]:
     ]
 
 
-def _record_worst(store: ForecastStore, wd: Windows, system: str, perturbation: str, rows: np.ndarray, kept) -> None:
+def _record_worst(
+    store: ForecastStore,
+    wd: Windows,
+    system: str,
+    perturbation: str,
+    rows: np.ndarray,
+    kept,
+    *,
+    season: int,
+    levels: tuple[float, ...] | None,
+) -> None:
     """Store each window's worst candidate as the row of the `worst` perturbation."""
     forecasts = np.array([k.forecast for k in kept])
     samples = [k.samples for k in kept]
     with np.errstate(all="ignore"):
-        metrics = {name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples) for name, m in METRICS.items()}
+        metrics = {
+            name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples, season=season, levels=levels)
+            for name, m in METRICS.items()
+        }
     store.put_forecasts(
         system=system,
         window_ids=rows,

@@ -4,7 +4,8 @@ Reads RUN_DIR/ratings.json and RUN_DIR/forecasts.sqlite only through the typed r
 Writes RUN_DIR/cards/, per system:
 <slug>.html (the label: one screen, one printed page) with <slug>.png and <slug>.pdf,
 <slug>.report.html (the detailed report) with <slug>.md (+ <slug>.<figure>.svg figures),
-<slug>.model-card.json (Model Card Toolkit fields) and <slug>.model-index.yaml (Hugging Face);
+<slug>.model-card.json (Model Card Toolkit fields), <slug>.model-index.yaml and <slug>.eval_results.yaml
+(Hugging Face's model-index block and .eval_results entries);
 for the run, comparison.html (+ .png) and index.html. Pages are self-contained (inline CSS,
 SVG figures as data URIs, no JavaScript); every user-supplied string is escaped by jinja2.
 """
@@ -27,7 +28,7 @@ from causalrate.report.comparison import cell, comparison_context, normalised_sc
 from causalrate.report.estimators import EFFECT_COLUMNS, estimator, facts, label
 from causalrate.report.headlines import headlines, warnings
 from causalrate.report.label import label_context
-from causalrate.report.machine import model_card, model_index
+from causalrate.report.machine import eval_results, model_card, model_index
 from causalrate.report.render import Renderer, browser_problem, find_chromium
 from causalrate.report.templating import environment, fmt
 from causalrate.run import RatingsDocument, Run
@@ -51,11 +52,19 @@ def figure_file(slug: str, figure: str) -> str:
     return f"{slug}.{figure}.svg"
 
 
-def generated_line() -> str:
-    """The one line allowed to differ between two renderings of the same run (SOURCE_DATE_EPOCH fixes it)."""
+def generated_at() -> datetime:
+    """When the cards are rendered: the one thing allowed to differ between two renderings of the same run
+    (SOURCE_DATE_EPOCH fixes it)."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = datetime.fromtimestamp(int(epoch), UTC) if epoch else datetime.now(UTC)
-    return f"Generated {when.strftime('%Y-%m-%d %H:%M UTC')} by causalrate {__version__}"
+    return datetime.fromtimestamp(int(epoch), UTC) if epoch else datetime.now(UTC)
+
+
+def generated_line() -> str:
+    return f"Generated {generated_at().strftime('%Y-%m-%d %H:%M UTC')} by causalrate {__version__}"
+
+
+def generated_date() -> str:
+    return generated_at().strftime("%Y-%m-%d")
 
 
 def report_context(
@@ -132,6 +141,8 @@ def provenance(doc: RatingsDocument) -> dict[str, Any]:
         "seed": prov.seed,
         "versions": ", ".join(f"{k} {v}" for k, v in sorted(prov.versions.items())),
         "data_source": prov.data_source,
+        "frequency": prov.frequency,
+        "season": prov.season,
     }
 
 
@@ -239,6 +250,8 @@ def write_pages(
             )
         if "yaml" in formats:
             written.append(write(out / f"{slug}.model-index.yaml", model_index(doc, system)))
+            results = eval_results(doc, system, date=generated_date())
+            written.append(write(out / f"{slug}.eval_results.yaml", results))
     if whole_run and html:
         context = {
             **comparison_context(doc, slugs, normalised=normalised),

@@ -105,7 +105,7 @@ def scatter_points(doc: RatingsDocument) -> dict[str, dict[str, float]]:
 
 
 def comparison_figures(doc: RatingsDocument, normalised: dict[str, list[float]]) -> list[Figure]:
-    colours = figures.system_colours(doc.system_names)
+    colours, markers = figures.system_colours(doc.system_names), figures.system_markers(doc.system_names)
     out = []
     points = scatter_points(doc)
     if len(points) >= 2:
@@ -115,6 +115,7 @@ def comparison_figures(doc: RatingsDocument, normalised: dict[str, list[float]])
                 comparison_charts.robustness_accuracy(
                     points,
                     colours=colours,
+                    markers=markers,
                     x_label="MASE on clean input (mean over forecasts; lower = more accurate)",
                     y_label="|APE_true|, mean over perturbations (lower = more robust)",
                 ),
@@ -136,7 +137,7 @@ def comparison_figures(doc: RatingsDocument, normalised: dict[str, list[float]])
         out.append(
             Figure(
                 "parameters",
-                comparison_charts.scatter_parameters(params, levels=doc.levels, colours=colours),
+                comparison_charts.scatter_parameters(params, levels=doc.levels, colours=colours, markers=markers),
                 alt="Scatter plot of parameter count against mean robustness rating per system.",
             )
         )

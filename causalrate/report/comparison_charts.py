@@ -18,7 +18,9 @@ def _size_text(value: float) -> str:
     return f"{value:g}"
 
 
-def scatter_parameters(points: dict[str, tuple[float, float]], *, levels: int, colours: dict[str, str]) -> str:
+def scatter_parameters(
+    points: dict[str, tuple[float, float]], *, levels: int, colours: dict[str, str], markers: dict[str, str]
+) -> str:
     """Parameter count vs mean robustness rating, one labelled point per system."""
     params = finite(p for p, _ in points.values())
     lo, hi = math.floor(math.log10(min(params))), math.ceil(math.log10(max(params)))
@@ -27,7 +29,7 @@ def scatter_parameters(points: dict[str, tuple[float, float]], *, levels: int, c
     ax = Panel(c, (80, 20, 500, 280), (10.0**lo, 10.0**hi), (0.7, levels + 0.3), xlog=True, yinvert=True)
     for name, (count, rating) in points.items():
         if math.isfinite(rating):
-            c.marker(ax.x(count), ax.y(rating), colours[name], size=9)
+            c.marker(ax.x(count), ax.y(rating), colours[name], kind=markers[name], size=9)
             c.text(ax.x(count) + 7, ax.y(rating) - 8, name, size=11)
     ax.axes(
         xticks=[10.0**k for k in range(lo, hi + 1)],
@@ -50,7 +52,12 @@ def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
 
 
 def robustness_accuracy(
-    points: dict[str, dict[str, float]], *, colours: dict[str, str], x_label: str, y_label: str
+    points: dict[str, dict[str, float]],
+    *,
+    colours: dict[str, str],
+    markers: dict[str, str],
+    x_label: str,
+    y_label: str,
 ) -> str:
     """Accuracy error (x) vs perturbation effect (y), both lower = better, 95 % ranges and the Pareto front.
 
@@ -80,7 +87,8 @@ def robustness_accuracy(
         ax.errorbar_x(p["y"], p["x_lo"], p["x_hi"], colours[system], width=1.2)
         low = max(p["y_lo"], y[0]) if ylog else p["y_lo"]  # a lower bound at 0 ends at the log axis' floor
         ax.errorbar_y(p["x"], low, p["y_hi"], colours[system], width=1.2)
-        c.marker(ax.x(p["x"]), ax.y(p["y"]), colours[system], size=10, edge=INK if system in front else None)
+        edge = INK if system in front else None
+        c.marker(ax.x(p["x"]), ax.y(p["y"]), colours[system], kind=markers[system], size=10, edge=edge)
     ax.axes(xlabel=x_label, ylabel=y_label, yticks=log_ticks(*y) if ylog else None)
     c.text(
         c.width / 2,
@@ -90,7 +98,10 @@ def robustness_accuracy(
         anchor="middle",
     )
     c.legend(
-        [(n, colours[s], "dot") for s, n in zip(points, names, strict=True)], top=45, columns=1, left=c.width - legend_w
+        [(n, colours[s], markers[s]) for s, n in zip(points, names, strict=True)],
+        top=45,
+        columns=1,
+        left=c.width - legend_w,
     )
     return c.svg()
 

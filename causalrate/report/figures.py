@@ -21,18 +21,24 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F
 GREY = "#7f7f7f"
 
 
-# systems take Okabe–Ito's colours in this order: the first four stay clear of the level colours
-# (blue = best, orange = middle, vermillion = worst) that the rating badges use
-SYSTEM_ORDER = ["#009E73", "#CC79A7", "#56B4E9", "#000000", "#0072B2", "#E69F00", "#D55E00", "#F0E442"]
+# systems take Okabe–Ito's colours that stay clear of the level colours the rating badges use (blue = best,
+# orange = middle, vermillion = worst), then Paul Tol's muted scheme (also colour-blind safe), never a badge's
+SYSTEM_ORDER = [
+    "#009E73", "#CC79A7", "#56B4E9", "#000000",  # Okabe–Ito
+    "#332288", "#DDCC77", "#882255", "#999933", "#CC6677", "#117733", "#AA4499",  # Tol muted
+]  # fmt: skip
+MARKERS = ["o", "s", "^"]  # each pass through the colours takes the next marker: 33 distinct (colour, marker)
 
 
 def system_colours(systems: list[str]) -> dict[str, str]:
-    """One colour per system, by its position in the study (the same on every page and figure).
-
-    Okabe–Ito's eight colours; a ninth system and beyond reuse them in order (labels and legends
-    still tell them apart).
-    """
+    """One colour per system, by its position in the study (the same on every page and figure); beyond the
+    eleventh a colour comes back with another marker (system_markers), so no two systems look alike."""
     return {name: SYSTEM_ORDER[i % len(SYSTEM_ORDER)] for i, name in enumerate(systems)}
+
+
+def system_markers(systems: list[str]) -> dict[str, str]:
+    """The marker of each system's points: circles for the first eleven, then squares, then triangles."""
+    return {name: MARKERS[(i // len(SYSTEM_ORDER)) % len(MARKERS)] for i, name in enumerate(systems)}
 
 
 @dataclass(frozen=True)

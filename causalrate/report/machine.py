@@ -87,6 +87,11 @@ def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str)
         f"Measured on {dataset_name(doc)} only; other data, horizons or perturbations may differ.",
         f"Missing values: {missing_values_text(meta)}." if meta.nan_policy else "",
         *warnings(doc, system, failures=failures),
+        *(
+            [f"Declared trained on {', '.join(meta.trained_on_study_data)}, this study's data: leakage possible."]
+            if meta.trained_on_study_data
+            else []
+        ),
     ]
     card = {
         "schema_version": "0.0.2",
@@ -152,3 +157,32 @@ def model_index(doc: RatingsDocument, system: str) -> str:
         ]
     }
     return yaml.safe_dump(block, sort_keys=False, allow_unicode=True, width=120)
+
+
+def eval_results(doc: RatingsDocument, system: str, *, date: str) -> str:
+    """Hugging Face's `.eval_results/*.yaml` entries (dataset id and revision, value, date, source), one per
+    headline rating and per raw score, validated against schemas/eval-results.schema.json."""
+    source = doc.provenance.config.get("data", {}).get("source") or "data"
+    dataset = {"id": f"causalrate/{source}", "revision": doc.provenance.data_hash[:16]}
+    origin = {"name": f"causalrate {__version__}, study {doc.study}"}
+    meta = doc.system(system)
+    trained = f"trained on: {', '.join(meta.trained_on)}" if meta.trained_on else "trained on: unknown"
+    entries = []
+    for kind, h in headlines(doc, system).items():
+        if h.get("rating") is not None:
+            note = f"{kind} rating, 1 = best of {len(doc.systems)} systems; {trained}"
+            entries.append(
+                {"dataset": {**dataset, "task_id": f"{doc.study}/{kind}"}, "value": h["rating"], "notes": note}
+            )
+    for r in doc.rows_of(system):
+        if r.raw is not None:
+            task = f"{doc.study}/{r.score}/{r.perturbation}"
+            note = f"{label(r.score)} under {r.perturbation}: {estimator(r.score)}; {trained}"
+            entries.append({"dataset": {**dataset, "task_id": task}, "value": float(r.raw), "notes": note})
+    entries = [{**e, "date": date, "source": origin} for e in entries]
+    jsonschema.Draft202012Validator(eval_results_schema()).validate(entries)
+    return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=120)
+
+
+def eval_results_schema() -> dict[str, Any]:
+    return json.loads((resources.files("causalrate.report.schemas") / "eval-results.schema.json").read_text())

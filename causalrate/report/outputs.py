@@ -106,6 +106,9 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
                 "nan_policy": nan_handling(study.systems[spec.name]),
                 "licence": study.systems[spec.name].licence,
                 "missing_values": compared[spec.name],
+                "settings": spec.settings.model_dump(mode="json"),
+                "trained_on": spec.trained_on,
+                "trained_on_study_data": study.trained_on_study_data.get(spec.name, []),
             }
             for spec in cfg.systems
         ],
@@ -186,6 +189,8 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
             "config": cfg.model_dump(mode="json"),
             "data_source": study.dataset.source,
             "data_hash": study.dataset.content_hash(),
+            "frequency": study.dataset.frequency,
+            "season": study.dataset.season,
             "seed": cfg.seed,
             "versions": package_versions(),
             "method_note": METHOD_NOTE,

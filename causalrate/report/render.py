@@ -64,6 +64,16 @@ def browser_problem() -> str | None:
     return None
 
 
+# the width a page needs with every horizontally scrolled box shown whole (0: none scrolls)
+UNSCROLL = """() => {
+  if (![...document.querySelectorAll('.scroll')].some(e => e.scrollWidth > e.clientWidth)) return 0;
+  const style = document.createElement('style');
+  style.textContent = '.scroll { overflow: visible; } body { margin-left: 0; }';
+  document.head.appendChild(style);
+  return document.documentElement.scrollWidth;
+}"""
+
+
 @dataclass
 class Session:
     """A Chromium with one page at WIDTH px; use as a context manager."""
@@ -110,10 +120,13 @@ class Session:
         # a 100 px tall viewport: full_page then takes the content's height; print layout ignores it
         self.page.set_viewport_size({"width": WIDTH, "height": 100})
         self.page.goto(html.resolve().as_uri(), wait_until="load")
-        if png:
-            self.page.screenshot(path=str(png), full_page=True)
         if pdf:
             self.page.pdf(path=str(pdf), format="A4", scale=PDF_SCALE, print_background=True)
+        if png:  # a table wider than the page (20 systems) is shown whole, the image widened to it: no column cut
+            wide = self.page.evaluate(UNSCROLL)
+            if wide > WIDTH:
+                self.page.set_viewport_size({"width": int(wide) + 20, "height": 100})
+            self.page.screenshot(path=str(png), full_page=True)
         return [p for p in (png, pdf) if p]
 
     def pdf(self, html: Path, out: Path, *, paper: str = "A4") -> Path:

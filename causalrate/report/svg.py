@@ -126,13 +126,12 @@ class Canvas:
         if kind == "o":
             self.parts.append(f'<circle cx="{_n(x)}" cy="{_n(y)}" r="{_n(r)}" fill="{colour}"{stroke}/>')
         elif kind == "s":
-            self.parts.append(
-                f'<rect x="{_n(x - r)}" y="{_n(y - r)}" width="{_n(size)}" height="{_n(size)}" fill="{colour}"/>'
-            )
+            box = f'x="{_n(x - r)}" y="{_n(y - r)}" width="{_n(size)}" height="{_n(size)}"'
+            self.parts.append(f'<rect {box} fill="{colour}"{stroke}/>')
         else:  # "v" / "^": a triangle pointing down / up
             tip = r if kind == "v" else -r
             pts = f"{_n(x - r)},{_n(y - tip)} {_n(x + r)},{_n(y - tip)} {_n(x)},{_n(y + tip)}"
-            self.parts.append(f'<polygon points="{pts}" fill="{colour}"/>')
+            self.parts.append(f'<polygon points="{pts}" fill="{colour}"{stroke}/>')
 
     def text(
         self,
@@ -153,8 +152,8 @@ class Canvas:
         )
 
     def legend(self, items: list[tuple[str, str, str]], *, top: float, columns: int, left: float | None = None):
-        """Entries (label, colour, kind: 'line' | 'dash' | 'box' | 'dot') in rows of at most `columns`
-        (fewer when they would not fit the width); centred unless `left`. Returns the height used."""
+        """Entries (label, colour, kind: 'line' | 'dash' | 'box' | 'dot' or a marker 'o' | 's' | '^') in rows of at
+        most `columns` (fewer when they would not fit the width); centred unless `left`. Returns the height used."""
         size, gap = 12, 22
         col = max((28 + text_width(label, size) for label, _, _ in items), default=0)
         room = self.width - (left or 0) - 10
@@ -167,8 +166,8 @@ class Canvas:
                 x = x0 + k * (col + gap)
                 if kind == "box":
                     self.rect(x, y - 6, 20, 12, colour)
-                elif kind == "dot":
-                    self.marker(x + 10, y, colour, size=8)
+                elif kind in ("dot", "o", "s", "^"):
+                    self.marker(x + 10, y, colour, kind="o" if kind == "dot" else kind, size=8)
                 else:
                     self.line([(x, y), (x + 20, y)], colour, width=2, dash="5 3" if kind == "dash" else None)
                 self.text(x + 26, y, label, size=size)

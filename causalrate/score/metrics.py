@@ -1,7 +1,9 @@
 """Per-forecast metrics (METHOD §3), vectorised over a batch; found by name in METRICS.
 
 Each takes truth [b, d], forecast [b, d] and the clean input [b, n] and returns [b];
-a metric registered with ``uses_samples`` also gets the rows' sample paths ([s, d] or None each).
+a metric registered with ``uses_samples`` also gets the rows' sample paths ([s, d] or None each),
+and the keywords it names in ``context``: ``season`` (the study's seasonal period m, data.season) and
+``levels`` (the quantile levels of a quantile system's samples, None for sample paths or points).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class Metric:
     description: str
     lower_is_better: bool = True
     uses_samples: bool = False
+    context: tuple[str, ...] = ()  # keywords it takes: "season", "levels"
 
     def __call__(
         self,
@@ -30,24 +33,39 @@ class Metric:
         forecast: np.ndarray,
         clean_input: np.ndarray,
         samples: Sequence[np.ndarray | None] | None = None,
+        *,
+        season: int = 1,
+        levels: Sequence[float] | None = None,
     ) -> np.ndarray:
+        given = {"season": season, "levels": levels}
+        extra = {k: given[k] for k in self.context}
         if self.uses_samples:
-            return self.fn(truth, forecast, clean_input, samples or [None] * len(truth))
-        return self.fn(truth, forecast, clean_input)
+            return self.fn(truth, forecast, clean_input, samples or [None] * len(truth), **extra)
+        return self.fn(truth, forecast, clean_input, **extra)
 
 
 METRICS: Registry[Metric] = Registry("metric")
 
 
 def metric(
-    name: str, description: str, *, lower_is_better: bool = True, uses_samples: bool = False
+    name: str,
+    description: str,
+    *,
+    lower_is_better: bool = True,
+    uses_samples: bool = False,
+    context: tuple[str, ...] = (),
 ) -> Callable[[MetricFn], MetricFn]:
     """Register a vectorised metric function under `name`."""
 
     def decorator(fn: MetricFn) -> MetricFn:
         METRICS.register(name)(
             Metric(
-                name=name, fn=fn, description=description, lower_is_better=lower_is_better, uses_samples=uses_samples
+                name=name,
+                fn=fn,
+                description=description,
+                lower_is_better=lower_is_better,
+                uses_samples=uses_samples,
+                context=context,
             )
         )
         return fn
@@ -79,9 +97,15 @@ def smape(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> n
     return terms.mean(axis=1)
 
 
-@metric("mase", "mean absolute error scaled by the clean input's mean absolute one-step change")
-def mase(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray) -> np.ndarray:
-    scale = np.mean(np.abs(np.diff(clean_input, axis=1)), axis=1)
+@metric(
+    "mase",
+    "mean absolute error scaled by the seasonal naive's in-sample error: the clean input's mean absolute change "
+    "over one season (data.season = m; m = 1 is the paper's one-step MASE)",
+    context=("season",),
+)
+def mase(truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray, *, season: int = 1) -> np.ndarray:
+    """Hyndman & Koehler (2006): MAE / mean_t |x_t − x_{t−m}| over the n clean input points (n > m)."""
+    scale = np.mean(np.abs(clean_input[:, season:] - clean_input[:, :-season]), axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(scale > 0, mae(truth, forecast, clean_input) / scale, np.nan)
 
@@ -111,17 +135,95 @@ def crps_samples(truth: np.ndarray, samples: np.ndarray) -> np.ndarray:
     return np.abs(samples - truth).mean(axis=0) - spread / (2 * m * m)
 
 
+DEFAULT_LEVELS = tuple(round(0.1 * k, 1) for k in range(1, 10))  # a point forecast's degenerate quantiles
+
+
+def quantile_loss(truth: np.ndarray, quantiles: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+    """Pinball loss ρ_q(y − ŷ_q) = max(q·(y − ŷ_q), (q − 1)·(y − ŷ_q)). truth [d], quantiles [q, d] → [q, d]."""
+    q = np.asarray(levels, dtype=np.float64)[:, None]
+    error = truth[None, :] - quantiles
+    return np.maximum(q * error, (q - 1) * error)
+
+
+def _quantiles(forecast: np.ndarray, paths: np.ndarray | None, levels: Sequence[float] | None):
+    """A row's quantile grid [q, d] and levels: the system's own; sample paths' empirical quantiles at the default
+    levels; else the point as every default level."""
+    if paths is not None and levels is not None:
+        return paths, levels
+    if paths is not None:
+        return np.quantile(paths, DEFAULT_LEVELS, axis=0), DEFAULT_LEVELS
+    return np.repeat(forecast[None, :], len(DEFAULT_LEVELS), axis=0), DEFAULT_LEVELS
+
+
 @metric(
     "crps",
-    "continuous ranked probability score, mean over the horizon (point forecasts: equals MAE)",
+    "continuous ranked probability score, mean over the horizon (point forecasts: equals MAE; quantile "
+    "forecasts: 2 × the mean pinball loss over their levels)",
     uses_samples=True,
+    context=("levels",),
 )
 def crps(
-    truth: np.ndarray, forecast: np.ndarray, clean_input: np.ndarray, samples: Sequence[np.ndarray | None]
+    truth: np.ndarray,
+    forecast: np.ndarray,
+    clean_input: np.ndarray,
+    samples: Sequence[np.ndarray | None],
+    *,
+    levels: Sequence[float] | None = None,
 ) -> np.ndarray:
-    """A point forecast is a one-sample ensemble, so its CRPS is its MAE: every system gets a CRPS."""
+    """A point forecast is a one-sample ensemble, so its CRPS is its MAE: every system gets a CRPS.
+    Sample paths: the ensemble estimator; quantiles at stated levels: CRPS ≈ (2/|Q|) Σ_q ρ_q (the quantile
+    decomposition of Gneiting & Raftery 2007, as GluonTS and fev compute it)."""
     out = np.abs(truth - forecast).mean(axis=1)
     for i, paths in enumerate(samples):
-        if paths is not None:
+        if paths is not None and levels is not None:
+            out[i] = 2 * quantile_loss(truth[i], paths, levels).mean()
+        elif paths is not None:
             out[i] = crps_samples(truth[i], paths).mean()
+    return out
+
+
+@metric(
+    "wql",
+    "weighted quantile loss: 2 Σ_q Σ_t ρ_q / (|Q| Σ_t |y_t|) (GluonTS, fev); a point forecast counts as every "
+    "quantile 0.1…0.9, which makes its WQL its WAPE",
+    uses_samples=True,
+    context=("levels",),
+)
+def wql(
+    truth: np.ndarray,
+    forecast: np.ndarray,
+    clean_input: np.ndarray,
+    samples: Sequence[np.ndarray | None],
+    *,
+    levels: Sequence[float] | None = None,
+) -> np.ndarray:
+    out = np.empty(len(truth))
+    for i, paths in enumerate(samples):
+        grid, kept = _quantiles(forecast[i], paths, levels)
+        scale = np.abs(truth[i]).sum()
+        out[i] = 2 * quantile_loss(truth[i], grid, kept).sum(axis=1).mean() / scale if scale > 0 else np.nan
+    return out
+
+
+@metric(
+    "coverage_error",
+    "|share of the truth inside the widest central interval − its nominal level| (levels 0.1/0.9: the 80 % "
+    "interval); a point forecast's interval is the point itself",
+    uses_samples=True,
+    context=("levels",),
+)
+def coverage_error(
+    truth: np.ndarray,
+    forecast: np.ndarray,
+    clean_input: np.ndarray,
+    samples: Sequence[np.ndarray | None],
+    *,
+    levels: Sequence[float] | None = None,
+) -> np.ndarray:
+    out = np.empty(len(truth))
+    for i, paths in enumerate(samples):
+        grid, kept = _quantiles(forecast[i], paths, levels)
+        lo, hi = int(np.argmin(kept)), int(np.argmax(kept))
+        inside = (grid[lo] <= truth[i]) & (truth[i] <= grid[hi])
+        out[i] = abs(inside.mean() - (kept[hi] - kept[lo]))
     return out

@@ -372,7 +372,9 @@ class Smape(MetricScore):
 class Mase(MetricScore):
     metric = "mase"
     label = "MASE"
-    description = "error relative to the typical day-to-day change of the input (below 1 beats it)"
+    description = (
+        "error relative to the seasonal naive's in-sample error (below 1 beats it; season 1: the day-to-day change)"
+    )
 
 
 @SCORES.register("crps")
@@ -380,6 +382,24 @@ class Crps(MetricScore):
     metric = "crps"
     label = "CRPS"
     description = "error of the forecast distribution, in the data's units (point forecasts: their MAE)"
+
+
+@SCORES.register("wql")
+class Wql(MetricScore):
+    metric = "wql"
+    radar = False
+    label = "WQL"
+    description = (
+        "weighted quantile loss of the forecast quantiles, relative to the truth's size (point forecasts: WAPE)"
+    )
+
+
+@SCORES.register("coverage_error")
+class CoverageError(MetricScore):
+    metric = "coverage_error"
+    radar = False
+    label = "Coverage error"
+    description = "how far the share of truths inside its widest interval is from that interval's level (0 = exact)"
 
 
 @SCORES.register("sign_accuracy")

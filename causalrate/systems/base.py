@@ -26,15 +26,18 @@ if TYPE_CHECKING:  # the environment worker imports this module with numpy and p
 
 @dataclass(frozen=True)
 class Batch:
-    """What a system sees: inputs (NaN where missing) and, if it wants context, dates and attributes."""
+    """What a system sees: inputs (NaN where missing), the data's frequency and seasonal period, and, if it
+    wants context, dates and attributes."""
 
     inputs: np.ndarray  # float [b, n]
     horizon: int
     seeds: np.ndarray  # uint64 [b], one stable seed per forecast (for stochastic systems)
     attributes: tuple[dict[str, str], ...]  # per row
-    input_dates: np.ndarray  # datetime64[D] [b, n]
+    input_dates: np.ndarray  # datetime64[D] [b, n] (datetime64[s] for sub-daily data)
     truth_dates: np.ndarray  # datetime64[D] [b, d], the dates to forecast
     images: tuple[bytes, ...] | None = None  # PNG of each (perturbed) input window, for plot-modality systems
+    frequency: str = "business-daily"  # data.frequency's name: hourly, daily, ..., yearly
+    season: int = 1  # the study's seasonal period in points
 
     def row(self, i: int) -> Batch:
         """The one-row batch of row i (used to isolate failing rows)."""
@@ -42,6 +45,8 @@ class Batch:
         return Batch(
             inputs=self.inputs[pick],
             horizon=self.horizon,
+            frequency=self.frequency,
+            season=self.season,
             seeds=self.seeds[pick],
             attributes=self.attributes[pick],
             input_dates=self.input_dates[pick],
@@ -65,6 +70,14 @@ class Prediction:
     samples: np.ndarray | None = None  # float [b, s, d]; quantile grids are stored here too
     info: tuple[dict[str, Any], ...] | None = None  # per row, JSON-able: tokens, latency, attempts
     errors: tuple[str | None, ...] | None = None  # per row: why it failed (its point row is then ignored)
+
+    @classmethod
+    def of_quantiles(cls, grid: object, levels: tuple[float, ...], *, rows: int, horizon: int) -> Prediction:
+        """Quantiles [batch, level, horizon] at `levels` (which hold 0.5): the point forecast is the median."""
+        grid = np.asarray(grid, dtype=np.float64)
+        if grid.shape != (rows, len(levels), horizon):
+            raise ValueError(f"wrong quantile shape: expected {(rows, len(levels), horizon)}, got {grid.shape}")
+        return cls(point=grid[:, levels.index(0.5)], samples=grid)
 
     @classmethod
     def of(cls, out: object, *, rows: int, horizon: int) -> Prediction:
@@ -97,6 +110,15 @@ def real_numbers(values: object, what: str) -> np.ndarray:
     return array.astype(np.float64)
 
 
+def quantile_levels(levels: list[float] | None) -> list[float] | None:
+    """A system's stated quantile levels, checked: in (0, 1), distinct, the median among them; sorted."""
+    if levels is None:
+        return None
+    if not all(0 < q < 1 for q in levels) or len(set(levels)) != len(levels) or 0.5 not in levels:
+        raise ValueError(f"quantiles must be distinct levels in (0, 1) that include 0.5 (the point), got {levels}")
+    return sorted(levels)
+
+
 class NoSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -112,8 +134,10 @@ class System:
     nan_policy: ClassVar[str] = "own handling"  # what a NaN-accepting system does with them ("native mask", ...)
     licence: ClassVar[str | None] = None  # a restriction on its weights (gated, non-commercial), stated on the card
     output: ClassVar[str] = "point"  # "point", "quantiles" or "samples" (the last two are also scored by CRPS)
+    quantile_levels: tuple[float, ...] | None = None  # the levels of Prediction.samples' rows, if quantiles
     wants_context: ClassVar[bool] = False  # reads Batch.attributes / dates: they enter the cache key
     stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
+    seasonal: ClassVar[bool] = False  # uses Batch.season / frequency: they enter the cache key
     version: ClassVar[str] = "1"  # bump when the system's code changes its forecasts
     libraries: ClassVar[tuple[str, ...]] = ()  # packages whose version changes its forecasts
     accelerator: str | None = None  # the device it runs on ("cuda", "cuda:1", "mps"): one worker per device
@@ -140,6 +164,11 @@ class System:
             "settings": self.settings.model_dump(mode="json"),
             "libraries": installed(self.libraries),
         }
+
+    @classmethod
+    def from_data(cls, settings: BaseModel, dataset: Dataset) -> dict[str, Any]:
+        """Settings the entry leaves to the data, chosen from it (prepare records them in the run's config)."""
+        return {}
 
     def check(self, dataset: Dataset) -> None:
         """Raise UserError if the system cannot work on this dataset (called once, before forecasting)."""

@@ -81,9 +81,9 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false")
 
 
-@cache
-def fingerprint(folder: Path) -> str:
-    """A content hash of a checkpoint folder: cached forecasts are reused only for the same weights.
+def folder_digest(folder: Path) -> str:
+    """A content hash of a folder (a checkpoint, a trained model): cached forecasts are reused only for the same
+    weights.
 
     Small files are hashed whole; big weight files by their size, first and last MiB, which
     tells any two real checkpoints apart without reading gigabytes.
@@ -100,6 +100,9 @@ def fingerprint(folder: Path) -> str:
                 handle.seek(-(2**20), os.SEEK_END)
                 digest.update(handle.read())
     return digest.hexdigest()
+
+
+fingerprint = cache(folder_digest)  # a checkpoint's, once per process: its weights do not change during a run
 
 
 def cuda_present() -> bool:

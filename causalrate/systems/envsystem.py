@@ -65,6 +65,8 @@ class EnvironmentSystem(System):
     stochastic = property(lambda self: self._fact("stochastic"))
     nan_policy = property(lambda self: self.inner.nan_policy)  # class facts: the adapter's, no worker needed
     licence = property(lambda self: self.inner.licence)
+    seasonal = property(lambda self: self._fact("seasonal"))
+    quantile_levels = property(lambda self: self._fact("quantile_levels"))
 
     @property
     def accelerator(self) -> str | None:
@@ -99,7 +101,8 @@ class EnvironmentSystem(System):
         arrays = {f"dates_{i}": s.dates for i, s in enumerate(dataset.series)}
         arrays |= {f"values_{i}": s.values for i, s in enumerate(dataset.series)}
         try:
-            self.request({"op": "check", "series": series, "source": dataset.source}, arrays)
+            header = {"op": "check", "series": series, "source": dataset.source}
+            self.request(header | {"frequency": dataset.frequency, "season": dataset.season}, arrays)
             self.identity()  # the main process needs it for the cache keys, then no worker of its own
         finally:
             self.close()  # forecasting workers start their own
@@ -115,6 +118,8 @@ class EnvironmentSystem(System):
         header = {
             "op": "forecast",
             "horizon": batch.horizon,
+            "frequency": batch.frequency,
+            "season": batch.season,
             "attributes": list(batch.attributes),
             "images": None if batch.images is None else len(images),
         }

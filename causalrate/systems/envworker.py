@@ -12,8 +12,9 @@ reads one reply; replies carry ``ok`` and, on failure, ``error`` (an exception) 
 
     hello    {protocol, module, type, settings, base_dir} → {protocol, facts, packages, python}
     identity {} → {identity} (asked after check: a system's identity may need what check verifies)
-    check    {series: [{id, attributes}], source} + arrays dates_i, values_i → {}
-    forecast {horizon, attributes, images} + inputs, seeds, input_dates, truth_dates, image_i → point, samples
+    check    {series: [{id, attributes}], source, frequency, season} + arrays dates_i, values_i → {}
+    forecast {horizon, frequency, season, attributes, images} + inputs, seeds, input_dates, truth_dates, image_i
+             → point, samples
     call     {module, function, kwargs} + arrays (extra keyword arguments) → {result}
 """
 
@@ -36,6 +37,8 @@ _FACTS = (
     "batch_size",
     "wants_context",
     "stochastic",
+    "seasonal",
+    "quantile_levels",
     "modality",
     "family",
     "architecture",
@@ -123,7 +126,9 @@ class Worker:
             Series(id=s["id"], dates=arrays[f"dates_{i}"], values=arrays[f"values_{i}"], attributes=s["attributes"])
             for i, s in enumerate(header["series"])
         )
-        self.system.check(Dataset(series=series, source=header["source"]))
+        self.system.check(
+            Dataset(series=series, source=header["source"], frequency=header["frequency"], season=header["season"])
+        )
         return {}, None
 
     def forecast(self, header: dict, arrays: dict) -> tuple[dict, dict]:
@@ -134,6 +139,8 @@ class Worker:
         batch = Batch(
             inputs=arrays["inputs"],
             horizon=header["horizon"],
+            frequency=header["frequency"],
+            season=header["season"],
             seeds=arrays["seeds"],
             attributes=tuple(header["attributes"]),
             input_dates=arrays["input_dates"],

@@ -1,4 +1,12 @@
-"""The `python` system: a user callable ``fn(inputs[batch, n], horizon) -> [batch, horizon]``."""
+"""The `python` system: a user callable ``fn(inputs[batch, n], horizon) -> [batch, horizon]``.
+
+With ``quantiles: [0.1, 0.5, 0.9]`` it returns [batch, level, horizon] (the 0.5 row is the point forecast),
+scored by CRPS, WQL and interval coverage at those levels. With ``context: true`` it is called
+``fn(inputs, horizon, context)``, context being a dict with the data's ``frequency`` and ``season``, each
+row's ``input_dates`` and ``truth_dates`` (datetime64 [batch, n] and [batch, horizon]) and ``attributes``
+(one dict per row); they then enter the forecast cache's key. With ``files: {model: trained/}`` it also gets
+``files={"model": Path}``: a trained model it loads, whose content enters the cache key (retraining re-forecasts).
+"""
 
 from __future__ import annotations
 
@@ -12,10 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from pydantic import BaseModel, ConfigDict, Field
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from causalrate.errors import UserError
-from causalrate.systems.base import SYSTEMS, Batch, System
+from causalrate.systems.base import SYSTEMS, Batch, Prediction, System, quantile_levels, real_numbers
 
 LOCAL_SOURCES_LIMIT = 500  # .py files fingerprinted by default; a larger local package keeps only the module's own
 
@@ -30,6 +39,17 @@ class PythonSettings(BaseModel):
         "enters the cache key",
     )
     version: str | None = Field(None, description="a version of the model (e.g. a training date): enters the cache key")
+    context: bool = Field(False, description="true: called fn(inputs, horizon, context) with frequency and dates")
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="name → file or folder (relative to the YAML) it loads, e.g. a trained model: their content "
+        "enters the cache key, and the function gets them as files={name: Path}",
+    )
+    quantiles: list[float] | None = Field(
+        None, description="levels (with 0.5) of the quantiles fn returns as [batch, level, horizon]; null: points"
+    )
+
+    _levels = field_validator("quantiles")(classmethod(lambda cls, v: quantile_levels(v)))
 
 
 @SYSTEMS.register("python")
@@ -41,11 +61,16 @@ class PythonFunction(System):
     def __init__(self, settings: PythonSettings, *, base_dir: Path) -> None:
         super().__init__(settings, base_dir=base_dir)
         self.accepts_nan = settings.accepts_nan
+        self.wants_context = settings.context
+        if settings.quantiles:
+            self.quantile_levels = tuple(settings.quantiles)
+            self.output = "quantiles"
         self.function = load_callable(settings.function, base_dir=base_dir)
         self._files: dict | None = None
         missing = [p for p in settings.depends_on if not (base_dir / p).exists()]
         if missing:
             raise UserError(f"system type python: depends_on: no file or folder {missing} (relative to {base_dir})")
+        self.files = {name: (base_dir / path).resolve() for name, path in settings.files.items()}
 
     def identity(self) -> dict:
         """What the forecasts depend on, so that a change of any of it invalidates cached forecasts: the
@@ -66,10 +91,32 @@ class PythonFunction(System):
                 "package": files_digest(local_sources(module)),
                 "depends_on": files_digest(declared) if declared else None,
             }
-        return {**super().identity(), "source": digest, **self._files}
+        files = {name: files_digest([path]) for name, path in self.files.items()}  # afresh: a retrained model is new
+        return {**super().identity(), "source": digest, **self._files} | ({"files": files} if files else {})
 
-    def forecast(self, batch: Batch) -> object:
-        return self.function(batch.inputs.copy(), batch.horizon)  # checked as real numbers by Prediction.of
+    def check(self, dataset) -> None:
+        absent = [f"{name}: {path}" for name, path in self.files.items() if not path.exists()]
+        if absent:
+            raise UserError(f"system type python: files: no such file or folder: {'; '.join(absent)}")
+
+    def forecast(self, batch: Batch) -> np.ndarray | Prediction:
+        args = (batch.inputs.copy(), batch.horizon) + ((context_of(batch),) if self.settings.context else ())
+        out = self.function(*args, **({"files": self.files} if self.files else {}))
+        if self.quantile_levels:  # else checked as real numbers by Prediction.of
+            values = real_numbers(out, "the function's quantiles")
+            return Prediction.of_quantiles(values, self.quantile_levels, rows=len(batch.inputs), horizon=batch.horizon)
+        return out
+
+
+def context_of(batch: Batch) -> dict:
+    """What a context-reading user function gets besides the inputs."""
+    return {
+        "frequency": batch.frequency,
+        "season": batch.season,
+        "input_dates": batch.input_dates,
+        "truth_dates": batch.truth_dates,
+        "attributes": list(batch.attributes),
+    }
 
 
 def local_sources(module: ModuleType | None) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Reference systems of METHOD §7: naive, arima, random, biased."""
+"""Reference systems of METHOD §7: naive, arima, random, biased; and seasonal_naive (the seasonal reference)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,32 @@ class Naive(System):
 
     def forecast(self, batch: Batch) -> np.ndarray:
         return np.repeat(last_observed(batch.inputs)[:, None], batch.horizon, axis=1)
+
+
+class SeasonalNaiveSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    season: int | None = Field(None, ge=1, description="null: the study's seasonal period (data.season)")
+
+
+@SYSTEMS.register("seasonal_naive")
+class SeasonalNaive(System):
+    """Repeats the last season: the forecast h steps ahead is the input value m·ceil(h/m) steps before it.
+
+    MASE's scale is this forecaster's in-sample error, so on a clean series whose seasonal differences are
+    constant its MASE is 1. Missing inputs are imputed by causalrate first.
+    """
+
+    Settings = SeasonalNaiveSettings
+    accepts_nan = False
+    seasonal = True
+
+    def forecast(self, batch: Batch) -> np.ndarray:
+        season = self.settings.season or batch.season
+        n = batch.inputs.shape[1]
+        if season > n:
+            raise ValueError(f"season {season} is longer than the input window ({n} points)")
+        last = batch.inputs[:, n - season :]
+        return last[:, np.arange(batch.horizon) % season]
 
 
 class ArimaSettings(BaseModel):
@@ -80,8 +106,8 @@ class Random(System):
 
 class BiasedSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    attribute: str = "industry"
-    value: str = "Technology"
+    attribute: str | None = Field(None, description="null: the data's first attribute that groups series")
+    value: str | None = Field(None, description="null: the first series' value of that attribute")
     strength: float = Field(0.1, description="forecasts for the target group are scaled by 1 + strength")
 
 
@@ -91,6 +117,29 @@ class Biased(System):
 
     Settings = BiasedSettings
     wants_context = True
+
+    @classmethod
+    def from_data(cls, settings: BiasedSettings, dataset: Dataset) -> dict[str, str]:
+        """The target left to the data: the first attribute (file order) whose value two series share, else the
+        first attribute (with `value` given: the first that holds it); the value is the first series' one."""
+        if settings.attribute and settings.value:
+            return {}
+        series = dataset.series
+        names = list(series[0].attributes)
+        if settings.attribute:
+            candidates = [settings.attribute]
+        elif settings.value:
+            candidates = [a for a in names if any(s.attributes.get(a) == settings.value for s in series)]
+        else:
+            grouping = [a for a in names if len({s.attributes[a] for s in series}) < len(series)]
+            candidates = grouping or names
+        if not candidates:
+            raise UserError(
+                "system type biased: no attribute to target "
+                + (f"holds value {settings.value!r}" if settings.value else "(the series have no attributes)")
+                + "; set its attribute and value, or give the series attributes (data.attribute_columns)"
+            )
+        return {"attribute": candidates[0], "value": settings.value or series[0].attributes.get(candidates[0], "")}
 
     def check(self, dataset: Dataset) -> None:
         values = {s.attributes.get(self.settings.attribute) for s in dataset.series}

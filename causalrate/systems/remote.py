@@ -19,12 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
 from causalrate.redact import declare, scrub
-from causalrate.systems.base import SYSTEMS, Batch, System, TransportError, real_numbers
+from causalrate.systems.base import SYSTEMS, Batch, Prediction, System, TransportError, quantile_levels, real_numbers
 from causalrate.systems.checkpoints import require
 from causalrate.systems.llm import Answer, ChatSettings, ChatSystem, Request
 
@@ -166,9 +166,14 @@ class HttpSettings(RetrySettings):
         default_factory=dict, description="header name → environment variable holding its value (e.g. Authorization)"
     )
     model_version: str = Field("", description="what the endpoint serves; change it to invalidate cached forecasts")
+    quantiles: list[float] | None = Field(
+        None, description="levels (with 0.5) sent as `quantiles`; the answer's `quantiles` is [rows][level][horizon]"
+    )
     timeout: float = Field(30.0, gt=0)
     max_attempts: int = Field(3, ge=1)
     backoff: float = Field(1.0, ge=0)
+
+    _levels = field_validator("quantiles")(classmethod(lambda cls, v: quantile_levels(v)))
 
     @model_validator(mode="after")
     def _declare_secrets(self) -> HttpSettings:
@@ -181,11 +186,19 @@ class Http(System):
     """A served model assessed as a black box: ``POST {"inputs": [[...]], "horizon": d}`` → ``{"forecast": [[...]]}``.
 
     Missing input values are sent as JSON null. The answer must hold exactly one finite row of
-    `horizon` numbers per input row; anything else is a failure with the reason.
+    `horizon` numbers per input row; anything else is a failure with the reason. With `quantiles`
+    stated, the request carries them and the answer's ``quantiles`` holds [rows][level][horizon]
+    (the 0.5 level is the point forecast; a ``forecast`` key is then not needed).
     """
 
     Settings = HttpSettings
     family = "served model"
+
+    def __init__(self, settings: HttpSettings, *, base_dir) -> None:
+        super().__init__(settings, base_dir=base_dir)
+        if settings.quantiles:
+            self.quantile_levels = tuple(settings.quantiles)
+            self.output = "quantiles"
 
     def identity(self) -> dict[str, Any]:
         return without_operational(super().identity())
@@ -201,7 +214,10 @@ class Http(System):
             headers[header] = secret_from_env(env, system="http", field=f"headers_env.{header}")
             secrets.append(headers[header])
         inputs = [[None if np.isnan(v) else float(v) for v in row] for row in batch.inputs]
-        body = json.dumps({"inputs": inputs, "horizon": batch.horizon}).encode()
+        request_body = {"inputs": inputs, "horizon": batch.horizon}
+        if self.quantile_levels:
+            request_body["quantiles"] = list(self.quantile_levels)
+        body = json.dumps(request_body).encode()
         request = urllib.request.Request(self.settings.url, data=body, headers=headers, method="POST")
 
         def post() -> bytes:
@@ -218,24 +234,29 @@ class Http(System):
 
         try:
             raw, _ = with_retries(post, self.settings, secrets=secrets)
-            return _forecast_rows(raw, rows=len(inputs), horizon=batch.horizon, secrets=secrets)
+            key = "quantiles" if self.quantile_levels else "forecast"
+            values = _answer_table(raw, key, rows=len(inputs), horizon=batch.horizon, secrets=secrets)
+            if self.quantile_levels:
+                return Prediction.of_quantiles(values, self.quantile_levels, rows=len(inputs), horizon=batch.horizon)
+            return values
         except Exception as exc:
             raise type(exc)(scrub(str(exc), secrets)) from None
 
 
-def _forecast_rows(raw: bytes, *, rows: int, horizon: int, secrets: list[str]) -> np.ndarray:
-    """The endpoint's answer checked: JSON, a `forecast` key, [rows][horizon] finite numbers."""
+def _answer_table(raw: bytes, key: str, *, rows: int, horizon: int, secrets: list[str]) -> np.ndarray:
+    """The endpoint's answer checked: JSON, the key, [rows][horizon] (quantiles: [rows][level][horizon]) numbers."""
     excerpt = repr(scrub(raw.decode(errors="replace"), secrets)[:200])  # scrubbed before the cut
     try:
         answer = json.loads(raw)
     except ValueError:
         raise ValueError(f"response is not JSON: {excerpt}") from None
-    if not isinstance(answer, dict) or "forecast" not in answer:
-        raise ValueError(f"response has no 'forecast' key: {excerpt}")
+    if not isinstance(answer, dict) or key not in answer:
+        raise ValueError(f"response has no {key!r} key: {excerpt}")
     try:
-        values = real_numbers(answer["forecast"], "response 'forecast'")  # "1.5" is text, not a number
+        values = real_numbers(answer[key], f"response {key!r}")  # "1.5" is text, not a number
     except (TypeError, ValueError):
-        raise ValueError("response 'forecast' is not a table of numbers") from None
-    if values.shape != (rows, horizon):
-        raise ValueError(f"response 'forecast' has shape {values.shape}, expected ({rows}, {horizon})")
+        raise ValueError(f"response {key!r} is not a table of numbers") from None
+    if values.shape[:1] + values.shape[-1:] != (rows, horizon) or values.ndim != (3 if key == "quantiles" else 2):
+        expected = f"({rows}, levels, {horizon})" if key == "quantiles" else f"({rows}, {horizon})"
+        raise ValueError(f"response {key!r} has shape {values.shape}, expected {expected}")
     return values

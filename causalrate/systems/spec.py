@@ -8,12 +8,15 @@ type, and `build_system` receives typed settings, never a raw dict.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from causalrate.systems.base import SYSTEMS, System
 from causalrate.systems.envsystem import EnvironmentSystem
+
+if TYPE_CHECKING:
+    from causalrate.data.dataset import Dataset
 
 
 class SystemSpec(BaseModel):
@@ -27,6 +30,10 @@ class SystemSpec(BaseModel):
     modality: Literal["numeric", "plot"] | None = None  # set by the type; stated here only as a check
     architecture: str | None = None
     parameters: int | None = None
+    trained_on: list[str] | None = Field(
+        None,
+        description="datasets it was trained on (GIFT-Eval's leakage, fev's trained_on_this_dataset); null: unknown",
+    )
     _settings: BaseModel = PrivateAttr()
 
     @model_validator(mode="after")
@@ -62,6 +69,12 @@ class SystemSpec(BaseModel):
         Kept among the extra keys so that configs without it dump exactly as before.
         """
         return (self.model_extra or {}).get("environment")
+
+
+def settle(spec: SystemSpec, dataset: Dataset) -> SystemSpec:
+    """The entry with the settings its type leaves to the data filled in (what the run then records)."""
+    updates = SYSTEMS.get(spec.type).from_data(spec.settings, dataset)
+    return SystemSpec.model_validate(spec.model_dump(exclude_unset=True) | updates) if updates else spec
 
 
 def build_system(spec: SystemSpec, *, base_dir: Path) -> System:
