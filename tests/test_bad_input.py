@@ -109,6 +109,7 @@ def test_missing_config_and_wrong_shape(tmp_path, cli):
         ({"EMPTY": np.nan}, 60, "all values are missing"),
         ({"WORDS": ["x"] * 60}, 60, "non-numeric value 'x'"),
         ({"GAPPY": [1.0, np.nan] * 30}, 60, "missing or infinite values"),
+        ({"HUGE": [1e300, 2e300] * 30}, 60, "series 'HUGE': a value of 2e+300"),
     ],
 )
 def test_bad_series(tmp_path, cli, columns, n, expected):

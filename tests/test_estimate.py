@@ -130,7 +130,7 @@ def test_recency_and_ape_worst_bootstrap_their_own_paired_differences():
     """Planted: 6 windows in 2 series; P1 moves the error by +1 where the change is recent (distance ≤ 2), by
     +10 elsewhere; P9 is a worst placement adding 3. Unit counts give back the raw score exactly."""
     from causalrate.causal.rigor import _window_scores
-    from causalrate.causal.uncertainty import bootstrap_counts, replicate_means
+    from causalrate.causal.uncertainty import block_counts, replicate_means
     from causalrate.score.recency import ApeWorst, Recency
 
     offsets = {0: "[79]", 1: "[78]", 2: "[10]", 3: "[79]", 4: "[70]", 5: "[0]"}  # n = 80: distances 1, 2, 70, 1, 10, 80
@@ -156,6 +156,6 @@ def test_recency_and_ape_worst_bootstrap_their_own_paired_differences():
     worst = ApeWorst().window_values(evidence)[("s", "P9")]
     assert np.allclose(worst, 3.0)
     assert replicate_means(np.ones((1, 6)), recent)[0] == 1.0  # unit counts: the raw score itself
-    counts = bootstrap_counts(np.array([0, 0, 0, 1, 1, 1]), replicates=50, rng=np.random.default_rng(0))
+    counts = block_counts(np.array([0, 0, 0, 1, 1, 1]), block=1, replicates=50, rng=np.random.default_rng(0))
     reps = replicate_means(counts, recent)
     assert np.nanmin(reps) == np.nanmax(reps) == 1.0  # every recent window moved by exactly 1: no spread

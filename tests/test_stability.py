@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from causalrate.causal.rigor import Rigor
-from causalrate.causal.uncertainty import bootstrap_counts, replicate_means, stability
+from causalrate.causal.uncertainty import block_counts, replicate_means, stability
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
 from causalrate.rate.ratings import RatingSettings, rate_scores
@@ -22,7 +22,7 @@ from causalrate.rate.tiers import (
 )
 
 SERIES = np.repeat(np.arange(5), 40)  # 200 windows in 5 series
-COUNTS = bootstrap_counts(SERIES, replicates=400, rng=np.random.default_rng(11))
+COUNTS = block_counts(SERIES, block=1, replicates=400, rng=np.random.default_rng(11))
 
 
 def assess(errors: dict[str, np.ndarray], rule: str, inconclusive: frozenset = frozenset()):

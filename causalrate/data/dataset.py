@@ -46,6 +46,9 @@ class Dataset:
         return h.hexdigest()
 
 
+MAX_ABS_VALUE = 1e150  # its square, a squared error's order, still fits in float64 (≈ 1.8e308)
+
+
 def validate_series(*, series_id: str, dates: np.ndarray, values: np.ndarray, min_length: int, source: str) -> None:
     """Reject series the method cannot use, naming the source, the series and the problem."""
     where = f"{source}: series {series_id!r}"
@@ -61,6 +64,13 @@ def validate_series(*, series_id: str, dates: np.ndarray, values: np.ndarray, mi
         bad = dates[~finite]
         raise UserError(
             f"{where}: {bad.size} missing or infinite values (first at {bad[0]}); clean them or set data.fill: ffill"
+        )
+    if np.abs(values).max() > MAX_ABS_VALUE:
+        k = int(np.argmax(np.abs(values)))
+        raise UserError(
+            f"{where}: a value of {float(values[k]):.3g} (at {dates[k]}) is beyond ±{MAX_ABS_VALUE:g}: "
+            "errors' squares would overflow float64 and every score with them; rescale the series (e.g. divide it "
+            "by a power of ten) and rate that"
         )
     if values.size < min_length:
         raise UserError(

@@ -112,10 +112,14 @@ def headline_ratings(
             tied = [] if ties is None or lost else sorted(names[j] for j in ties[k] if not hopeless.iloc[j])
             abs_rating = _level(absolute.get(system), lost)
             cause = weakest(rows[rows["system"] == system], descriptions or {}) if family in WEAKEST_LINK else None
+            meaning = _meaning(what, rating, settings.levels, len(systems), tied, lost, cause)
+            published = settings.scale == "absolute" and abs_rating is not None
+            if published:  # the number shown is the published scale's: the sentence starts with it
+                meaning = f"{abs_rating} of {ABSOLUTE_LEVELS} on the published scale; relative to the others, {meaning}"
             out[system][family] = {
-                "rating": abs_rating if settings.scale == "absolute" and abs_rating is not None else rating,
+                "rating": abs_rating if published else rating,
                 "absolute_rating": abs_rating,
-                "meaning": _meaning(what, rating, settings.levels, len(systems), tied, lost, cause),
+                "meaning": meaning,
                 "stability": (stability or {}).get(system) if family == "robustness" else None,
                 "tied_with": tied,
                 "scores": sorted(rows["score"].unique()),

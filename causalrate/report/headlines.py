@@ -130,7 +130,11 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
         )
     unstable = [r for r in mine if r.stable is False]
     if unstable:
-        out.append(f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples).")
+        names = sorted({f"{r.score} ({r.perturbation})" for r in unstable})
+        out.append(
+            f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples): "
+            f"{', '.join(names[:4])}{' …' if len(names) > 4 else ''}."
+        )
     if failures:
         out.append(f"{failures} forecasts failed (see the report).")
     return out

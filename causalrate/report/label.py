@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from causalrate.config import REFERENCE_SYSTEMS
+from causalrate.rate.absolute import ABSOLUTE_LEVELS
 from causalrate.report.headlines import QUESTIONS, TITLES, headlines, level_class, level_words, top_fragility_rule
 from causalrate.report.headlines import warnings as label_warnings
 from causalrate.run import RatingsDocument
@@ -51,6 +52,20 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
     return lines
 
 
+def absolute_note(relative: int | None, absolute: int | None, levels: int, n: int) -> str | None:
+    """Why the published-scale level may differ from the relative one, said where it matters."""
+    if absolute is None or relative is None:
+        return None
+    worst_relative, worst_absolute = relative == levels, absolute == ABSOLUTE_LEVELS
+    best_relative, best_absolute = relative == 1, absolute == 1
+    if (worst_relative, best_relative) == (worst_absolute, best_absolute):
+        return None
+    return (
+        f"the large number ranks it among the {n} systems compared; the published scale compares it with "
+        "thresholds fixed in advance, so a system can be the worst of good company or the best of poor company"
+    )
+
+
 def _has_absolute(doc: RatingsDocument) -> bool:
     return any(r.absolute_rating is not None for r in doc.ratings)
 
@@ -70,6 +85,8 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
                 "css": level_class(h.get("rating"), levels),
                 "words": level_words(h.get("rating"), levels),
                 "absolute": h.get("absolute_rating"),
+                "absolute_levels": ABSOLUTE_LEVELS,
+                "absolute_note": absolute_note(h.get("rating"), h.get("absolute_rating"), levels, len(doc.systems)),
                 "meaning": h.get("meaning") or "",
                 "stability": None if stability is None else f"{100 * stability:.0f} %",
                 "unstable": stability is not None and stability < 0.8,
