@@ -74,8 +74,8 @@ def _paired_effects(evidence: Evidence, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def recency_profile(evidence: Evidence, *, counts: np.ndarray) -> list[dict]:
-    """APE per distance bin, with a 95 % interval from the run's block-bootstrap counts [B, W] (the rigor
-    layer's: the same resamples for every system, so their profiles are paired), folded as |mean| is."""
+    """APE per distance bin (a signed mean), with a 95 % percentile interval from the run's block-bootstrap
+    counts [B, W] (the rigor layer's: the same resamples for every system, so their profiles are paired)."""
     pairs = paired_effects(evidence)
     if pairs.empty or evidence.input_length < 1 or evidence.table is None:
         return []
