@@ -81,7 +81,7 @@ data:
   layout: long
   attribute_columns: [industry, company]
 windows: {{input_length: 40, horizon: 10, stride: {stride}}}
-perturbations: {suite}
+perturbations:{suite if suite.startswith(chr(10)) else " " + suite}
 outcome: rmax_scaled
 causal: {{draws: {draws}}}
 systems:

@@ -95,3 +95,14 @@ def test_a_run_re_rated_after_its_suite_file_grew_rates_what_was_forecast(synthe
     doc = json.loads((tmp_path / "rerated" / "ratings.json").read_text())
     assert [p["id"] for p in doc["perturbations"]] == ["P0", "P1", "P3"]
     assert not [r for r in doc["ratings"] if r["insufficient"]]
+
+
+def test_a_system_without_nan_says_it_is_rated_with_our_imputation():
+    from types import SimpleNamespace
+
+    from causalrate.report.templating import missing_values_text
+
+    imputed = SimpleNamespace(nan_policy="imputed by causalrate", imputation="ffill", missing_values=None)
+    assert missing_values_text(imputed) == "rated with forward-fill imputation (the system does not accept NaN)"
+    own = SimpleNamespace(nan_policy="native mask", imputation=None, missing_values=None)
+    assert missing_values_text(own) == "native mask"

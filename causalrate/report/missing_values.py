@@ -25,8 +25,9 @@ def imputed_twins(suite: Sequence[Perturbation]) -> list[tuple[str, str]]:
     def shape(p: Perturbation) -> str:  # repr: parts hold dicts, which do not hash
         return repr((p.operator_name, p.period, p.phase, sorted(p.params.items()), p.placement, p.parts))
 
-    plain = {shape(p): p.id for p in suite if p.impute is None}
-    return [(plain[shape(p)], p.id) for p in suite if p.impute and shape(p) in plain]
+    rated = [p for p in suite if not p.newest_of]  # newest-point companions are forecast, not rated
+    plain = {shape(p): p.id for p in rated if p.impute is None}
+    return [(plain[shape(p)], p.id) for p in rated if p.impute and shape(p) in plain]
 
 
 def compare(

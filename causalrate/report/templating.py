@@ -33,10 +33,16 @@ def headline_cell(h: Any) -> str:
     return f"{h.rating}" + (f" ({h.absolute_rating})" if h.absolute_rating is not None else "")
 
 
+IMPUTATION_WORDS = {"ffill": "forward-fill", "linear": "linear-interpolation", "zero": "zero-fill"}
+
+
 def missing_values_text(system: Any) -> str:
     """One line for the label, report and model card: the system's NaN policy and, for a NaN-accepting
     one, its `ape` through its own handling against after imputation and which it does better with."""
-    text = str(system.nan_policy) + (f" ({system.imputation})" if system.imputation else "")
+    if system.imputation:  # METHOD §2: the P3 rows rate the system together with this imputation
+        way = IMPUTATION_WORDS.get(system.imputation, system.imputation)
+        return f"rated with {way} imputation (the system does not accept NaN)"
+    text = str(system.nan_policy)
     m = system.missing_values
     if m is None:
         return text
