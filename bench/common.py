@@ -32,7 +32,7 @@ def study(smoke: bool, folder: Path) -> Path:
     raw["data"]["series"] = ["AAPL", "MSFT", "MRK", "PFE"]
     raw["windows"]["stride"] = 40
     raw["causal"]["draws"] = 2
-    raw["rigor"] = {"replicates": 10, "refute_simulations": 1}
+    raw["rigor"] = {"replicates": 10, "refute_simulations": 2}
     path = folder / "smoke.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path

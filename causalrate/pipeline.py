@@ -300,7 +300,8 @@ def left_out(study: Study) -> set[tuple[str, str]]:
 def without_left_out(frame: pd.DataFrame, study: Study) -> pd.DataFrame:
     """`frame`'s rows (by system and perturbation) but those of pairs left out."""
     skipped = left_out(study)
-    return frame[[pair not in skipped for pair in zip(frame["system"], frame["perturbation"], strict=True)]]
+    keep = [pair not in skipped for pair in zip(frame["system"], frame["perturbation"], strict=True)]
+    return frame.loc[np.array(keep, dtype=bool)]  # a mask, also when empty (a list [] would select no columns)
 
 
 def outcome_tables(study: Study, forecasts: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -12,7 +12,7 @@ from causalrate.causal import rigor as rigor_module
 from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes
 from causalrate.causal.estimate import estimate_all
 from causalrate.causal.schemes import SCHEMES, Scheme
-from causalrate.causal.uncertainty import interval
+from causalrate.causal.uncertainty import folded, mean_interval
 from causalrate.cli import main
 from causalrate.score.scores import SCORES, Evidence
 
@@ -89,7 +89,7 @@ def test_a_plugin_schemes_draws_feed_effects_rigor_and_refuters_alike(fixed_shar
             r for r in doc["effects"] if (r["system"], r["perturbation"], r["scheme"]) == (system, "P1", "fixed_share")
         )
         assert effect["ape_adj"] == pytest.approx(np.mean([e.ape_adj for e in mine]))  # the effect summary's draws
-        lo, hi = interval(np.array([e.abs_adj for e in mine]))  # the rigor layer's replicates
+        lo, hi = folded(*mean_interval(np.array([e.ape_adj for e in mine])))  # |mean over draws|' t interval
         assert rows[(system, "ape_fixed_share", "P1")]["interval"] == pytest.approx([lo, hi])
     # the refuters were handed the first Estimate of each cell and its own sample
     assert {(e.system, e.perturbation) for _, e in seen["refuted"]} == {

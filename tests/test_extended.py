@@ -202,4 +202,4 @@ def test_dose_response_is_monotone_for_a_planted_fragile_system(synthetic_study,
 def test_extended_study_resolves():
     config, base = load_config(ROOT / "studies" / "extended.yaml")
     study = prepare(config, base_dir=base)
-    assert len(study.suite) == 34 and {"volatility", "trend_strength", "volatility_tercile"} <= set(study.table)
+    assert len(study.suite) == 33 and {"volatility", "trend_strength", "volatility_tercile"} <= set(study.table)

@@ -20,9 +20,12 @@ def test_hand_computed_values():
     # input one-step changes: row 0: 1, 2, 1 → 4/3 ; row 1: 1, 1, 1 → 1
     assert mase(TRUTH, FORECAST, CLEAN) == pytest.approx([1.0 / (4 / 3), 2 / 3])
     assert rmax_scaled(TRUTH, FORECAST, CLEAN) == pytest.approx([2.0 / 9.5, 2.0 / 0.5])
-    # last clean value 10: truth moves 0 (12>10 → +, 9 → -): truth signs 0,+,-; forecast 11,10,9 → +,0,- → 1/3
-    # row 1 last 0: truth 0,+,+ ; forecast 0,+,+ → 3/3
-    assert sign_accuracy(TRUTH, FORECAST, CLEAN).tolist() == pytest.approx([1 / 3, 1.0])
+    # last clean value 10: truth signs 0,+,-; forecast 11,10,9 → +,0,-: wrong, no change (½), right → 1.5/3
+    # row 1 last 0: truth 0,+,+ ; forecast 0,3,2 → 0,+,+: no change (½), right, right → 2.5/3
+    assert sign_accuracy(TRUTH, FORECAST, CLEAN).tolist() == pytest.approx([0.5, 2.5 / 3])
+    # the naive forecast (the last value repeated) calls no change at every step: exactly ½
+    naive = np.repeat(CLEAN[:, -1:], 3, axis=1)
+    assert sign_accuracy(TRUTH, naive, CLEAN).tolist() == [0.5, 0.5]
 
 
 def test_smape_and_mase_match_utilsforecast():

@@ -89,9 +89,10 @@ def test_store_reads_metrics_by_name(tmp_path):
     rows = store.forecasts()
     assert {"mase", "smape"} <= set(rows.columns) and not any(c.startswith("m_") for c in rows.columns)
     assert rows["smape"].dtype == np.float64 and rows["smape"].isna().all()  # all-NULL metric stays numeric
-    top = store.largest_harm(system="naive", control="P0", metric="mase")
+    top = store.largest_harm(system="naive", control="P0", metric="mase", among=["P1"])
     assert (int(top.window), top.perturbation, top.harm, top.offsets) == (1, "P1", 3.0, "[2]")
-    assert store.largest_harm(system="naive", control="P0", metric="smape") is None  # nothing to rank
+    assert store.largest_harm(system="naive", control="P0", metric="mase", among=["P2"]) is None  # P1 not asked
+    assert store.largest_harm(system="naive", control="P0", metric="smape", among=["P1"]) is None  # nothing to rank
     values = store.forecast_values(system="naive", window=1, perturbations=["P0", "P1"])
     assert values["P1"].tolist() == [3.0, 3.5] and values["P0"].tolist() == [3.0, 3.0]
     window = store.window(1)

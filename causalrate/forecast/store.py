@@ -187,17 +187,18 @@ class ForecastStore:
         """Runs before forecasts-v3 stored no perturbed offsets."""
         return "offsets" in {r[1] for r in self.conn.execute("PRAGMA table_info(forecasts)")}
 
-    def largest_harm(self, *, system: str, control: str, metric: str) -> pd.Series | None:
-        """The (window, perturbation) whose perturbation raised `metric` most over the clean forecast, as
-        window, perturbation, harm (and offsets); None when no perturbation raised it."""
+    def largest_harm(self, *, system: str, control: str, metric: str, among: Sequence[str]) -> pd.Series | None:
+        """The (window, perturbation), perturbation among `among`, that raised `metric` most over the clean
+        forecast, as window, perturbation, harm (and offsets); None when no perturbation raised it."""
         col = _col(metric)
+        marks = ", ".join("?" * len(among))
         offsets = ", p.offsets" if self.has_offsets else ""
         rows = self._query(  # the ranking first, without the forecast texts: sorting them would copy every one
             f"SELECT p.window, p.perturbation, p.{col} - c.{col} AS harm{offsets} "
             "FROM forecasts p JOIN forecasts c ON c.system = p.system AND c.window = p.window AND c.perturbation = ? "
-            f"WHERE p.system = ? AND p.perturbation != ? AND p.{col} IS NOT NULL AND c.{col} IS NOT NULL "
+            f"WHERE p.system = ? AND p.perturbation IN ({marks}) AND p.{col} IS NOT NULL AND c.{col} IS NOT NULL "
             "ORDER BY harm DESC, p.perturbation, p.window LIMIT 1",
-            (control, system, control),
+            (control, system, *among),
         )
         if rows.empty or not rows.iloc[0].harm > 0:
             return None

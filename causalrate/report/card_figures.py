@@ -189,7 +189,8 @@ def example_figure(run: Run, system: str) -> Figure | None:
     """The (perturbation, window) where the perturbation raised this system's error most."""
     doc = run.ratings
     with run.store() as store:
-        top = store.largest_harm(system=system, control=doc.control, metric=doc.outcome)
+        rated = [p.id for p in doc.perturbations if p.id != doc.control]  # not the newest-point companions
+        top = store.largest_harm(system=system, control=doc.control, metric=doc.outcome, among=rated)
         if top is None:
             return None  # no perturbation raised the error: nothing to show
         forecasts = store.forecast_values(
