@@ -19,8 +19,9 @@ from causalrate import plugins
 from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes, summarise_effects
 from causalrate.causal.estimate import estimate_all
 from causalrate.causal.heterogeneity import assess_heterogeneity
-from causalrate.causal.rigor import assess_rigor, window_counts, wrs_bandwidth
+from causalrate.causal.rigor import assess_rigor, run_resamples, wrs_bandwidth
 from causalrate.causal.selfcheck import judge
+from causalrate.causal.uncertainty import Resamples
 from causalrate.causal.wrs import wrs_plans, wrs_scores
 from causalrate.config import StudyConfig
 from causalrate.errors import UserError
@@ -145,7 +146,7 @@ def _open_store(study: Study, out: Path, *, resume: bool, overwrite: bool) -> Fo
 
 
 def _state(store_path: Path) -> str:
-    """"finished", "unfinished" (forecasts to keep: resume it) or "empty" (it stopped before its first forecast)."""
+    """ "finished", "unfinished" (forecasts to keep: resume it) or "empty" (it stopped before its first forecast)."""
     try:
         store = ForecastStore.open(store_path, metrics=METRICS.names())
     except UserError:
@@ -241,13 +242,13 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
         for name, cls in SCORES.items()
         if cls.family == "accuracy" and cls.metric in METRICS
     }
-    counts = window_counts(cfg, series_index) if cfg.rigor.replicates > 0 else np.zeros((0, len(table)))
+    resamples = run_resamples(cfg, series_index) if cfg.rigor.replicates > 0 else Resamples(np.zeros((0, len(table))))
     rigor = None
     if cfg.rigor.replicates > 0:
         rigor = assess_rigor(
             config=cfg,
             evidence=evidence,
-            counts=counts,
+            resamples=resamples,
             series_index=series_index,
             outcomes=outcomes,
             estimates=estimates,
@@ -286,7 +287,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
         checks=judge(effects),
         identification=identification,
         unavailable=unavailable,
-        recency_profile=recency_profile(evidence, counts=counts),
+        recency_profile=recency_profile(evidence, resamples=resamples),
         heterogeneity=fragility.doc if fragility else {},
     )
 

@@ -27,6 +27,7 @@ from causalrate.causal.refute import Refutation, backdoor_estimand, refute
 from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.uncertainty import (
     GroupedCounts,
+    Resamples,
     abs_mean_interval,
     benjamini_hochberg,
     bias_corrected_interval,
@@ -37,8 +38,8 @@ from causalrate.causal.uncertainty import (
     interval,
     mean_interval,
     power_analysis,
-    replicate_means,
     replicate_wrs,
+    small_sample_factor,
 )
 from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled, welch_from_moments
 from causalrate.config import StudyConfig
@@ -113,22 +114,20 @@ def wrs_bandwidth(config: StudyConfig) -> int:
     return 0 if config.rating.rule == "paper" else resampling_block(config)
 
 
-def window_counts(config: StudyConfig, series_index: np.ndarray) -> np.ndarray:
-    """[B, W] the run's block-bootstrap counts: one set shared by every score, system and the recency profile
-    (so every comparison between systems is paired)."""
-    return block_counts(
-        series_index,
-        block=resampling_block(config),
-        replicates=config.rigor.replicates,
-        rng=rng(config.seed, "bootstrap"),
+def run_resamples(config: StudyConfig, series_index: np.ndarray) -> Resamples:
+    """The run's block-bootstrap replicates and their small-sample widening."""
+    block = resampling_block(config)
+    counts = block_counts(
+        series_index, block=block, replicates=config.rigor.replicates, rng=rng(config.seed, "bootstrap")
     )
+    return Resamples(counts=counts, widen=small_sample_factor(series_index, block=block))
 
 
 def assess_rigor(
     *,
     config: StudyConfig,
     evidence: Evidence,
-    counts: np.ndarray,
+    resamples: Resamples,
     series_index: np.ndarray,
     outcomes: dict[str, pd.DataFrame],
     estimates: list[Estimate],
@@ -138,7 +137,7 @@ def assess_rigor(
 ) -> Rigor:
     """Intervals, power, replicates, BH counts and refutations; stability comes after rating (rate.stability).
 
-    counts: window_counts(); naive_error: the naive reference's mean clean outcome (the minimal effect's basis).
+    resamples: run_resamples(); naive_error: the naive reference's mean clean outcome (the minimal effect's basis).
     Every interval contains the value it rates: |mean| scores get the folded interval of the mean,
     WRS and bias the bias-corrected percentile interval, draw scores the t interval of their mean.
     """
@@ -150,7 +149,7 @@ def assess_rigor(
         name: wide_tables(evidence.forecasts, column, perturbations=perturbations, n_windows=len(table))
         for name, column in _window_means().items()
     }
-    grouped = {plan.attribute: GroupedCounts.of(counts, plan) for plan in wrs_plans}
+    grouped = {plan.attribute: GroupedCounts.of(resamples.counts, plan) for plan in wrs_plans}
     bandwidth = wrs_bandwidth(config)
     replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     intervals: dict[tuple[str, str, str], tuple[float, float]] = {}
@@ -164,7 +163,7 @@ def assess_rigor(
             for score, per_system in metric.items():
                 if system in per_system:
                     columns.update({(score, p): per_system[system][p].to_numpy() for p in perturbations})
-            means = dict(zip(columns, replicate_means(counts, np.column_stack(list(columns.values()))).T, strict=True))
+            means = dict(zip(columns, resamples.means(np.column_stack(list(columns.values()))).T, strict=True))
             for p in perturbations:
                 values = unit_scaled(wide[p].to_numpy())  # for WRS and bias, which do not change with the scale
                 if p != control:
@@ -218,7 +217,7 @@ def assess_rigor(
                         intervals[(p, score, system)] = interval(means[(score, p)])
     for score, cls in _window_scores():  # e.g. recency, ape_last, ape_worst: |mean| of their own per-window values
         for (system, p), values in cls().window_values(evidence).items():
-            signed = replicate_means(counts, values)
+            signed = resamples.means(values)
             replicates.setdefault((score, p), {})[system] = np.abs(signed)
             intervals[(p, score, system)] = abs_mean_interval(signed)
     bootstrap = set(replicates)

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from causalrate.causal.uncertainty import interval, replicate_means
+from causalrate.causal.uncertainty import Resamples, interval
 from causalrate.perturb.suite import NEWEST
 from causalrate.score.scores import SCORES, Evidence, Score
 from causalrate.score.wide import positions
@@ -73,9 +73,9 @@ def _paired_effects(evidence: Evidence, rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def recency_profile(evidence: Evidence, *, counts: np.ndarray) -> list[dict]:
+def recency_profile(evidence: Evidence, *, resamples: Resamples) -> list[dict]:
     """APE per distance bin (a signed mean), with a 95 % percentile interval from the run's block-bootstrap
-    counts [B, W] (the rigor layer's: the same resamples for every system, so their profiles are paired)."""
+    replicates (the rigor layer's: the same resamples for every system, so their profiles are paired)."""
     pairs = paired_effects(evidence)
     if pairs.empty or evidence.input_length < 1 or evidence.table is None:
         return []
@@ -91,7 +91,7 @@ def recency_profile(evidence: Evidence, *, counts: np.ndarray) -> list[dict]:
             if not inside.any():
                 continue
             with np.errstate(invalid="ignore", divide="ignore"):
-                reps = replicate_means(counts, np.where(inside, diff, np.nan)) if counts.size else np.array([])
+                reps = resamples.means(np.where(inside, diff, np.nan)) if resamples.counts.size else np.array([])
             lo_ci, hi_ci = interval(reps) if reps.size else (np.nan, np.nan)
             out.append(
                 {
