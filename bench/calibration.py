@@ -232,7 +232,7 @@ def main() -> None:
         count, replicates, reps, rows, mc = 40, 100, 3, 300, 20_000
     else:
         geometries = [Geometry(80, 20, 2, 50, 4), Geometry(80, 20, 2, 200, 4)]
-        count, replicates, reps, rows, mc = 1000, 200, 1000, 900, 200_000
+        count, replicates, reps, rows, mc = 1000, 200, 2000, 900, 200_000  # placebo: ≈ 3 min
     print(machine())
     print(f"\n{count} replicate studies per row, {replicates} bootstrap replicates each; seeds fixed\n")
     print("| φ | n, d, s | windows × series | block | quantity | true mean | MC check (± se) "
