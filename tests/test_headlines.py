@@ -28,7 +28,8 @@ def planted(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("planted")
     config = make_synthetic_study(folder, PLANTED, suite="paper", draws=4)
-    assert main(["assess", str(config), "--out", str(folder / "run"), "--workers", "2", "--no-cards", "--allow-failed-systems"]) == 0
+    args = ["assess", str(config), "--out", str(folder / "run"), "--workers", "2", "--no-cards", "--allow-failed-systems"]
+    assert main(args) == 0
     return json.loads((folder / "run" / "ratings.json").read_text())
 
 
