@@ -28,7 +28,16 @@ def planted(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("planted")
     config = make_synthetic_study(folder, PLANTED, suite="paper", draws=4)
-    args = ["assess", str(config), "--out", str(folder / "run"), "--workers", "2", "--no-cards", "--allow-failed-systems"]
+    args = [
+        "assess",
+        str(config),
+        "--out",
+        str(folder / "run"),
+        "--workers",
+        "2",
+        "--no-cards",
+        "--allow-failed-systems",
+    ]
     assert main(args) == 0
     return json.loads((folder / "run" / "ratings.json").read_text())
 
@@ -46,9 +55,7 @@ def test_a_last_value_forecaster_is_less_robust_than_a_median(planted):
     last, median = rows_of(planted, "ape_last", "P1")["last"], rows_of(planted, "ape_last", "P1")["median"]
     assert last["raw"] > 10 * median["raw"]
     assert last["rating"] > median["rating"]
-    assert (
-        planted["headlines"]["last"]["robustness"]["rating"] > planted["headlines"]["median"]["robustness"]["rating"]
-    )
+    assert planted["headlines"]["last"]["robustness"]["rating"] > planted["headlines"]["median"]["robustness"]["rating"]
 
 
 def test_a_perfect_oracle_is_best_and_does_not_crash(planted):
