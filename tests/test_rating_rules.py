@@ -45,7 +45,10 @@ def planted_run(tmp_path_factory):
 def test_always_failing_system_is_worst_everywhere(planted_run):
     doc = planted_run
     assert doc["overall"]["broken"] == doc["levels"]
-    assert all(doc["overall"][s] < doc["levels"] for s in ("none", "tiny", "mid", "huge"))
+    # the worst measured system keeps the worst level too (weakest link, levels as positions): `broken`
+    # does not push it up; the effect-free system is rated better
+    assert doc["overall"]["huge"] == doc["levels"] and doc["overall"]["none"] < doc["levels"]
+    assert doc["headlines"]["huge"]["robustness"]["tied_with"] == []  # never tied with the unmeasured one
     mine = [r for r in doc["ratings"] if r["system"] == "broken"]
     assert mine and all(r["insufficient"] and r["rating"] == doc["levels"] for r in mine)
     assert all("insufficient" in r["note"] for r in mine)
@@ -62,13 +65,17 @@ def test_tiny_effect_never_shares_a_level_with_a_1000x_larger_one(planted_run):
     assert "huge" not in ape["tiny"]["tied_with"]
 
 
-def test_no_level_is_skipped(planted_run):
+def test_levels_are_positions_with_both_ends_anchored(planted_run):
+    """Measured tie groups take levels by position: one group is 1; two or more reach from 1 to L."""
+    levels = planted_run["levels"]
     for (p, score), part in pd.DataFrame(planted_run["ratings"]).groupby(["perturbation", "score"]):
         rated = (
             part[~part["insufficient"] & part["display"].isna()] if "display" in part else part[~part["insufficient"]]
         )
         used = sorted(set(rated["rating"]))
-        assert used == list(range(1, len(used) + 1)) or used == list(range(2, len(used) + 2)), (p, score, used)
+        if not used or len(set(rated["raw"].round(12))) == 1:
+            continue
+        assert used == [1] or (used[0] == 1 and used[-1] == levels), (p, score, used)
 
 
 def test_tiers_on_hand_made_replicates():
@@ -79,9 +86,9 @@ def test_tiers_on_hand_made_replicates():
     ratings, tied = tier_ratings(np.array([1.0, 1.001, 2.0, 50.0]), reps, levels=3)
     assert ratings.tolist() == [1, 1, 2, 3]
     assert tied[0] == [1] and tied[2] == []
-    # three systems tied at the best value and one far away: it is level 2, not 3 (no empty level)
+    # three systems tied at the best value and one far away: two groups, so the far one is the worst level
     ratings, _ = tier_ratings(np.array([0.0, 0.0, 0.0, 2.3e-4]), None, levels=3)
-    assert ratings.tolist() == [1, 1, 1, 2]
+    assert ratings.tolist() == [1, 1, 1, 3]
 
 
 def draw_scores(per_draw: dict[str, np.ndarray], score: str = "ape_industry") -> pd.DataFrame:
@@ -108,7 +115,7 @@ def test_draw_scores_separate_a_constant_gap_over_20_draws():
     a = 1.0 + rng.normal(0, 0.05, 20)
     per_draw = {"a": a, "b": a + 0.5 + rng.normal(0, 0.05, 20)}
     out = draw_scores(per_draw)
-    assert out.loc["a", "rating"] == 1 and out.loc["b", "rating"] == 2
+    assert out.loc["a", "rating"] == 1 and out.loc["b", "rating"] == 3  # two groups: best and worst
     assert out.loc["a", "tied_with"] == []
     # the same replicates read as a window bootstrap (score `ape`) stay tied: min p = 2/21 > 0.05
     assert draw_scores(per_draw, "ape")["rating"].tolist() == [1, 1]
@@ -170,7 +177,7 @@ def test_insufficient_and_undefined_rows():
     out = rate_scores(raw, settings=RatingSettings(levels=3)).set_index("system")
     assert out.loc["d", "insufficient"] and out.loc["d", "rating"] == 3 and out.loc["d", "absolute_rating"] == 3
     assert out.loc["b", "rating"] == 2 and out.loc["b", "display"] == "—" and not out.loc["b", "insufficient"]
-    assert out.loc["a", "rating"] == 1 and out.loc["c", "rating"] == 2  # d (1.0) is insufficient, not best
+    assert out.loc["a", "rating"] == 1 and out.loc["c", "rating"] == 3  # d (1.0) is insufficient, not best
     assert out.loc["a", "absolute_rating"] == 1 and out.loc["c", "absolute_rating"] == 2
 
 
@@ -218,8 +225,11 @@ def test_published_scale_reads_and_cuts():
     assert all(s.rationale for s in scales.values())
     ape = scales["ape"]
     assert [absolute_level(x, ape) for x in (0.01, 0.05, 0.2, 0.9, np.nan)] == [1, 1, 2, 3, None]
-    sign = scales["sign_accuracy"]
-    assert [absolute_level(x, sign) for x in (0.6, 0.5, 0.3)] == [1, 2, 3]
+    sign = scales["sign_accuracy"]  # a skill ratio to naive's ½: 0.6 → 1.2, 0.5 → 1.0, 0.3 → 0.6
+    assert sign.basis == "naive_ratio"
+    assert [absolute_level(x, sign) for x in (1.2, 1.0, 0.6)] == [1, 2, 3]
+    mase = scales["mase"]  # MASE ÷ naive's MASE on the same windows: naive itself is 1.0, level 1
+    assert mase.basis == "naive_ratio" and [absolute_level(x, mase) for x in (1.0, 1.2, 2.0)] == [1, 2, 3]
 
 
 def _confounded_problem():
@@ -275,12 +285,20 @@ def test_a_uniformly_fragile_system_gains_nothing_from_an_even_spread():
 
     rated = pd.DataFrame(
         [
-            {"system": s, "perturbation": "P1", "score": score, "rating": r, "display": str(r)}
-            for s, score, r in [
-                ("arima", "ape", 1),
-                ("random", "ape", 3),
-                ("arima", "fragility_spread", 3),
-                ("random", "fragility_spread", 1),
+            {
+                "system": s,
+                "perturbation": "P1",
+                "score": score,
+                "rating": r,
+                "display": str(r),
+                "raw": x,
+                "insufficient": False,
+            }
+            for s, score, r, x in [
+                ("arima", "ape", 1, 0.01),
+                ("random", "ape", 3, 0.5),
+                ("arima", "fragility_spread", 3, 0.2),
+                ("random", "fragility_spread", 1, 0.0),
             ]
         ]
     )

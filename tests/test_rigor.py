@@ -100,8 +100,10 @@ def test_stability_separated_versus_identical_systems():
         return stability(np.vstack([bin_ratings(r, levels=2) for r in reps]), observed)
 
     assert shares(rng.normal(0, 1, 200), rng.normal(5, 1, 200)).min() == 1.0
+    # identical systems: a replicate keeps the observed order with probability Φ(|d| / se), d the observed
+    # noise gap, which is uniform on [½, 1] (mean ¾): never the 1.0 of separated systems
     same = shares(rng.normal(0, 1, 200), rng.normal(0, 1, 200))
-    assert 0.3 <= same.mean() <= 0.7
+    assert 0.5 <= same.mean() <= 0.95
 
 
 def test_replicate_wrs_with_unit_counts_equals_wrs():

@@ -167,7 +167,7 @@ def test_draw_scores_are_stable_when_clearly_apart_and_mostly_when_tied():
     rng = np.random.default_rng(10)
     a = 1.0 + rng.normal(0, 0.05, 20)
     ratings, shares = draw_stability({"a": a, "b": a + 0.5 + rng.normal(0, 0.05, 20)})
-    assert ratings == {"a": 1, "b": 2} and shares == {"a": 1.0, "b": 1.0}
+    assert ratings == {"a": 1, "b": 3} and shares == {"a": 1.0, "b": 1.0}  # two groups: best and worst
     # tied by draw noise only: kept tied in most draws (a single draw, re-rated raw, would split them)
     kept = []
     for _ in range(100):
