@@ -147,8 +147,8 @@ def test_design_effect_welch_holds_its_size_and_per_window_welch_does_not(studie
     """Two groups of two series each, with the same true mean: WRS's one-level (95 %) Welch test on
     design-effect-corrected sizes (bandwidth = the dependence block, as wrs_bandwidth) rejects ≲ 8 % of
     the time on the naive MAE; the paper's per-window test (design_effects None) far more often on the
-    mean forecast's MAE, where the design effect helps most but stays above nominal (≈ 0.09: the Bartlett
-    kernel at bandwidth = the dependence length under-weights a long, triangular autocorrelation)."""
+    mean forecast's MAE, where the design effect helps most (0.079 against 0.31: the Bartlett kernel at
+    bandwidth = the dependence length still under-weights a long, triangular autocorrelation a little)."""
     plan = Grouping.of(np.where(SERIES_INDEX < SERIES // 2, "A", "B"))
     rejected = np.zeros((2, 2))  # [design effect, per-window] × [naive, mean]
     effects = []
@@ -162,8 +162,8 @@ def test_design_effect_welch_holds_its_size_and_per_window_welch_does_not(studie
             rejected[1, j] += grouped_wrs(samples, ((0.95, 1.0),), design_effects=None)[0] >= 1
     assert np.median(effects) > 1.5  # the windows are dependent and the correction sees it
     size = rejected / len(studies)
-    assert size[0, NAIVE] <= 0.085, size  # nominal 0.05
-    assert size[0, MEAN] <= 0.13, size
+    assert size[0, NAIVE] <= 0.07, size  # nominal 0.05; measured 0.048
+    assert size[0, MEAN] <= 0.10, size  # measured 0.079
     assert size[1, MEAN] >= 0.20 and size[1, MEAN] >= 2 * size[0, MEAN], size
     assert size[1, NAIVE] > size[0, NAIVE], size
 
