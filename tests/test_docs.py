@@ -44,13 +44,15 @@ def test_reference_lists_every_operator():
     assert [name for name in OPERATORS.names() if f"`{name}`" not in section] == []
 
 
-def test_reference_wrs_numbers_are_the_reference_runs():
-    """The Method decisions paragraph on rmax_scaled states the reference run's wrs_industry values."""
+def test_reference_bias_finding_is_the_reference_runs():
+    """The Method decisions paragraph on rmax_scaled quotes no per-system WRS numbers (they move whenever the
+    reference is regenerated) and its qualitative finding holds in the reference run: `biased` has the largest
+    bias_industry gap on P1, P2 and P3, and the bias headline rates it at the worst level."""
     doc = json.loads((ROOT / "ratings" / "quickstart" / "ratings.json").read_text())
-    wrs = {(r["system"], r["perturbation"]): r["raw"] for r in doc["ratings"] if r["score"] == "wrs_industry"}
-    stated = {"biased": (5.2, 5.9, 6.9), "naive": (1.2, 2.6, 4.6), "arima": (0.6, 2.6, 4.6), "random": (4.6, 6.9, 6.9)}
-    for system, values in stated.items():
-        assert tuple(wrs[system, p] for p in ("P1", "P2", "P3")) == values, system
-        assert "/".join(f"{v:g}" for v in values) in " ".join(REFERENCE.split()), system
-    gap = {r["system"]: r["raw"] for r in doc["ratings"] if (r["score"], r["perturbation"]) == ("bias_industry", "P1")}
-    assert f"{gap['biased']:.2f}" in REFERENCE and max(v for s, v in gap.items() if s != "biased") <= 0.12
+    paragraph = " ".join(REFERENCE.split("**Quickstart outcome is `rmax_scaled`")[1].split("\n- **")[0].split())
+    assert not re.search(r"\d\.\d/\d\.\d", paragraph), "per-system WRS numbers are quoted"
+    for p in ("P1", "P2", "P3"):
+        gap = {r["system"]: r["raw"] for r in doc["ratings"] if (r["score"], r["perturbation"]) == ("bias_industry", p)}
+        assert max(gap, key=gap.get) == "biased", (p, gap)
+    assert "largest gap" in paragraph and "worst level" in paragraph
+    assert doc["headlines"]["biased"]["bias"]["rating"] == doc["levels"]
