@@ -58,6 +58,23 @@ def write_yaml(path: Path, text: str) -> Path:
     return path
 
 
+def assert_raw_in_intervals(doc: dict) -> None:
+    """Every rated value lies in its own 95 % interval (METHOD §6.6), on every row of a run's ratings.json."""
+
+    def inside(raw: float, lo: float, hi: float) -> bool:
+        return lo - 1e-9 * abs(lo) <= raw <= hi + 1e-9 * abs(hi)
+
+    outside = [
+        (r["system"], r["score"], r["perturbation"], r["raw"], r["interval"])
+        for r in doc["ratings"]
+        if r["raw"] is not None
+        and r.get("interval")
+        and None not in r["interval"]
+        and not inside(r["raw"], *r["interval"])
+    ]
+    assert not outside, outside
+
+
 INLINE_SUITE = """
   - {id: P0, operator: none}
   - {id: P1, operator: drop_to_zero}

@@ -6,9 +6,11 @@ import json
 import pytest
 
 from causalrate.rate.tiers import group_levels
+from tests.conftest import assert_raw_in_intervals
 
 PLANTED = """\
 - {name: median, type: python, function: "planted.py:window_median"}
+- {name: median_again, type: python, function: "planted.py:window_median"}
 - {name: last, type: python, function: "planted.py:last_value"}
 - {name: collapse, type: python, function: "planted.py:collapses_on_missing", accepts_nan: true}
 - {name: oracle, type: python, function: "planted.py:oracle"}
@@ -46,9 +48,7 @@ def test_a_last_value_forecaster_is_less_robust_than_a_median(planted):
     last, median = rows_of(planted, "ape_last", "P1")["last"], rows_of(planted, "ape_last", "P1")["median"]
     assert last["raw"] > 10 * median["raw"]
     assert last["rating"] > median["rating"]
-    assert (
-        planted["headlines"]["last"]["robustness"]["rating"] > planted["headlines"]["median"]["robustness"]["rating"]
-    )
+    assert planted["headlines"]["last"]["robustness"]["rating"] > planted["headlines"]["median"]["robustness"]["rating"]
 
 
 def test_a_perfect_oracle_is_best_and_does_not_crash(planted):
@@ -77,11 +77,16 @@ def test_an_always_failing_system_is_worst_and_does_not_push_the_worst_measured_
 
 
 def test_every_rated_value_lies_in_its_interval(planted):
-    for r in planted["ratings"]:
-        lo, hi = r.get("interval") or (None, None)
-        if r["raw"] is None or lo is None:
-            continue
-        assert lo - 1e-9 * abs(lo) <= r["raw"] <= hi + 1e-9 * abs(hi), r
+    assert_raw_in_intervals(planted)
+
+
+def test_recency_intervals_are_paired_across_systems(planted):
+    """Two identical systems get identical recency intervals: the replicates are shared, not drawn per system."""
+    profile = {(r["system"], r["perturbation"], r["bin"]): r for r in planted["recency_profile"]}
+    twins = [(k, v) for k, v in profile.items() if k[0] == "median" and v["interval"][0] is not None]
+    assert twins
+    for (_, p, b), row in twins:
+        assert profile[("median_again", p, b)]["interval"] == row["interval"]
 
 
 def test_tie_groups_are_positions_with_both_ends_anchored():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from causalrate.cli import main
 from causalrate.report.render import find_chromium
+from tests.conftest import assert_raw_in_intervals
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "ratings" / "quickstart"
@@ -88,6 +89,7 @@ def test_outputs_and_schema(quickstart):
 
 def test_acceptance_checks(quickstart):
     doc = load(quickstart)
+    assert_raw_in_intervals(doc)
     # issue 15: biased is worst on bias, and no card headline calls it most robust
     bias = {s: h["bias"]["rating"] for s, h in doc["headlines"].items()}
     assert bias["biased"] == max(bias.values()) > min(bias.values())

@@ -16,6 +16,7 @@ from causalrate.rate.ratings import RatingSettings, rate_scores
 from causalrate.rate.tiers import PAIRED_TESTS, bootstrap_p_value, t_test_p_value, tier_ratings
 from causalrate.score.bias import observed_bias
 from causalrate.score.scores import SCORES, Evidence
+from tests.conftest import assert_raw_in_intervals
 
 PLANTED = """\
 - {name: none, type: python, function: "planted.py:effect_none"}
@@ -44,6 +45,7 @@ def planted_run(tmp_path_factory):
 
 def test_always_failing_system_is_worst_everywhere(planted_run):
     doc = planted_run
+    assert_raw_in_intervals(doc)
     assert doc["overall"]["broken"] == doc["levels"]
     # the worst measured system keeps the worst level too (weakest link, levels as positions): `broken`
     # does not push it up; the effect-free system is rated better
