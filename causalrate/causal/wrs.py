@@ -181,11 +181,15 @@ def grouped_wrs(
     return score, len(tests)
 
 
+FLAT_GROUPS = ("industry", "domain")  # data attributes whose groups WRS and the bias scores compare, all pairs
+
+
 def wrs_plans(table: pd.DataFrame, groups: list[str]) -> list[Grouping]:
-    """The grouping of each WRS: industries; companies within an industry; terciles."""
+    """The grouping of each WRS: terciles; industries; domains; companies within an industry."""
     plans = [Grouping.of(table[f"{name}_tercile"].to_numpy(), attribute=name) for name in groups]
-    if "industry" in table:
-        plans.append(Grouping.of(table["industry"].to_numpy(), attribute="industry"))
+    for name in FLAT_GROUPS:
+        if name in table:
+            plans.append(Grouping.of(table[name].to_numpy(), attribute=name))
     if "company" in table:
         within = table["industry"].to_numpy() if "industry" in table else None
         plans.append(Grouping.of(table["company"].to_numpy(), within, attribute="company"))

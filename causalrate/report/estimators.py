@@ -42,6 +42,7 @@ _FIXED = {
     "ape_auc": "area under |APE_true| over severity",
     "ape_worst": "worst-placement |APE| (all windows)",
     "recency": "|APE| with the change among the last inputs",
+    "ape_last": "|APE| with the newest input point changed",
     "smape": "mean SMAPE over forecasts",
     "mase": "mean MASE over forecasts",
     "crps": "mean CRPS over forecasts",
@@ -49,6 +50,7 @@ _FIXED = {
     "failure_rate": "share of forecasts failed",
     "fragility_spread": "spread of conditional effects",
     "bias_industry": "largest gap between one industry's mean outcome and the rest, / mean outcome",
+    "bias_domain": "largest gap between one domain's mean outcome and the rest, / mean outcome",
     "bias_company": "largest gap between one company's mean outcome and its industry's others, / mean outcome",
 }
 

@@ -125,6 +125,13 @@ class WrsIndustry(WrsScore):
     )
 
 
+@SCORES.register("wrs_domain")
+class WrsDomain(WrsScore):
+    attribute = "domain"
+    label = "WRS domain"
+    description = "how much its errors differ between data domains (0 = not at all; each pair adds up to 2.3)"
+
+
 @SCORES.register("wrs_company")
 class WrsCompany(WrsScore):
     attribute = "company"
@@ -174,6 +181,13 @@ class BiasIndustry(BiasScore):
     attribute = "industry"
     label = "Bias industry"
     description = "largest gap between one industry's mean error and the other industries', relative to the mean"
+
+
+@SCORES.register("bias_domain")
+class BiasDomain(BiasScore):
+    attribute = "domain"
+    label = "Bias domain"
+    description = "largest gap between one domain's mean error and the other domains', relative to the mean"
 
 
 @SCORES.register("bias_company")
