@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import textwrap
 from pathlib import Path
@@ -56,6 +57,14 @@ def synthetic_long_csv(path: Path, *, length: int = 160, seed: int = 1) -> Path:
 def write_yaml(path: Path, text: str) -> Path:
     path.write_text(textwrap.dedent(text))
     return path
+
+
+def require_peer(module: str):
+    """A peer library (statsforecast, mlforecast, neuralforecast...): skip without it, but fail where CI
+    installs them (CAUSALRATE_REQUIRE_PEERS=1), so their tests can never silently stop running."""
+    if os.environ.get("CAUSALRATE_REQUIRE_PEERS") == "1":
+        return importlib.import_module(module)
+    return pytest.importorskip(module)
 
 
 def assert_raw_in_intervals(doc: dict) -> None:

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 
 from causalrate.systems.python_system import PythonFunction, PythonSettings
+from tests.conftest import require_peer
 from tests.test_statsforecast import batch_of
 
-pytest.importorskip("mlforecast")
-pytest.importorskip("lightgbm")
+require_peer("mlforecast")
+require_peer("lightgbm")
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "mlforecast"
 

@@ -12,10 +12,10 @@ import pytest
 from causalrate.errors import UserError
 from causalrate.systems.base import Batch
 from causalrate.systems.nixtla import StatsForecastModel, StatsForecastSettings
-from tests.conftest import write_yaml
+from tests.conftest import require_peer, write_yaml
 from tests.test_frequency import planted_long_csv
 
-statsforecast = pytest.importorskip("statsforecast")
+statsforecast = require_peer("statsforecast")
 
 
 def windows(rows: int = 5, n: int = 48, season: int = 12) -> np.ndarray:
