@@ -19,6 +19,7 @@ from causalrate.cli import main
 from causalrate.report.cards import render_cards, slugify
 from causalrate.report.comparison_charts import pareto_front, robustness_accuracy
 from causalrate.report.figures import system_colours
+from causalrate.report.label import label_sentence
 from causalrate.report.machine import model_card, schema
 from causalrate.report.render import LABEL_HEIGHT, WIDTH, Session, find_chromium
 from causalrate.report.svg import Scale, log_ticks, nice_ticks
@@ -192,13 +193,16 @@ def test_new_sections_are_shown_when_present(run_v3):
     doc = json.loads((run_v3 / "ratings.json").read_text())
     cards = run_v3 / "cards"
     first, last = doc["systems"][0]["name"], doc["systems"][-1]["name"]
+    report_pages = {slug: (cards / f"{slug}.report.html").read_text() for slug in SLUGS.values()}
     for system, slug in SLUGS.items():
         label = texts(cards / f"{slug}.html")
         page = (cards / f"{slug}.html").read_text()
         for kind in ("robustness", "bias", "accuracy"):
             h = doc["headlines"][system][kind]
             assert label.ids[f"{kind}-rating"].strip() == str(h["rating"])
-            assert h["meaning"].replace("&", "&amp;") in page or h["meaning"] in label.ids[f"headline-{kind}"]
+            said = label_sentence(h)  # the label says the headline's cause; the report its whole meaning
+            assert said.replace("&", "&amp;") in page or said in label.ids[f"headline-{kind}"]
+            assert h["meaning"].replace("&", "&amp;") in report_pages[slug]
             if h["tied_with"]:
                 assert f"Tied with {', '.join(h['tied_with'])}" in label.ids[f"headline-{kind}"]
         assert "industry = Alpha and price level &gt; 500" in page  # the top fragility rule

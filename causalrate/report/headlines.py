@@ -120,20 +120,20 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     insufficient = [r for r in mine if r.insufficient]
     if insufficient:
         names = sorted({f"{r.score} ({r.perturbation})" for r in insufficient})
-        out.append(f"Insufficient data, rated worst: {', '.join(names[:4])}{' …' if len(names) > 4 else ''}.")
+        out.append(f"Insufficient data, rated worst: {', '.join(names[:4])}{' …' if len(names) > 4 else '.'}")
     inconclusive = [r for r in mine if r.inconclusive]
     if inconclusive:
         names = sorted({f"{r.score} ({r.perturbation})" for r in inconclusive})
         out.append(
             f"Inconclusive (too few windows to rule out an effect; best level withheld): "
-            f"{', '.join(names[:4])}{' …' if len(names) > 4 else ''}."
+            f"{', '.join(names[:4])}{' …' if len(names) > 4 else '.'}"
         )
     unstable = [r for r in mine if r.stable is False]
     if unstable:
         names = sorted({f"{r.score} ({r.perturbation})" for r in unstable})
         out.append(
             f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples): "
-            f"{', '.join(names[:4])}{' …' if len(names) > 4 else ''}."
+            f"{', '.join(names[:4])}{' …' if len(names) > 4 else '.'}"
         )
     if failures:
         out.append(f"{failures} forecasts failed (see the report).")

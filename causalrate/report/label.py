@@ -52,6 +52,18 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
     return lines
 
 
+def label_sentence(h: dict) -> str:
+    """The headline's sentence without what the badge beside it already says (level, scale, systems): its
+    cause for a weakest-link headline, else the meaning after its level."""
+    cause = (h.get("cause") or {}).get("text")
+    tied = h.get("tied_with") or []
+    if cause:
+        return f"Set by its weakest result: {cause}" + (f"; the same level as {', '.join(tied)}." if tied else ".")
+    meaning = h.get("meaning") or ""
+    rest = meaning.partition(") on ")[2].partition(": ")[2]  # "N of L (1 = best, …) on WHAT: REST"
+    return (rest[:1].upper() + rest[1:]) if rest else meaning
+
+
 def absolute_note(relative: int | None, absolute: int | None, levels: int, n: int) -> str | None:
     """Why the published-scale level may differ from the relative one, said where it matters."""
     if absolute is None or relative is None:
@@ -60,10 +72,7 @@ def absolute_note(relative: int | None, absolute: int | None, levels: int, n: in
     best_relative, best_absolute = relative == 1, absolute == 1
     if (worst_relative, best_relative) == (worst_absolute, best_absolute):
         return None
-    return (
-        f"the large number ranks it among the {n} systems compared; the published scale compares it with "
-        "thresholds fixed in advance, so a system can be the worst of good company or the best of poor company"
-    )
+    return f"unlike the big number, which ranks it among the {n} compared, this uses fixed thresholds"
 
 
 def _has_absolute(doc: RatingsDocument) -> bool:
@@ -87,7 +96,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
                 "absolute": h.get("absolute_rating"),
                 "absolute_levels": ABSOLUTE_LEVELS,
                 "absolute_note": absolute_note(h.get("rating"), h.get("absolute_rating"), levels, len(doc.systems)),
-                "meaning": h.get("meaning") or "",
+                "meaning": label_sentence(h),
                 "stability": None if stability is None else f"{100 * stability:.0f} %",
                 "unstable": stability is not None and stability < 0.8,
                 "tied_with": list(h.get("tied_with") or []),
