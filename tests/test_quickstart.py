@@ -53,8 +53,10 @@ def test_outputs_and_schema(quickstart):
         "failure_rate",
         "fragility_spread",
     }
-    for p in ("P1", "P2", "P3"):
-        assert {r["score"] for r in doc["ratings"] if r["perturbation"] == p} == scores
+    for p in ("P1", "P2", "P3"):  # and the newest point of each, measured directly (issue 28)
+        assert {r["score"] for r in doc["ratings"] if r["perturbation"] == p} == scores | {"ape_last"}
+    # P3 forward-filled, for the systems that take NaN (all four references do): the same scores
+    assert {r["score"] for r in doc["ratings"] if r["perturbation"] == "P3+ffill"} == scores | {"ape_last"}
     assert {r["score"] for r in doc["ratings"] if r["perturbation"] == "P0"} == {
         "smape",
         "mase",
@@ -80,7 +82,7 @@ def test_outputs_and_schema(quickstart):
     assert {r["refuter"] for r in doc["refutations"]} == {"placebo_treatment", "random_common_cause", "data_subset"}
     # the fragility map: every system × perturbation; arima breaks when the perturbed point is recent
     assert {(s, p) for s, per in doc["heterogeneity"].items() for p in per} == {
-        (s, p) for s in doc["overall"] for p in ("P1", "P2", "P3")
+        (s, p) for s in doc["overall"] for p in ("P1", "P2", "P3", "P3+ffill")
     }
     arima = doc["heterogeneity"]["arima"]["P1"]
     assert arima["drivers"][0]["covariate"] == "distance" and "among the last" in arima["rules"][0]["text"]
@@ -167,17 +169,19 @@ def test_drift_check_tolerates_float_noise_but_no_rating_change():
     for row in noisy["ratings"]:
         row["raw"] = None if row["raw"] is None else row["raw"] * (1 + 3e-5)  # what another CPU/BLAS gives
     for field in EFFECTS:  # a small effect moves by a share of the largest one, not of itself
-        largest = max(abs(e[field]) for e in ref["effects"])
+        largest = max(abs(e[field]) for e in ref["effects"] if e[field] is not None)
         for effect in noisy["effects"]:
-            effect[field] += 2e-4 * largest
+            if effect[field] is not None:  # PIE% undefined (null) stays undefined
+                effect[field] += 2e-4 * largest
     assert drift(noisy, ref) == []
     flipped = copy()
     flipped["ratings"][0]["rating"] += 1
     problems = drift(flipped, ref)
     assert len(problems) == 1 and "rating" in problems[0]
     moved = copy()
-    smallest = min(moved["effects"], key=lambda e: abs(e["pie"]))
-    smallest["pie"] += 0.01 * max(abs(e["pie"]) for e in ref["effects"])
+    defined = [e for e in moved["effects"] if e["pie"] is not None]
+    smallest = min(defined, key=lambda e: abs(e["pie"]))
+    smallest["pie"] += 0.01 * max(abs(e["pie"]) for e in defined)
     problems = drift(moved, ref)
     assert len(problems) == 1 and "pie" in problems[0]
 
