@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
+from causalrate.contracts import Facts, check_facts
 from causalrate.errors import UserError
 
 T = TypeVar("T")
@@ -33,11 +34,29 @@ class Registry(Generic[T]):
         self.kind = kind
         self._entries: dict[str, T] = {}
         self._hooks: list[Callable[[str, T], None]] = []
+        self.facts: Facts = {}  # the facts every entry declares, with their types (contracts.facts_of)
+        self._checks: list[Callable[[str, T], None]] = []
+
+    def contract(self, facts: Facts, check: Callable[[str, T], None] | None = None) -> None:
+        """The facts each entry declares (checked by type) and an optional check(name, entry) of how they fit
+        together; both run, on the entries already registered and on every later one, before it is stored.
+        A violation raises contracts.ContractError (a UserError: exit code 2) naming the entry."""
+        self.facts = facts
+        self._checks = [] if check is None else [check]
+        for name, entry in self._entries.items():
+            self.validate(name, entry)
+
+    def validate(self, name: str, entry: T) -> None:
+        """Raise ContractError if `entry` breaks this registry's contract."""
+        check_facts(self.kind, name, entry, self.facts)
+        for check in self._checks:
+            check(name, entry)
 
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(entry: T) -> T:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
+            self.validate(name, entry)
             self._entries[name] = entry
             for hook in self._hooks:
                 hook(name, entry)

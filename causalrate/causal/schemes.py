@@ -13,6 +13,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+from causalrate.contracts import ContractError, describe, facts_of, violation
 from causalrate.errors import UserError
 from causalrate.registry import Registry
 
@@ -49,6 +50,17 @@ class Scheme:
 
 
 SCHEMES: Registry[type[Scheme]] = Registry("assignment scheme")
+
+
+def _fits(name: str, cls: type[Scheme]) -> None:
+    """A Scheme subclass that gives probabilities() or draw(); a rated scheme has a confounder to explain."""
+    if not (isinstance(cls, type) and issubclass(cls, Scheme)):
+        raise ContractError(f"assignment scheme {name!r} ({describe(cls)}): expected a subclass of Scheme")
+    if cls.probabilities is Scheme.probabilities and cls.draw is Scheme.draw:
+        raise violation("assignment scheme", name, cls, "it implements neither probabilities() nor draw()")
+
+
+SCHEMES.contract(facts_of(Scheme, "confounders", "description", "rated"), _fits)
 
 
 @SCHEMES.register("uniform")

@@ -14,16 +14,31 @@ Add your own with ``@characteristic("name")`` on a function of one window.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 
+from causalrate.contracts import ContractError, describe
 from causalrate.errors import UserError
 from causalrate.registry import Registry
 
 Characteristic = Callable[[np.ndarray, int], float]  # (clean input window, STL period) -> value
 CHARACTERISTICS: Registry[Characteristic] = Registry("window characteristic")
+
+
+def _fits(name: str, fn: Characteristic) -> None:
+    """A function of (clean input window, STL period), as the window table calls it."""
+    try:
+        inspect.signature(fn).bind(np.zeros(2), 1)
+    except (TypeError, ValueError):
+        raise ContractError(
+            f"window characteristic {name!r} ({describe(fn)}): expected a function of (window, period)"
+        ) from None
+
+
+CHARACTERISTICS.contract({}, _fits)
 
 
 def characteristic(name: str) -> Callable[[Characteristic], Characteristic]:

@@ -9,21 +9,29 @@ per row. Add your own with ``@OPERATORS.register("name")`` on an Operator subcla
 
 from __future__ import annotations
 
-from typing import ClassVar
+import string
+from typing import ClassVar, Literal
 
 import numpy as np
 
+from causalrate.contracts import ContractError, describe, facts_of, violation
 from causalrate.registry import Registry
+
+Kind = Literal["semantic", "syntactic", "control"]
+# which input points apply() may change: the masked ones, the masked ones and their two neighbours (a swap),
+# the masked ones and every later one (a level shift), or all of them (a change of units)
+Touches = Literal["mask", "neighbours", "mask_onwards", "window"]
 
 
 class Operator:
     """Maps input windows to perturbed input windows at the masked positions."""
 
-    kind: ClassVar[str] = "semantic"  # semantic | syntactic | control
+    kind: ClassVar[Kind] = "semantic"  # semantic | syntactic | control
     description: ClassVar[str] = ""  # plain language, shown on cards; may use {param} placeholders
     params: ClassVar[dict[str, float]] = {}  # settings and their defaults
     positional: ClassVar[bool] = True  # False: the placed offset does not matter (whole-window operators)
     calibrated: ClassVar[bool] = False  # True: calibrate() on the series gives apply() a per-row `calibration`
+    touches: ClassVar[Touches] = "mask"  # the points apply() may change; the others are checked to be unchanged
 
     def calibrate(self, series: np.ndarray, **params: float) -> float:
         """A per-series constant the operator needs (e.g. a tail quantile), from the series' values."""
@@ -39,6 +47,65 @@ class Operator:
 
 
 OPERATORS: Registry[type[Operator]] = Registry("perturbation operator")
+
+
+def _fits(name: str, cls: type[Operator]) -> None:
+    """An Operator subclass with apply(); its description's {placeholders} are its params."""
+    if not (isinstance(cls, type) and issubclass(cls, Operator)):
+        raise ContractError(f"perturbation operator {name!r} ({describe(cls)}): expected a subclass of Operator")
+    if cls.apply is Operator.apply:
+        raise violation("perturbation operator", name, cls, "it does not implement apply(values, mask, *, seeds)")
+    fields = {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(cls.description) if f}
+    if fields - set(cls.params):
+        raise violation(
+            "perturbation operator",
+            name,
+            cls,
+            f"its description names {sorted(fields - set(cls.params))}, which are not among its params "
+            f"{sorted(cls.params)}",
+        )
+
+
+OPERATORS.contract(facts_of(Operator, "kind", "description", "params", "positional", "calibrated", "touches"), _fits)
+
+
+def reach(operator: Operator, mask: np.ndarray) -> np.ndarray:
+    """bool [batch, n]: the points `operator` may change at `mask` (its `touches`)."""
+    if operator.touches == "window":
+        return np.ones_like(mask, dtype=bool)
+    if operator.touches == "mask_onwards":
+        return np.maximum.accumulate(mask, axis=1)
+    if operator.touches == "neighbours":
+        near = mask.copy()
+        near[:, 1:] |= mask[:, :-1]
+        near[:, :-1] |= mask[:, 1:]
+        return near
+    return mask
+
+
+def checked_output(operator: Operator, inputs: np.ndarray, out: object, allowed: np.ndarray) -> np.ndarray:
+    """apply()'s result, checked at the boundary: the input's shape, floats, and the points outside `allowed`
+    unchanged (NaN stays NaN). Else ContractError naming the operator: a wrong array must not be forecast."""
+    cls = type(operator)
+    name = next((n for n, entry in OPERATORS.items() if entry is cls), cls.__qualname__)
+
+    def wrong(problem: str) -> ContractError:
+        return violation("perturbation operator", name, cls, f"apply() returned {problem}")
+
+    if not isinstance(out, np.ndarray):
+        raise wrong(f"a {type(out).__name__}; expected a numpy array of the input's shape {inputs.shape}")
+    if out.shape != inputs.shape:
+        raise wrong(f"shape {out.shape} for input of shape {inputs.shape}; expected the input's shape")
+    if out.dtype.kind != "f":
+        raise wrong(f"dtype {out.dtype}; expected floats (NaN marks a missing value)")
+    outside = ~allowed
+    if not np.array_equal(out[outside], inputs[outside], equal_nan=True):
+        rows, cols = np.nonzero(outside & ~((out == inputs) | (np.isnan(out) & np.isnan(inputs))))
+        raise wrong(
+            f"changed points it may not touch (e.g. row {rows[0]}, offset {cols[0]}; {rows.size} in all): it declares "
+            f"touches = {operator.touches!r} (declare 'neighbours', 'mask_onwards' or 'window' if it changes more)"
+        )
+    return out
 
 
 @OPERATORS.register("none")
@@ -120,6 +187,7 @@ class Stale(Operator):
 @OPERATORS.register("unit_change")
 class UnitChange(Operator):
     positional = False
+    touches = "window"
     description = "the whole input is in other units: every value times {factor:g} (e.g. dollars to cents)"
     params: ClassVar[dict[str, float]] = {"factor": 100.0}
 
@@ -151,6 +219,7 @@ class DuplicateTimestamp(Operator):
 
 @OPERATORS.register("level_shift")
 class LevelShift(Operator):
+    touches = "mask_onwards"
     description = "the level shifts by {c:g} times the window's standard deviation from a point to the end (a break)"
     params: ClassVar[dict[str, float]] = {"c": 1.0}
 
@@ -206,5 +275,6 @@ class Combined(Operator):
 
     def apply(self, values, mask, *, seeds, parts, **params):
         for operator, part_mask, part_params in parts:
-            values = operator.apply(values, part_mask, seeds=seeds, **part_params)
+            out = operator.apply(values.copy(), part_mask, seeds=seeds, **part_params)
+            values = checked_output(operator, values, out, reach(operator, part_mask))
         return values

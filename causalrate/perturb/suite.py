@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from causalrate.errors import UserError, format_validation_error
-from causalrate.perturb.operators import OPERATORS, Operator
+from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
 from causalrate.perturb.placement import Placement, offsets_mask
 from causalrate.perturb.spec import PerturbationSpec
 from causalrate.seeding import row_seeds
@@ -91,7 +91,8 @@ class Perturbation:
         history: Sequence[np.ndarray] | None = None,
         calibration: np.ndarray | None = None,
     ) -> np.ndarray:
-        """The perturbed copy of clean inputs [w, n]; the truth is never touched.
+        """The perturbed copy of clean inputs [w, n]; the truth is never touched. The operator's output is
+        checked (shape, floats, the points it may not touch unchanged): a violation is a ContractError.
 
         seeds: one per window; history: each row's whole series, for operators calibrated on it
         (or `calibration`: their per-row values, as recorded in ratings.json).
@@ -109,8 +110,11 @@ class Perturbation:
         ]
         if len(parts) == 1:
             operator, mask, params = parts[0]
-            return operator.apply(inputs.copy(), mask, seeds=seeds, **params)
-        return self.operator.apply(inputs.copy(), self.mask(firsts, n), seeds=seeds, parts=parts)
+            return checked_output(
+                operator, inputs, operator.apply(inputs.copy(), mask, seeds=seeds, **params), reach(operator, mask)
+            )
+        out = self.operator.apply(inputs.copy(), self.mask(firsts, n), seeds=seeds, parts=parts)
+        return checked_output(self.operator, inputs, out, np.logical_or.reduce([reach(o, m) for o, m, _ in parts]))
 
     def apply_dates(self, dates: np.ndarray, firsts: np.ndarray) -> np.ndarray:
         """The input timestamps [w, n] after the perturbation (most operators leave them alone)."""

@@ -23,7 +23,7 @@ from causalrate.rate.absolute import ABSOLUTE_LEVELS, load_scales
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.ratings import RatingSettings
 from causalrate.rate.tiers import tier_ratings
-from causalrate.score.scores import SCORES
+from causalrate.score.scores import HEADLINE_FAMILIES, SCORES
 
 HEADLINES = {
     "robustness": "robustness to perturbations, that is how much perturbed inputs change its error, and its failures",
@@ -36,7 +36,10 @@ WEAKEST_LINK = ("robustness", "bias")  # the others are a mean of levels
 def headline_rows(rated: pd.DataFrame, family: str, *, control: str) -> pd.DataFrame:
     """The rating rows a headline is built from: its family's, defined, and informative — a (score,
     perturbation) on which every compared system has the same raw value (and none is insufficient) tells
-    them apart no better than leaving it out. With a single system every defined row is kept."""
+    them apart no better than leaving it out. With a single system every defined row is kept. Only the
+    headline families have headline rows: a score of another family (a plugin's "diagnostic") joins none."""
+    if family not in HEADLINE_FAMILIES:
+        raise ValueError(f"no headline {family!r}; the headlines are {', '.join(HEADLINE_FAMILIES)}")
     in_family = rated["score"].map(lambda s: SCORES.get(s).family) == family
     on_control = rated["perturbation"] == control
     where = on_control if family == "accuracy" else (~on_control if family == "bias" else True)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
+from causalrate.contracts import ContractError, describe, facts_of
 from causalrate.registry import Registry
 
 MetricFn = Callable[..., np.ndarray]
+Context = Literal["season", "levels"]  # the keywords a metric may ask for
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class Metric:
     description: str
     lower_is_better: bool = True
     uses_samples: bool = False
-    context: tuple[str, ...] = ()  # keywords it takes: "season", "levels"
+    context: tuple[Context, ...] = ()  # keywords it takes: "season", "levels"
 
     def __call__(
         self,
@@ -45,6 +48,17 @@ class Metric:
 
 
 METRICS: Registry[Metric] = Registry("metric")
+
+
+def _fits(name: str, entry: Metric) -> None:
+    """A Metric (see `metric`) of a callable, registered under its own name."""
+    if not isinstance(entry, Metric) or not callable(entry.fn):
+        raise ContractError(f"metric {name!r} ({describe(entry)}): expected a Metric of a function (use @metric)")
+    if entry.name != name:
+        raise ContractError(f"metric {name!r} ({describe(entry)}): registered under {name!r} but named {entry.name!r}")
+
+
+METRICS.contract(facts_of(Metric, "name", "description", "lower_is_better", "uses_samples", "context"), _fits)
 
 
 def metric(

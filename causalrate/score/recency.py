@@ -118,6 +118,7 @@ def window_differences(pairs: pd.DataFrame, n_windows: int) -> dict[tuple[str, s
 
 @SCORES.register("recency")
 class Recency(Score):
+    family = "robustness"
     label = "APE, recent corruption"
     description = "how much its error changes when the corrupted point is among the last input points"
     replicates = "windows"  # |mean| of the recent windows' paired differences, bootstrapped over windows
@@ -140,6 +141,7 @@ class Recency(Score):
 
 @SCORES.register("ape_worst")
 class ApeWorst(Score):
+    family = "robustness"
     label = "APE, worst placement"
     description = "how much its error changes when one corrupted point is placed where it hurts it most"
     replicates = "windows"  # |APE_true| of the worst placement: its paired differences, bootstrapped over windows
@@ -160,6 +162,7 @@ class ApeWorst(Score):
 
 @SCORES.register("ape_last")
 class ApeLast(Score):
+    family = "robustness"
     label = "APE, newest point"
     description = "how much its error changes when the newest input value (today's) is the corrupted one"
     replicates = "windows"  # |mean| of the newest-point paired differences, bootstrapped over windows

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 import pandas as pd
 
 from causalrate.causal.schemes import SCHEMES, Scheme
 from causalrate.causal.wrs import Grouping, wrs_plans
+from causalrate.contracts import ContractError, describe, facts_of, violation
 from causalrate.registry import Registry
 from causalrate.score.bias import observed_bias
 from causalrate.score.wide import wide_tables
@@ -46,19 +47,29 @@ class Evidence:
         return store[key]
 
 
+# which headline a score feeds: the three headlines, or rated in none (a score that declares no family is a
+# "diagnostic": rated and shown, never part of a headline, so a plugin score cannot change `overall` by default)
+Family = Literal["robustness", "bias", "accuracy", "confounding", "fragility", "diagnostic"]
+HEADLINE_FAMILIES: tuple[Family, ...] = ("robustness", "bias", "accuracy")
+Coverage = Literal["perturbed", "paired"]
+Replicates = Literal["windows", "draws", "none"]
+FRAME_COLUMNS = ("system", "perturbation", "raw")  # a compute() frame's columns, plus an optional `note`
+
+
 class Score:
     """A raw score. Lower is better unless higher_is_better.
 
     `family` decides which headline rating it feeds: "robustness" (the overall rating), "bias",
-    "accuracy" (clean input only), or "confounding" / "fragility" (rated, in no headline). `coverage` says which
+    "accuracy" (clean input only), or "confounding" / "fragility" / "diagnostic" (rated, in no headline;
+    "diagnostic" is the default, so a score joins a headline only by declaring it). `coverage` says which
     forecasts it needs: "perturbed" (the perturbed one) or "paired" (perturbed and clean); a row
     computed on fewer than rating.min_coverage of a system's windows is rated insufficient.
     A compute() frame may carry a `note` column: a row with raw NaN and a note is *undefined*.
     """
 
     higher_is_better: ClassVar[bool] = False
-    family: ClassVar[str] = "robustness"
-    coverage: ClassVar[str] = "paired"
+    family: ClassVar[Family] = "diagnostic"
+    coverage: ClassVar[Coverage] = "paired"
     on_control: ClassVar[bool] = False  # also computed for the clean input (P0)
     label: ClassVar[str] = ""  # short human name for tables and cards
     description: ClassVar[str] = ""  # one plain-language line
@@ -66,7 +77,7 @@ class Score:
     # where its replicates (interval, stability, ties) come from: "windows" (block bootstrap over windows
     # within series), "draws" (the B observational draws of a scheme) or "none"; it also picks the
     # tiers rule's paired test (rate.tiers.PAIRED_TESTS: bootstrap p for windows, paired t for draws)
-    replicates: ClassVar[str] = "none"
+    replicates: ClassVar[Replicates] = "none"
     metric: ClassVar[str | None] = None  # per-forecast column whose window mean is the score (bootstrapped)
     scheme: ClassVar[str | None] = None  # the assignment scheme a confounding score belongs to
     coverage_suffix: ClassVar[str] = ""  # its coverage is read from the forecasts of perturbation id + this
@@ -85,6 +96,35 @@ class Score:
 SCORES: Registry[type[Score]] = Registry("score")
 
 
+def _fits(name: str, cls: type[Score]) -> None:
+    """A score is a Score subclass with compute(); draws come from a scheme, so a draws score names one."""
+    if not (isinstance(cls, type) and issubclass(cls, Score)):
+        raise ContractError(f"score {name!r} ({describe(cls)}): expected a subclass of causalrate's Score")
+    if cls.compute is Score.compute:
+        raise violation("score", name, cls, "it does not implement compute(evidence)")
+    if cls.replicates == "draws" and cls.scheme is None:
+        raise violation("score", name, cls, "replicates = 'draws' needs `scheme`, the scheme whose draws it reads")
+
+
+SCORES.contract(
+    facts_of(
+        Score,
+        "higher_is_better",
+        "family",
+        "coverage",
+        "on_control",
+        "label",
+        "description",
+        "radar",
+        "replicates",
+        "metric",
+        "scheme",
+        "coverage_suffix",
+    ),
+    _fits,
+)
+
+
 def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
     """Every score's raw rows (column `score` added; the control's only for on_control scores), and why
     each score the run cannot provide is unavailable. `names` defaults to every registered score."""
@@ -95,10 +135,50 @@ def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.Da
         if values is None:
             unavailable[name] = score.unavailable
             continue
+        check_frame(name, type(score), values, evidence)
         if not score.on_control:
             values = values[values["perturbation"] != evidence.control]
         raw.append(values.assign(score=name))
     return pd.concat(raw, ignore_index=True), unavailable
+
+
+def check_frame(name: str, cls: type[Score], values: object, evidence: Evidence) -> None:
+    """A compute() frame crosses into the rating as it is: columns system, perturbation, raw (numeric) and an
+    optional note, one row per (system, perturbation), only the run's systems and perturbations (or severity
+    grids). Else ContractError naming the score: a wrong frame must not rate everything insufficient."""
+
+    def wrong(problem: str) -> ContractError:
+        return violation("score", name, cls, f"compute() returned {problem}")
+
+    if not isinstance(values, pd.DataFrame):
+        raise wrong(f"a {type(values).__name__}; expected a pandas DataFrame (or None when unavailable)")
+    missing = [c for c in FRAME_COLUMNS if c not in values.columns]
+    extra = [c for c in values.columns if c not in (*FRAME_COLUMNS, "note")]
+    if missing or extra:
+        raise wrong(
+            f"columns {list(values.columns)}; expected {', '.join(FRAME_COLUMNS)} (and optionally note)"
+            + (f" — missing {missing}" if missing else "")
+            + (f" — unknown {extra}" if extra else "")
+        )
+    if len(values) and values["raw"].dtype.kind not in "iuf":
+        raise wrong(f"raw values of dtype {values['raw'].dtype}; expected numbers (NaN: not computed)")
+    duplicated = values.duplicated(["system", "perturbation"])
+    if duplicated.any():
+        first = values[duplicated].iloc[0]
+        raise wrong(
+            f"{int(duplicated.sum())} duplicated row(s), e.g. ({first['system']!r}, {first['perturbation']!r}); "
+            "expected one row per (system, perturbation)"
+        )
+    systems = set(evidence.forecasts["system"])
+    perturbations = {
+        *evidence.forecasts["perturbation"],
+        *(family for family, _ in evidence.severity.values()),
+        *evidence.newest.get("perturbation", ()),
+    }
+    for column, known in (("system", systems), ("perturbation", perturbations)):
+        unknown = sorted(set(values[column]) - known, key=str)
+        if unknown:
+            raise wrong(f"unknown {column}(s) {unknown[:5]}; the run has {sorted(known, key=str)}")
 
 
 class WrsScore(Score):
@@ -199,6 +279,7 @@ class BiasCompany(BiasScore):
 
 @SCORES.register("ape")
 class Ape(Score):
+    family = "robustness"
     radar = True
     replicates = "windows"
     label = "APE"
@@ -212,6 +293,7 @@ class Ape(Score):
 
 @SCORES.register("ape_auc")
 class ApeAuc(Score):
+    family = "robustness"
     label = "Dose-response AUC"
     description = (
         "average |APE| over a severity grid (area under |APE| vs severity scaled to 0–1): error growth as data worsens"
@@ -426,6 +508,7 @@ class SignAccuracy(MetricScore):
 
 @SCORES.register("failure_rate")
 class FailureRate(Score):
+    family = "robustness"
     coverage = "perturbed"  # over 20 % failed (default) is insufficient: worst level, never rewarded
     on_control = True
     radar = True

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from causalrate.contracts import ContractError, describe, facts_of, violation
 from causalrate.registry import Registry
 from causalrate.versions import installed
 
@@ -119,6 +120,12 @@ def quantile_levels(levels: list[float] | None) -> list[float] | None:
     return sorted(levels)
 
 
+Modality = Literal["numeric", "plot"]
+# what forecast() returns: point forecasts, a quantile grid or sample paths (the last two are also scored by
+# CRPS); "samples or quantiles": the checkpoint decides (Chronos samples, Chronos-Bolt quantiles)
+Output = Literal["point", "quantiles", "samples", "samples or quantiles"]
+
+
 class NoSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -127,13 +134,13 @@ class System:
     """Base class of every system. Subclasses set Settings and implement forecast()."""
 
     Settings: ClassVar[type[BaseModel]] = NoSettings
-    family: ClassVar[str] = "statistical"  # or "time-series FM", "general-purpose LLM"
-    modality: ClassVar[str] = "numeric"  # "plot": the system sees Batch.images
+    family: ClassVar[str | None] = "statistical"  # or "time-series FM", "general-purpose LLM"
+    modality: ClassVar[Modality] = "numeric"  # "plot": the system sees Batch.images
     architecture: ClassVar[str | None] = None
     accepts_nan: bool = True  # False: the run imputes missing values first and records it
     nan_policy: ClassVar[str] = "own handling"  # what a NaN-accepting system does with them ("native mask", ...)
     licence: ClassVar[str | None] = None  # a restriction on its weights (gated, non-commercial), stated on the card
-    output: ClassVar[str] = "point"  # "point", "quantiles" or "samples" (the last two are also scored by CRPS)
+    output: ClassVar[Output] = "point"  # "point", "quantiles" or "samples" (the last two are also scored by CRPS)
     quantile_levels: tuple[float, ...] | None = None  # the levels of Prediction.samples' rows, if quantiles
     wants_context: ClassVar[bool] = False  # reads Batch.attributes / dates: they enter the cache key
     stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
@@ -183,3 +190,46 @@ def nan_handling(system: System | type[System]) -> str:
 
 
 SYSTEMS: Registry[type[System]] = Registry("system type")
+
+
+def _fits(name: str, cls: type[System]) -> None:
+    """A System subclass with forecast(); a quantile grid's stated levels hold the median (the point)."""
+    if not (isinstance(cls, type) and issubclass(cls, System)):
+        raise ContractError(f"system type {name!r} ({describe(cls)}): expected a subclass of System")
+    if cls.forecast is System.forecast:
+        raise violation("system type", name, cls, "it does not implement forecast(batch)")
+    levels = cls.quantile_levels
+    if isinstance(levels, tuple):
+        try:
+            quantile_levels(list(levels))
+        except ValueError as exc:
+            raise violation("system type", name, cls, f"quantile_levels: {exc}") from None
+
+
+SYSTEMS.contract(
+    facts_of(
+        System,
+        "Settings",
+        "family",
+        "modality",
+        "architecture",
+        "accepts_nan",
+        "nan_policy",
+        "licence",
+        "output",
+        "quantile_levels",
+        "wants_context",
+        "stochastic",
+        "seasonal",
+        "version",
+        "libraries",
+        "accelerator",
+        "batch_size",
+        "uses_cores",
+        "environment_requirements",
+        "environment_name",
+        "environment_no_deps",
+        "pins_relaxed",
+    ),
+    _fits,
+)

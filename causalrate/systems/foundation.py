@@ -41,7 +41,7 @@ class Chronos(CheckpointSystem):
     architecture = "encoder-decoder"
     stochastic = True
     nan_policy = "native mask"
-    output = "samples (Chronos) or quantiles (Chronos-Bolt)"
+    output = "samples or quantiles"  # sampling Chronos: samples; Chronos-Bolt: quantiles
     libraries = ("chronos-forecasting", "torch", "transformers")
 
     def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:

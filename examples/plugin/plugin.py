@@ -17,6 +17,7 @@ class Swap(Operator):
     """A perturbation: the value trades places with the one before it (a transposition when keying data)."""
 
     description = "a value trades places with the one before it (transposed when entered)"
+    touches = "neighbours"  # it changes a masked point's neighbour too (checked: every other point is unchanged)
 
     def apply(self, values, mask, *, seeds, **params):
         rows, cols = np.nonzero(mask)

@@ -1,0 +1,299 @@
+"""Plugin contracts (issue 32, item 1): one harness over every registered entry, built-ins included, and each
+plugin mistake that used to change a rating silently now stops the run with exit 2, naming the plugin."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import causalrate.pipeline  # noqa: F401 - registers every built-in score (recency's included)
+from causalrate.causal.schemes import SCHEMES
+from causalrate.contracts import ContractError
+from causalrate.data.characteristics import CHARACTERISTICS
+from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
+from causalrate.rate.headlines import HEADLINES
+from causalrate.score.metrics import METRICS
+from causalrate.score.scores import HEADLINE_FAMILIES, SCORES, Score
+from causalrate.systems import SYSTEMS
+
+ROOT = Path(__file__).resolve().parents[1]
+REGISTRIES = {
+    "scores": SCORES,
+    "operators": OPERATORS,
+    "systems": SYSTEMS,
+    "schemes": SCHEMES,
+    "metrics": METRICS,
+    "characteristics": CHARACTERISTICS,
+}
+ENTRIES = [
+    pytest.param(registry, name, id=f"{kind}:{name}") for kind, registry in REGISTRIES.items() for name in registry
+]
+
+
+# --- the harness: every registered entry keeps its registry's contract -------------------------------------
+
+
+@pytest.mark.parametrize(("registry", "name"), ENTRIES)
+def test_every_registered_entry_keeps_its_contract(registry, name):
+    registry.validate(name, registry.get(name))  # the facts' types and the registry's consistency check
+
+
+@pytest.mark.parametrize("registry", list(REGISTRIES.values()), ids=list(REGISTRIES))
+def test_every_registry_declares_a_contract(registry):
+    assert registry.names()
+    assert registry.facts or registry is CHARACTERISTICS  # a characteristic is a function: its signature is checked
+    assert registry._checks
+
+
+def test_headlines_are_exactly_the_headline_families():
+    assert tuple(HEADLINES) == HEADLINE_FAMILIES
+    assert Score.family == "diagnostic"  # a score that declares no family joins no headline
+
+
+def _operator_input(rows: int = 6, n: int = 30) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    values = 100 + np.cumsum(rng.standard_normal((rows, n)), axis=1)
+    mask = np.zeros((rows, n), dtype=bool)
+    mask[np.arange(rows), rng.integers(1, n, rows)] = True
+    return values, mask, np.arange(rows, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("name", [n for n in OPERATORS if n != "combined"])
+def test_every_operator_output_keeps_its_contract(name):
+    """Each operator, run on a batch, returns the input's shape, floats, and changes no point outside its reach."""
+    operator = OPERATORS.get(name)()
+    values, mask, seeds = _operator_input()
+    params = dict(operator.params)
+    if operator.calibrated:
+        params["calibration"] = np.full(len(values), 0.1)
+    out = operator.apply(values.copy(), mask, seeds=seeds, **params)
+    checked_output(operator, values, out, reach(operator, mask))
+
+
+def test_combined_checks_each_part():
+    values, mask, seeds = _operator_input()
+    halve, shift = OPERATORS.get("halve")(), OPERATORS.get("level_shift")()
+    parts = [(halve, mask, {}), (shift, np.roll(mask, 3, axis=1), {"c": 1.0})]
+    out = OPERATORS.get("combined")().apply(values.copy(), mask, seeds=seeds, parts=parts)
+    allowed = reach(halve, mask) | reach(shift, parts[1][1])
+    checked_output(OPERATORS.get("combined")(), values, out, allowed)
+
+
+# --- registration: a wrong fact is refused before the entry is stored ---------------------------------------
+
+
+def _score(**facts):
+    return type("Wrong", (Score,), {"compute": lambda self, evidence: None, **facts})
+
+
+@pytest.mark.parametrize(
+    ("facts", "words"),
+    [
+        ({"family": "robustnes"}, ["family = 'robustnes'", "'robustness'", "'diagnostic'"]),
+        ({"replicates": "window"}, ["replicates = 'window'", "'windows', 'draws', 'none'"]),
+        ({"coverage": "all"}, ["coverage = 'all'", "'perturbed', 'paired'"]),
+        ({"radar": 1}, ["radar = 1", "a bool"]),
+        ({"replicates": "draws"}, ["needs `scheme`"]),
+    ],
+)
+def test_a_wrong_score_fact_is_refused_naming_the_score(facts, words):
+    with pytest.raises(ContractError) as raised:
+        SCORES.register("contract_test_score")(_score(**facts))
+    message = str(raised.value)
+    assert "score 'contract_test_score'" in message and "Wrong in" in message
+    for word in words:
+        assert word in message
+    assert "contract_test_score" not in SCORES
+
+
+def test_wrong_operator_and_system_facts_are_refused():
+    bad_kind = type("Op", (Operator,), {"kind": "semantics", "apply": lambda self, v, m, **k: v})
+    with pytest.raises(ContractError, match=r"kind = 'semantics'.*'semantic', 'syntactic', 'control'"):
+        OPERATORS.register("contract_test_op")(bad_kind)
+    unnamed = type("Op", (Operator,), {"description": "times {factr:g}", "apply": lambda self, v, m, **k: v})
+    with pytest.raises(ContractError, match=r"description names \['factr'\]"):
+        OPERATORS.register("contract_test_op")(unnamed)
+    from causalrate.systems import System
+
+    bad_output = type("Sys", (System,), {"output": "quantile", "forecast": lambda self, batch: None})
+    with pytest.raises(ContractError, match=r"output = 'quantile'.*'point', 'quantiles', 'samples'"):
+        SYSTEMS.register("contract_test_system")(bad_output)
+    nan_string = type("Sys", (System,), {"accepts_nan": "no", "forecast": lambda self, batch: None})
+    with pytest.raises(ContractError, match=r"accepts_nan = 'no'.*a bool"):
+        SYSTEMS.register("contract_test_system")(nan_string)
+    assert "contract_test_op" not in OPERATORS and "contract_test_system" not in SYSTEMS
+
+
+def test_operator_output_check_names_what_is_wrong():
+    values, mask, _ = _operator_input()
+    halve = OPERATORS.get("halve")()
+    with pytest.raises(ContractError, match=r"'halve'.*shape \(6, 29\) for input of shape \(6, 30\)"):
+        checked_output(halve, values, values[:, 1:], mask)
+    with pytest.raises(ContractError, match=r"'halve'.*dtype int64"):
+        checked_output(halve, values, values.astype(np.int64), mask)
+    with pytest.raises(ContractError, match=r"'halve'.*changed points it may not touch"):
+        checked_output(halve, values, values / 2, mask)
+    with_nan = values.copy()
+    with_nan[0, 0] = np.nan  # missing input: NaN stays NaN, and that is no change
+    checked_output(halve, with_nan, np.where(mask, with_nan / 2, with_nan), mask)
+
+
+# --- through a study's plugins: each mistake stops the run with exit 2, naming the plugin -----------------
+
+STUDY = """\
+name: contracts
+seed: 0
+plugins: [plugin.py]
+data:
+  source: embedded
+  series: [AAPL, JPM]
+  start: 2022-01-01
+  end: 2022-12-31
+windows: {{input_length: 40, horizon: 10, stride: 10}}
+perturbations:
+  - {{id: P0, operator: none}}
+  - {{id: P1, operator: {operator}}}
+outcome: rmax_scaled
+systems:
+  - {{name: naive, type: naive}}
+  - {{name: seasonal, type: seasonal_naive}}
+causal:
+  schemes: [uniform]
+  draws: 4
+rigor: {{refute: false}}
+rating:
+  levels: 2
+"""
+
+HEADER = """\
+import numpy as np
+import pandas as pd
+from causalrate.perturb.operators import OPERATORS, Operator
+from causalrate.score.scores import SCORES, Score
+"""
+
+
+def _assess(tmp_path: Path, plugin: str, *, operator: str = "drop_to_zero") -> subprocess.CompletedProcess:
+    (tmp_path / "plugin.py").write_text(HEADER + textwrap.dedent(plugin))
+    (tmp_path / "study.yaml").write_text(STUDY.format(operator=operator))
+    command = ["assess", str(tmp_path / "study.yaml"), "--no-cards", "--out", str(tmp_path / "run")]
+    return subprocess.run(
+        [sys.executable, "-m", "causalrate", *command],
+        cwd=ROOT,
+        env={**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+SCORE_PLUGIN = """
+@SCORES.register("{name}")
+class {cls}(Score):
+    family = "robustness"
+{facts}
+    def compute(self, evidence):
+        first = evidence.effects.drop_duplicates(["system", "perturbation"])
+        frame = first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
+        {frame}
+"""
+
+OPERATOR_PLUGIN = """
+@OPERATORS.register("{name}")
+class {cls}(Operator):
+    def apply(self, values, mask, *, seeds, **params):
+        {body}
+"""
+
+MISTAKES = {
+    "bad family string": (
+        SCORE_PLUGIN.format(
+            name="typo_family", cls="TypoFamily", facts='    family = "robustnes"', frame="return frame"
+        ),
+        "drop_to_zero",
+        ["score 'typo_family'", "TypoFamily", "family = 'robustnes'", "'robustness'"],
+    ),
+    "bad replicates string": (
+        SCORE_PLUGIN.format(
+            name="typo_resampling", cls="TypoRes", facts='    replicates = "window"', frame="return frame"
+        ),
+        "drop_to_zero",
+        ["score 'typo_resampling'", "TypoRes", "replicates = 'window'", "'windows', 'draws', 'none'"],
+    ),
+    "score frame with value": (
+        SCORE_PLUGIN.format(
+            name="value_frame", cls="ValueFrame", facts="", frame="return frame.rename(columns={'raw': 'value'})"
+        ),
+        "drop_to_zero",
+        ["score 'value_frame'", "ValueFrame", "missing ['raw']", "unknown ['value']"],
+    ),
+    "score frame with duplicated rows": (
+        SCORE_PLUGIN.format(name="twice", cls="Twice", facts="", frame="return pd.concat([frame, frame])"),
+        "drop_to_zero",
+        ["score 'twice'", "Twice", "duplicated row(s)", "one row per (system, perturbation)"],
+    ),
+    "operator wrong shape": (
+        OPERATOR_PLUGIN.format(name="short", cls="Short", body="return values[:, :-1]"),
+        "short",
+        ["perturbation operator 'short'", "Short", "shape", "expected the input's shape"],
+    ),
+    "operator touching unmasked points": (
+        OPERATOR_PLUGIN.format(name="everywhere", cls="Everywhere", body="return values * 1.5"),
+        "everywhere",
+        ["perturbation operator 'everywhere'", "Everywhere", "changed points it may not touch", "touches = 'mask'"],
+    ),
+}
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_a_plugin_mistake_stops_the_run_naming_the_plugin(tmp_path, mistake):
+    plugin, operator, words = MISTAKES[mistake]
+    done = _assess(tmp_path, plugin, operator=operator)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    for word in words:
+        assert word in done.stderr, done.stderr
+    assert str(tmp_path / "plugin.py") in done.stderr  # the file the class is in
+
+
+def test_a_plugin_score_without_a_family_joins_no_headline(tmp_path):
+    plugin = """
+    @SCORES.register("spread_diag")
+    class SpreadDiagnostic(Score):
+        def compute(self, evidence):  # every row far worse for naive: in a headline it would set naive's
+            first = evidence.effects.drop_duplicates(["system", "perturbation"])
+            raw = np.where(first["system"] == "naive", 1e6, 0.0)
+            return first[["system", "perturbation"]].assign(raw=raw)
+    """
+    done = _assess(tmp_path, plugin)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
+    assert {r["score"] for r in doc["ratings"]} >= {"spread_diag"}  # rated and shown
+    for system, headlines in doc["headlines"].items():
+        for family, headline in headlines.items():
+            assert "spread_diag" not in headline["scores"], (system, family)
+
+
+def test_a_score_frame_for_an_unknown_perturbation_is_refused():
+    from causalrate.score.scores import Evidence, check_frame
+
+    forecasts = pd.DataFrame({"system": ["a", "a"], "perturbation": ["P0", "P1"]})
+    evidence = Evidence(
+        forecasts=forecasts, wrs=pd.DataFrame(), effects=pd.DataFrame(), control="P0", severity={"P1": ("G", 0.5)}
+    )
+    ok = pd.DataFrame({"system": ["a", "a"], "perturbation": ["P1", "G"], "raw": [1.0, 2.0]})
+    check_frame("ape", SCORES.get("ape"), ok, evidence)  # a severity grid's family is a known row
+    with pytest.raises(ContractError, match=r"unknown perturbation\(s\) \['P9'\]"):
+        check_frame("ape", SCORES.get("ape"), ok.assign(perturbation=["P1", "P9"]), evidence)
+    with pytest.raises(ContractError, match=r"unknown system\(s\) \['b'\]"):
+        check_frame("ape", SCORES.get("ape"), ok.assign(system=["a", "b"]), evidence)
+    with pytest.raises(ContractError, match=r"raw values of dtype"):
+        check_frame("ape", SCORES.get("ape"), ok.assign(raw=["1", "2"]), evidence)
+    with pytest.raises(ContractError, match=r"returned a list"):
+        check_frame("ape", SCORES.get("ape"), [], evidence)
