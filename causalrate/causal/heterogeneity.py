@@ -294,13 +294,19 @@ def _condition(column: str, lo: float, hi: float) -> str:
 
 
 def meta_learners(seed: int) -> dict:
-    """causalml's X-learner and doubly robust learner on small scikit-learn gradient-boosted trees."""
+    """causalml's X-learner and doubly robust learner on small scikit-learn gradient-boosted trees.
+
+    20 boosting rounds at learning rate 0.2 fit these few hundred windows as well as 40 at 0.1 did, at half
+    the cost: the 13 fits per draw were most of the analysis stage's time.
+    """
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     _, x_learner, dr_learner = _causalml()
 
     def base():
-        return HistGradientBoostingRegressor(max_iter=40, max_depth=3, min_samples_leaf=10, random_state=seed % 2**32)
+        return HistGradientBoostingRegressor(
+            max_iter=20, learning_rate=0.2, max_depth=3, min_samples_leaf=10, random_state=seed % 2**32
+        )
 
     return {"x_learner": x_learner(learner=base()), "dr_learner": dr_learner(learner=base())}
 
