@@ -294,13 +294,20 @@ def _condition(column: str, lo: float, hi: float) -> str:
 
 
 def meta_learners(seed: int) -> dict:
-    """causalml's X-learner and doubly robust learner on small scikit-learn gradient-boosted trees."""
+    """causalml's X-learner and doubly robust learner on small scikit-learn gradient-boosted trees.
+
+    10 boosting rounds at learning rate 0.35 fit these few hundred windows about as well as 40 at 0.1 did
+    (tests/test_heterogeneity.py's confounded draw: PEHE 0.083 vs 0.080 for the X-learner, 0.173 vs 0.169 for
+    the DR learner), at a quarter of the cost: the 13 fits per draw were most of the analysis stage's time.
+    """
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     _, x_learner, dr_learner = _causalml()
 
     def base():
-        return HistGradientBoostingRegressor(max_iter=40, max_depth=3, min_samples_leaf=10, random_state=seed % 2**32)
+        return HistGradientBoostingRegressor(
+            max_iter=10, learning_rate=0.35, max_depth=3, min_samples_leaf=10, random_state=seed % 2**32
+        )
 
     return {"x_learner": x_learner(learner=base()), "dr_learner": dr_learner(learner=base())}
 

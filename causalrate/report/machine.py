@@ -156,7 +156,7 @@ def model_index(doc: RatingsDocument, system: str) -> str:
             }
         ]
     }
-    return yaml.safe_dump(block, sort_keys=False, allow_unicode=True, width=120)
+    return _dump(block)
 
 
 def eval_results(doc: RatingsDocument, system: str, *, date: str) -> str:
@@ -181,8 +181,14 @@ def eval_results(doc: RatingsDocument, system: str, *, date: str) -> str:
             entries.append({"dataset": {**dataset, "task_id": task}, "value": float(r.raw), "notes": note})
     entries = [{**e, "date": date, "source": origin} for e in entries]
     jsonschema.Draft202012Validator(eval_results_schema()).validate(entries)
-    return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=120)
+    return _dump(entries)
 
 
 def eval_results_schema() -> dict[str, Any]:
     return json.loads((resources.files("causalrate.report.schemas") / "eval-results.schema.json").read_text())
+
+
+def _dump(data: object) -> str:
+    """YAML as yaml.safe_dump writes it, through libyaml's emitter where PyYAML has it (ten times faster)."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, width=120)

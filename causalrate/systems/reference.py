@@ -62,7 +62,11 @@ class ArimaSettings(BaseModel):
 
 @SYSTEMS.register("arima")
 class Arima(System):
-    """statsmodels ARIMA fitted on each input window; its Kalman filter handles NaN natively."""
+    """statsmodels ARIMA fitted on each input window; its Kalman filter handles NaN natively.
+
+    The fit skips the parameters' covariance (cov_type="none"): a forecast does not use it, and its numerical
+    Hessian cost ~5 % of each fit. The parameters, hence the forecasts, are the same.
+    """
 
     Settings = ArimaSettings
     libraries = ("statsmodels", "numpy", "scipy")
@@ -74,7 +78,7 @@ class Arima(System):
         for i, row in enumerate(batch.inputs):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fit = ARIMA(row, order=self.settings.order, trend=self.settings.trend).fit()
+                fit = ARIMA(row, order=self.settings.order, trend=self.settings.trend).fit(cov_type="none")
             out[i] = fit.forecast(batch.horizon)
         return out
 
