@@ -54,6 +54,11 @@ def build(folder: Path, *, heterogeneity: bool = True):
         data: {{source: csv, path: prices.csv, layout: long, attribute_columns: [industry, company]}}
         windows: {{input_length: {N}, horizon: {D}, stride: 1}}
         outcome: rmax_scaled
+        perturbations:  # the paper's four (P0–P3): the planted outcomes cover these and no others
+          - {{id: P0, operator: none}}
+          - {{id: P1, operator: drop_to_zero}}
+          - {{id: P2, operator: halve}}
+          - {{id: P3, operator: missing}}
         forecast: {{cache: false}}
         heterogeneity: {{enabled: {str(heterogeneity).lower()}}}
         systems:

@@ -105,6 +105,13 @@ SYSTEMS = {
 }
 
 
+# the paper's four, inline: the timed batches replay exactly these (no newest-point companions, no P3+ffill)
+PAPER_FOUR = (
+    "[{id: P0, operator: none}, {id: P1, operator: drop_to_zero}, {id: P2, operator: halve}, "
+    "{id: P3, operator: missing}]"
+)
+
+
 def study(folder: Path, system: str, smoke: bool) -> Path:
     series = "[AAPL, MSFT]" if smoke else "[AAPL, MSFT, MRK, PFE, JPM, BAC]"
     path = folder / f"{system}.yaml"
@@ -113,6 +120,7 @@ def study(folder: Path, system: str, smoke: bool) -> Path:
 data: {{source: embedded, series: {series}, start: 2022-01-01, end: 2022-12-31}}
 windows: {{input_length: 80, horizon: 20, stride: {40 if smoke else 1}}}
 forecast: {{cache: false, timeout: 600}}
+perturbations: {PAPER_FOUR}
 systems: [{SYSTEMS[system].replace("%d", "8" if smoke else "40")}]
 """
     )
