@@ -267,3 +267,15 @@ def test_placebo_rarely_fails_a_correct_estimator():
         assert abs(placebo.new_effect) < 0.15  # permuted treatment: about no effect
     assert abs(np.mean(estimates) - 0.5) < 0.05  # the estimator is correct on this data
     assert failures <= 3, failures
+
+
+def test_small_sample_factor_by_hand():
+    """The quickstart's geometry: 6 series × 75 windows, block 50 → capped at 37, K = 6 · ⌈75/37⌉ = 18
+    blocks, 1 − Σℓ/W = 1 − 222/450; factor = t_17(0.975) / z(0.975) / √(228/450), from scipy.stats."""
+    from scipy import stats
+
+    series = np.repeat(np.arange(6), 75)
+    expected = stats.t.ppf(0.975, 17) / stats.norm.ppf(0.975) / math.sqrt(1 - 222 / 450)
+    assert small_sample_factor(series, block=50) == pytest.approx(expected, rel=1e-12)
+    assert small_sample_factor(series, block=50) == pytest.approx(1.5123, abs=1e-4)
+    assert small_sample_factor(series, block=1) == 1.0  # the per-window bootstrap is left alone

@@ -78,3 +78,14 @@ def test_exceeds_matches_the_t_critical_value_everywhere():
         direct = np.abs(t) > stats.t.ppf((1 + level) / 2, df)
         assert np.array_equal(exceeds(t, df, level), direct)
         assert 0 < direct.sum() < t.size
+
+
+def test_design_effect_by_hand():
+    """values 1, 2, 3, 4 of one series, bandwidth 1: e = ±1.5, ±0.5; Σe² = 5, lag-1 products 1.25, Bartlett
+    weight ½: long-run sum 5 + 2·½·1.25 = 6.25, /n = 1.5625; s² = 5/3; ratio 0.9375; the bandwidth (1 ≤ 4/2)
+    covers 1 of 4 windows, so ÷ (1 − 1/4): D = 1.25."""
+    from causalrate.causal.wrs import design_effect
+
+    values = np.array([1.0, 2.0, 3.0, 4.0])
+    assert design_effect(values, np.zeros(4, dtype=int), bandwidth=1) == pytest.approx(1.25, rel=1e-12)
+    assert design_effect(values, np.zeros(4, dtype=int), bandwidth=0) == 1.0  # the paper's per-window tests
