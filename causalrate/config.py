@@ -7,76 +7,23 @@ mistake is reported as a UserError naming the file, the field and what was expec
 
 from __future__ import annotations
 
-from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
 from causalrate import plugins
-from causalrate.data.frequency import NAMES as FREQUENCY_NAMES
+from causalrate.data.spec import DataConfig, default_data
 from causalrate.errors import UserError, format_validation_error
 from causalrate.perturb.spec import PerturbationSpec
 from causalrate.systems.spec import SystemSpec
 
-QUICKSTART_SERIES = ["AAPL", "MSFT", "MRK", "PFE", "JPM", "BAC"]
 REFERENCE_SYSTEMS = ["naive", "arima", "random", "biased"]
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class DataConfig(Strict):
-    """Where the series come from and which part of them is used."""
-
-    source: Literal["embedded", "csv", "parquet", "yfinance", "statsmodels"] = Field(
-        "embedded", description="statsmodels: series of five domains and four frequencies shipped in statsmodels"
-    )
-    series: list[str] | None = Field(None, description="series ids / tickers to keep; null = all")
-    start: date | None = None
-    end: date | None = None
-    path: str | None = Field(None, description="csv/parquet file, relative to the YAML file")
-    layout: Literal["wide", "long"] = "wide"
-    date_column: str | None = Field(None, description="null: 'ds' if the file has it, else 'date'")
-    series_column: str | None = Field(None, description="long layout; null: 'unique_id' if present, else 'series'")
-    value_column: str | None = Field(None, description="long layout; null: 'y' if present, else 'value'")
-    attribute_columns: list[str] | None = Field(None, description="long layout; null: every other column")
-    attributes: dict[str, dict[str, str]] = Field(default_factory=dict)
-    cache_dir: str | None = None
-    fill: Literal["none", "ffill"] = "none"
-    frequency: Literal["auto", *FREQUENCY_NAMES] = Field(  # type: ignore[valid-type]
-        "auto", description="auto: inferred from the dates (the most common step between them)"
-    )
-    season: PositiveInt | None = Field(
-        None, description="seasonal period in points (MASE, seasonal_naive); null: the frequency's usual one"
-    )
-
-    @field_validator("series")
-    @classmethod
-    def _series(cls, names: list[str] | None) -> list[str] | None:
-        if names == []:
-            raise ValueError("an empty list keeps no series; leave data.series out to use every series")
-        dup = sorted({n for n in names or [] if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"each series once; repeated: {dup}")
-        return names
-
-    @model_validator(mode="after")
-    def _check(self) -> DataConfig:
-        if self.source in ("csv", "parquet") and not self.path:
-            raise ValueError(f"data.path is required when data.source is {self.source!r}")
-        if self.source == "yfinance" and not self.series:
-            raise ValueError("data.series (the tickers) is required when data.source is 'yfinance'")
-        if self.start and self.end and self.start >= self.end:
-            raise ValueError(f"data.start ({self.start}) must be before data.end ({self.end})")
-        return self
-
-
-def default_data() -> DataConfig:
-    """The quickstart data: six S&P 500 stocks in three industries, calendar year 2022; the paper's MASE (season 1)."""
-    return DataConfig(series=QUICKSTART_SERIES, start=date(2022, 1, 1), end=date(2022, 12, 31), season=1)
 
 
 class WindowsConfig(Strict):

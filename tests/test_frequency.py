@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalrate.config import DataConfig
 from causalrate.data.frequency import FREQUENCIES, infer_frequency
 from causalrate.data.loaders import load_dataset
+from causalrate.data.spec import DataConfig
 from causalrate.errors import UserError
 from causalrate.score.metrics import mase
 from causalrate.systems.base import Batch

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from causalrate.config import DataConfig
 from causalrate.data.dataset import Dataset, Series, validate_series
 from causalrate.data.domains import statsmodels_series
 from causalrate.data.frequency import Frequency, date_unit, regular_grid, resolve
+from causalrate.data.spec import DataConfig
 from causalrate.errors import UserError
+from causalrate.paths import cache_root
 
 EMBEDDED = resources.files("causalrate.data") / "embedded"
 
@@ -171,8 +172,9 @@ def _columns(cfg: DataConfig, frame: pd.DataFrame, source: str) -> dict:
 
 
 def _yfinance(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, str]:
-    """Prices from the on-disk cache (`cache_dir`, relative to the YAML's folder like every path), else downloaded."""
-    default = Path.home() / ".cache" / "causalrate" / "yfinance"
+    """Prices from the on-disk cache (`cache_dir`, relative to the YAML's folder like every path; default
+    yfinance/ in the user's cache folder), else downloaded."""
+    default = cache_root() / "yfinance"
     cache_dir = base_dir / Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default
     cache = cache_dir / f"{'_'.join(cfg.series)}_{cfg.start}_{cfg.end}.csv"
     if not cache.exists():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,14 +19,12 @@ import numpy as np
 
 from causalrate.errors import UserError
 from causalrate.forecast.store import samples_from_bytes, samples_to_bytes
+from causalrate.paths import cache_root
 
 
 def default_cache_path() -> Path:
-    """$CAUSALRATE_CACHE_DIR/forecasts.sqlite, else ~/.cache/causalrate/forecasts.sqlite (XDG_CACHE_HOME honoured)."""
-    folder = os.environ.get("CAUSALRATE_CACHE_DIR")
-    if not folder:
-        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "causalrate"
-    return Path(folder).expanduser() / "forecasts.sqlite"
+    """forecasts.sqlite in the user's cache folder (`paths.cache_root`)."""
+    return cache_root() / "forecasts.sqlite"
 
 
 def forecast_keys(

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import causalrate
 from causalrate.errors import UserError
-from causalrate.forecast.cache import default_cache_path
+from causalrate.paths import cache_root
 
 ENGINE_REQUIREMENTS = ("numpy", "pydantic>=2.6")  # what the worker itself imports, besides the adapter's packages
 MARKER = "causalrate-env.json"  # written last: a folder without it is an interrupted build
@@ -38,7 +38,7 @@ MARKER = "causalrate-env.json"  # written last: a folder without it is an interr
 def envs_dir() -> Path:
     """$CAUSALRATE_ENVS_DIR, else the folder `envs` beside the forecast cache."""
     folder = os.environ.get("CAUSALRATE_ENVS_DIR")
-    return Path(folder).expanduser() if folder else default_cache_path().parent / "envs"
+    return Path(folder).expanduser() if folder else cache_root() / "envs"
 
 
 @dataclass(frozen=True)

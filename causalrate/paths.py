@@ -1,0 +1,17 @@
+"""The user's causalrate cache folder, shared by the stages that keep files between runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    """$CAUSALRATE_CACHE_DIR, else $XDG_CACHE_HOME/causalrate, else ~/.cache/causalrate.
+
+    The forecast cache, the systems' own environments and downloaded prices live under it.
+    """
+    folder = os.environ.get("CAUSALRATE_CACHE_DIR")
+    if not folder:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "causalrate"
+    return Path(folder).expanduser()
