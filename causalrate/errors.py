@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
     from pathlib import Path
 
     from pydantic import ValidationError
@@ -36,7 +37,7 @@ class SystemsFailed(Exception):
         )
 
 
-def format_validation_error(path: Path, exc: ValidationError) -> str:
+def format_validation_error(path: Path | Traversable, exc: ValidationError) -> str:
     """One line per problem: file, dotted field, what was expected, what was given."""
     lines = [f"{path}: invalid config"]
     for err in exc.errors():

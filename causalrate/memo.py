@@ -18,7 +18,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,11 @@ from causalrate.versions import installed
 T = TypeVar("T")
 TABLE = "CREATE TABLE IF NOT EXISTS analysis_memo (key TEXT PRIMARY KEY, kind TEXT NOT NULL, value TEXT NOT NULL)"
 LIBRARIES = ("numpy", "pandas", "scipy", "scikit-learn", "statsmodels", "networkx", "dowhy", "causalml")
+
+
+def _identity(value: Any) -> Any:
+    """The default encode and decode: the value is stored as it is."""
+    return value
 
 
 class Memo:
@@ -63,8 +68,8 @@ class Memo:
         inputs: tuple,
         compute: Callable[[], T],
         *,
-        encode: Callable[[T], object] = lambda v: v,
-        decode: Callable[[object], T] = lambda v: v,
+        encode: Callable[[T], object] = _identity,
+        decode: Callable[[object], T] = _identity,
     ) -> T:
         if self.conn is None:
             return compute()

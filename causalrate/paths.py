@@ -12,6 +12,6 @@ def cache_root() -> Path:
     The forecast cache, the systems' own environments and downloaded prices live under it.
     """
     folder = os.environ.get("CAUSALRATE_CACHE_DIR")
-    if not folder:
-        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "causalrate"
-    return Path(folder).expanduser()
+    if folder:
+        return Path(folder).expanduser()
+    return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "causalrate").expanduser()

@@ -50,6 +50,7 @@ def _import_file(path: Path) -> None:
     if not path.is_file():
         raise UserError(f"plugins: no file {path}")
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a .py file always has a source loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # registered before running it: dataclasses and pickling look it up
     try:

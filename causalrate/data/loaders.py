@@ -98,6 +98,7 @@ def _embedded() -> tuple[pd.DataFrame, dict[str, dict[str, str]], str]:
 
 
 def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dict[str, str]], str]:
+    assert cfg.path is not None  # DataConfig requires it for csv and parquet
     path = (base_dir / cfg.path).resolve()
     source = str(path)
     try:
@@ -153,7 +154,7 @@ def _columns(cfg: DataConfig, frame: pd.DataFrame, source: str) -> dict:
     def pick(given: str | None, nixtla: str, classic: str) -> str:
         return given or (nixtla if nixtla in frame.columns else classic)
 
-    columns = {"date": pick(cfg.date_column, "ds", "date")}
+    columns: dict[str, str | list[str]] = {"date": pick(cfg.date_column, "ds", "date")}
     if cfg.layout == "long":
         columns |= {
             "series": pick(cfg.series_column, "unique_id", "series"),
@@ -176,6 +177,7 @@ def _yfinance(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, str]:
     yfinance/ in the user's cache folder), else downloaded."""
     default = cache_root() / "yfinance"
     cache_dir = base_dir / Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default
+    assert cfg.series is not None  # DataConfig requires it for yfinance
     cache = cache_dir / f"{'_'.join(cfg.series)}_{cfg.start}_{cfg.end}.csv"
     if not cache.exists():
         _download_yfinance(cfg, cache)

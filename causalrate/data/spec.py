@@ -48,7 +48,8 @@ class DataConfig(BaseModel):
     def _series(cls, names: list[str] | None) -> list[str] | None:
         if names == []:
             raise ValueError("an empty list keeps no series; leave data.series out to use every series")
-        dup = sorted({n for n in names or [] if names.count(n) > 1})
+        given = names or []
+        dup = sorted({n for n in given if given.count(n) > 1})
         if dup:
             raise ValueError(f"each series once; repeated: {dup}")
         return names

@@ -10,7 +10,7 @@ per row. Add your own with ``@OPERATORS.register("name")`` on an Operator subcla
 from __future__ import annotations
 
 import string
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -33,11 +33,13 @@ class Operator:
     calibrated: ClassVar[bool] = False  # True: calibrate() on the series gives apply() a per-row `calibration`
     touches: ClassVar[Touches] = "mask"  # the points apply() may change; the others are checked to be unchanged
 
-    def calibrate(self, series: np.ndarray, **params: float) -> float:
+    # Subclasses name the params they read as keyword arguments (the suite passes exactly `params`, with the
+    # values the entry set); mypy cannot see that contract, hence `type: ignore[override]` on those overrides.
+    def calibrate(self, series: np.ndarray, **params: Any) -> float:
         """A per-series constant the operator needs (e.g. a tail quantile), from the series' values."""
         raise NotImplementedError
 
-    def apply(self, values: np.ndarray, mask: np.ndarray, *, seeds: np.ndarray, **params: float) -> np.ndarray:
+    def apply(self, values: np.ndarray, mask: np.ndarray, *, seeds: np.ndarray, **params: Any) -> np.ndarray:
         """values: float [batch, n] (a copy the operator may modify); mask: bool [batch, n]; seeds: [batch]."""
         raise NotImplementedError
 
@@ -159,7 +161,7 @@ class Spike(Operator):
     description = "a value spikes to {factor:g} times its size (a fat-finger error)"
     params: ClassVar[dict[str, float]] = {"factor": 3.0}
 
-    def apply(self, values, mask, *, seeds, factor: float, **params):
+    def apply(self, values, mask, *, seeds, factor: float, **params):  # type: ignore[override]
         values[mask] = values[mask] * factor
         return values
 
@@ -169,7 +171,7 @@ class Noise(Operator):
     description = "Gaussian noise of {sigma:g} times the window's standard deviation is added (measurement noise)"
     params: ClassVar[dict[str, float]] = {"sigma": 0.5}
 
-    def apply(self, values, mask, *, seeds, sigma: float, **params):
+    def apply(self, values, mask, *, seeds, sigma: float, **params):  # type: ignore[override]
         scale = sigma * np.nanstd(values, axis=1, keepdims=True)
         noise = np.stack([np.random.default_rng(int(s)).standard_normal(values.shape[1]) for s in seeds])
         return np.where(mask, values + scale * noise, values)
@@ -191,7 +193,7 @@ class UnitChange(Operator):
     description = "the whole input is in other units: every value times {factor:g} (e.g. dollars to cents)"
     params: ClassVar[dict[str, float]] = {"factor": 100.0}
 
-    def apply(self, values, mask, *, seeds, factor: float, **params):
+    def apply(self, values, mask, *, seeds, factor: float, **params):  # type: ignore[override]
         return values * factor  # the whole window, whatever the mask
 
 
@@ -200,7 +202,7 @@ class Precision(Operator):
     description = "values are rounded to {digits:g} decimal digits (precision lost in a feed or export)"
     params: ClassVar[dict[str, float]] = {"digits": 0.0}
 
-    def apply(self, values, mask, *, seeds, digits: float, **params):
+    def apply(self, values, mask, *, seeds, digits: float, **params):  # type: ignore[override]
         return np.where(mask, np.round(values, int(digits)), values)
 
 
@@ -223,7 +225,7 @@ class LevelShift(Operator):
     description = "the level shifts by {c:g} times the window's standard deviation from a point to the end (a break)"
     params: ClassVar[dict[str, float]] = {"c": 1.0}
 
-    def apply(self, values, mask, *, seeds, c: float, **params):
+    def apply(self, values, mask, *, seeds, c: float, **params):  # type: ignore[override]
         after = np.maximum.accumulate(mask, axis=1)  # from the first placed offset to the last input point
         return np.where(after, values + c * np.nanstd(values, axis=1, keepdims=True), values)
 
@@ -236,10 +238,10 @@ class TailSpike(Operator):
     params: ClassVar[dict[str, float]] = {"return_period": 250.0, "threshold": 0.9, "sign": 1.0}
     calibrated = True
 
-    def calibrate(self, series, *, return_period: float, threshold: float, **params):
+    def calibrate(self, series, *, return_period: float, threshold: float, **params):  # type: ignore[override]
         return tail_return_level(series, return_period=return_period, threshold=threshold)
 
-    def apply(self, values, mask, *, seeds, calibration: np.ndarray, sign: float, **params):
+    def apply(self, values, mask, *, seeds, calibration: np.ndarray, sign: float, **params):  # type: ignore[override]
         factor = 1.0 + np.sign(sign or 1.0) * np.asarray(calibration, dtype=float)[:, None]
         return np.where(mask, values * np.maximum(factor, 0.0), values)
 
@@ -273,7 +275,7 @@ class Combined(Operator):
 
     description = "several corruptions at once"
 
-    def apply(self, values, mask, *, seeds, parts, **params):
+    def apply(self, values, mask, *, seeds, parts, **params):  # type: ignore[override]
         for operator, part_mask, part_params in parts:
             out = operator.apply(values.copy(), part_mask, seeds=seeds, **part_params)
             values = checked_output(operator, values, out, reach(operator, part_mask))

@@ -44,7 +44,8 @@ class Placement:
         if self.name == "last":
             return np.full(starts.size, (input_length - 1) % k, dtype=int)
         if self.name == "offset":
-            return np.full(starts.size, int(self.offset) % k, dtype=int)
+            assert self.offset is not None  # the spec requires it for placement 'offset'
+            return np.full(starts.size, self.offset % k, dtype=int)
         if self.name == "random":
             return np.array(
                 [

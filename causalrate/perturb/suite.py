@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from causalrate.errors import UserError, format_validation_error
 from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
-from causalrate.perturb.placement import Placement, offsets_mask
+from causalrate.perturb.placement import Placement, PlacementName, offsets_mask
 from causalrate.perturb.spec import PerturbationSpec
 from causalrate.seeding import row_seeds
 
@@ -185,7 +185,7 @@ def newest_point(p: Perturbation) -> Perturbation | None:
 
 
 def load_suite(
-    spec: str | list[PerturbationSpec], *, base_dir: Path, input_length: int, placement: str = "cyclic"
+    spec: str | list[PerturbationSpec], *, base_dir: Path, input_length: int, placement: PlacementName = "cyclic"
 ) -> list[Perturbation]:
     """Resolve a suite name (shipped catalog), a YAML path, or an inline list.
 
@@ -242,7 +242,7 @@ def _checked(pid: str, operator: str, params: dict[str, float]) -> dict[str, flo
     return {**cls.params, **params}
 
 
-def _expand(spec: PerturbationSpec, input_length: int, placement: str) -> list[Perturbation]:
+def _expand(spec: PerturbationSpec, input_length: int, placement: PlacementName) -> list[Perturbation]:
     """One Perturbation, or one per severity of the spec's grid."""
     settings = _settings(spec)
     if spec.offset is not None and spec.offset >= input_length:
@@ -274,7 +274,7 @@ def _resolve(
     params: dict[str, float],
     pid: str,
     severity: float | None,
-    placement: str,
+    placement: PlacementName,
     input_length: int,
 ) -> Perturbation:
     cls = OPERATORS.get(spec.operator)

@@ -133,20 +133,21 @@ class NoSettings(BaseModel):
 class System:
     """Base class of every system. Subclasses set Settings and implement forecast()."""
 
-    Settings: ClassVar[type[BaseModel]] = NoSettings
+    # facts without ClassVar may also be set per instance (a python system, a proxy for another environment)
+    Settings: type[BaseModel] = NoSettings
     family: ClassVar[str | None] = "statistical"  # or "time-series FM", "general-purpose LLM"
     modality: ClassVar[Modality] = "numeric"  # "plot": the system sees Batch.images
     architecture: ClassVar[str | None] = None
     accepts_nan: bool = True  # False: the run imputes missing values first and records it
     nan_policy: ClassVar[str] = "own handling"  # what a NaN-accepting system does with them ("native mask", ...)
     licence: ClassVar[str | None] = None  # a restriction on its weights (gated, non-commercial), stated on the card
-    output: ClassVar[Output] = "point"  # "point", "quantiles" or "samples" (the last two are also scored by CRPS)
+    output: Output = "point"  # "point", "quantiles" or "samples" (the last two are also scored by CRPS)
     quantile_levels: tuple[float, ...] | None = None  # the levels of Prediction.samples' rows, if quantiles
-    wants_context: ClassVar[bool] = False  # reads Batch.attributes / dates: they enter the cache key
+    wants_context: bool = False  # reads Batch.attributes / dates: they enter the cache key
     stochastic: ClassVar[bool] = False  # uses Batch.seeds: the seed enters the cache key
     seasonal: ClassVar[bool] = False  # uses Batch.season / frequency: they enter the cache key
-    version: ClassVar[str] = "1"  # bump when the system's code changes its forecasts
-    libraries: ClassVar[tuple[str, ...]] = ()  # packages whose version changes its forecasts
+    version: str = "1"  # bump when the system's code changes its forecasts
+    libraries: tuple[str, ...] = ()  # packages whose version changes its forecasts
     accelerator: str | None = None  # the device it runs on ("cuda", "cuda:1", "mps"): one worker per device
     batch_size: int | None = None  # rows per job; None: the run's forecast.batch_size
     uses_cores: ClassVar[bool] = False  # multi-threaded on the CPU: given its worker's share of the cores

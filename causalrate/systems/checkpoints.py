@@ -141,6 +141,7 @@ class CheckpointSystem(System):
     """Base of systems backed by a checkpoint folder: validation, identity, lazy loading, device."""
 
     Settings = CheckpointSettings
+    settings: CheckpointSettings
     package: ClassVar[tuple[str, str]]  # (module to import, causalrate extra that installs it)
     install: ClassVar[str | None] = None  # how to install it, when `pip install 'causalrate[extra]'` is not enough
     t5_family: ClassVar[bool] = False  # T5 activations overflow float16: that dtype is refused

@@ -25,9 +25,12 @@ import json
 import os
 import struct
 import sys
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from causalrate.systems.base import System
 
 PROTOCOL = 1
 _FRAME = struct.Struct("<IQ")
@@ -91,7 +94,7 @@ class Worker:
     """Holds the one system this process runs and answers the engine's requests."""
 
     def __init__(self) -> None:
-        self.system = None
+        self.system: System | None = None
 
     def hello(self, header: dict, arrays: dict) -> tuple[dict, None]:
         if header.get("protocol") != PROTOCOL:
@@ -117,7 +120,7 @@ class Worker:
         }, None
 
     def identity(self, header: dict, arrays: dict) -> tuple[dict, None]:
-        return {"identity": self.system.identity()}, None
+        return {"identity": self.loaded().identity()}, None
 
     def check(self, header: dict, arrays: dict) -> tuple[dict, None]:
         from causalrate.data.dataset import Dataset, Series
@@ -126,10 +129,16 @@ class Worker:
             Series(id=s["id"], dates=arrays[f"dates_{i}"], values=arrays[f"values_{i}"], attributes=s["attributes"])
             for i, s in enumerate(header["series"])
         )
-        self.system.check(
+        self.loaded().check(
             Dataset(series=series, source=header["source"], frequency=header["frequency"], season=header["season"])
         )
         return {}, None
+
+    def loaded(self) -> System:
+        """The system the `load` request built (a request before it is the engine's bug)."""
+        if self.system is None:
+            raise RuntimeError("no system loaded: the engine sends load first")
+        return self.system
 
     def forecast(self, header: dict, arrays: dict) -> tuple[dict, dict]:
         from causalrate.systems.base import Batch, Prediction
@@ -147,7 +156,7 @@ class Worker:
             truth_dates=arrays["truth_dates"],
             images=images,
         )
-        out = Prediction.of(self.system.forecast(batch), rows=batch.inputs.shape[0], horizon=batch.horizon)
+        out = Prediction.of(self.loaded().forecast(batch), rows=batch.inputs.shape[0], horizon=batch.horizon)
         reply = {"info": out.info, "errors": out.errors}
         return reply, {"point": out.point} | ({} if out.samples is None else {"samples": out.samples})
 

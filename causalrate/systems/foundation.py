@@ -35,6 +35,7 @@ class Chronos(CheckpointSystem):
     """
 
     Settings = ChronosSettings
+    settings: ChronosSettings
     package = ("chronos", "chronos")
     t5_family = True
     family = "time-series FM"
@@ -144,6 +145,7 @@ class Moment(CheckpointSystem):
     """
 
     Settings = MomentSettings
+    settings: MomentSettings
     package = ("momentfm", "moment")
     t5_family = True
     family = "time-series FM"

@@ -30,6 +30,7 @@ class HFChat(CheckpointSystem, ChatSystem):
     """Shared loading and generation of the transformers chat systems."""
 
     Settings = HFChatSettings
+    settings: HFChatSettings
     package = ("transformers", "hf")
     libraries = ("transformers", "torch", "tokenizers")
 
@@ -109,6 +110,7 @@ class Phi3Vision(HFChat):
     """A vision-language chat model reading the chart (AutoProcessor + an image-text-to-text model)."""
 
     Settings = VisionSettings
+    settings: VisionSettings
     modality = "plot"
 
     def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:

@@ -135,6 +135,7 @@ class ChatSystem(System):
     """Base of language-model systems: build prompts, ask, parse strictly, ask again, keep the facts."""
 
     Settings = ChatSettings
+    settings: ChatSettings
     family = "general-purpose LLM"
     architecture = "decoder-only"
     wants_context = True  # the prompt names dates: they enter the cache key

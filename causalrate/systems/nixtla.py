@@ -34,6 +34,7 @@ class StatsForecastModel(System):
     """A statsforecast model fitted on each input window (missing values imputed first)."""
 
     Settings = StatsForecastSettings
+    settings: StatsForecastSettings
     accepts_nan = False
     seasonal = True
     libraries = ("statsforecast", "coreforecast", "numpy", "scipy", "statsmodels")

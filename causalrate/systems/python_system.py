@@ -57,6 +57,7 @@ class PythonFunction(System):
     """Wraps a batched numpy function; NaN marks missing values if it accepts them."""
 
     Settings = PythonSettings
+    settings: PythonSettings
 
     def __init__(self, settings: PythonSettings, *, base_dir: Path) -> None:
         super().__init__(settings, base_dir=base_dir)

@@ -42,6 +42,7 @@ class SeasonalNaive(System):
     """
 
     Settings = SeasonalNaiveSettings
+    settings: SeasonalNaiveSettings
     accepts_nan = False
     seasonal = True
 
@@ -69,6 +70,7 @@ class Arima(System):
     """
 
     Settings = ArimaSettings
+    settings: ArimaSettings
     libraries = ("statsmodels", "numpy", "scipy")
 
     def forecast(self, batch: Batch) -> np.ndarray:
@@ -97,6 +99,7 @@ class Random(System):
     """
 
     Settings = RandomSettings
+    settings: RandomSettings
     stochastic = True
     version = "2"
 
@@ -120,12 +123,14 @@ class Biased(System):
     """The naive forecaster made worse on purpose for one attribute value: its WRS must be highest."""
 
     Settings = BiasedSettings
+    settings: BiasedSettings
     wants_context = True
 
     @classmethod
-    def from_data(cls, settings: BiasedSettings, dataset: Dataset) -> dict[str, str]:
+    def from_data(cls, settings: BaseModel, dataset: Dataset) -> dict[str, str]:
         """The target left to the data: the first attribute (file order) whose value two series share, else the
         first attribute (with `value` given: the first that holds it); the value is the first series' one."""
+        assert isinstance(settings, BiasedSettings)
         if settings.attribute and settings.value:
             return {}
         series = dataset.series
@@ -154,6 +159,6 @@ class Biased(System):
             )
 
     def forecast(self, batch: Batch) -> np.ndarray:
-        base = Naive.forecast(self, batch)
+        base = np.repeat(last_observed(batch.inputs)[:, None], batch.horizon, axis=1)
         target = np.array([a.get(self.settings.attribute) == self.settings.value for a in batch.attributes])
         return base * np.where(target, 1.0 + self.settings.strength, 1.0)[:, None]

@@ -90,6 +90,7 @@ class Gemini(ChatSystem):
     """Gemini through google-genai: temperature 0, the key from the environment, usage per forecast."""
 
     Settings = GeminiSettings
+    settings: GeminiSettings
     libraries = ("google-genai",)
 
     def identity(self) -> dict[str, Any]:
@@ -192,6 +193,7 @@ class Http(System):
     """
 
     Settings = HttpSettings
+    settings: HttpSettings
     family = "served model"
 
     def __init__(self, settings: HttpSettings, *, base_dir) -> None:
@@ -207,7 +209,7 @@ class Http(System):
         for header, env in self.settings.headers_env.items():
             secret_from_env(env, system="http", field=f"headers_env.{header}")
 
-    def forecast(self, batch: Batch) -> np.ndarray:
+    def forecast(self, batch: Batch) -> np.ndarray | Prediction:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         secrets = []
         for header, env in self.settings.headers_env.items():

@@ -20,6 +20,7 @@ class Chronos2(ZooSystem):
     """
 
     Settings = QuantileSettings
+    settings: QuantileSettings
     package = ("chronos", "chronos2")
     architecture = "encoder-only"
     nan_policy = "native mask"

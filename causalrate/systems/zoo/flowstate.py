@@ -32,6 +32,7 @@ class FlowState(ZooSystem):
     """
 
     Settings = FlowStateSettings
+    settings: FlowStateSettings
     package = ("tsfm_public", "granite-ttm")
     own_environment = GraniteTTM.own_environment
     environment_name = "granite-ttm"

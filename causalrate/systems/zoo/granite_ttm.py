@@ -38,6 +38,7 @@ class GraniteTTM(ZooSystem):
     """
 
     Settings = CheckpointSettings
+    settings: CheckpointSettings
     package = ("tsfm_public", "granite-ttm")
     own_environment = OwnEnvironment(
         why="granite-tsfm pins torch<2.12 and scikit-learn<1.8, which conflict with the core",

@@ -47,6 +47,7 @@ class Moirai2(ZooSystem):
     """
 
     Settings = Moirai2Settings
+    settings: Moirai2Settings
     package = ("uni2ts", "moirai2")
     own_environment = OwnEnvironment(
         why="uni2ts pins torch<2.5, numpy 1.26 and scipy 1.11, which conflict with the core",

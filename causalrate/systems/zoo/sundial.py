@@ -27,6 +27,7 @@ class Sundial(ZooSystem):
     """
 
     Settings = SundialSettings
+    settings: SundialSettings
     package = ("transformers", "hf")
     architecture = "decoder-only"
     stochastic = True

@@ -28,6 +28,7 @@ class TabPFNTS(ZooSystem):
     """
 
     Settings = TabPFNTSSettings
+    settings: TabPFNTSSettings
     package = ("tabpfn_time_series", "tabpfn-ts")
     own_environment = OwnEnvironment(
         why="tabpfn-time-series needs gluonts, which pins pandas<3",

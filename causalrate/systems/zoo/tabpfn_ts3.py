@@ -29,5 +29,6 @@ class TabPFNTS3(TabPFNTS):
     """
 
     Settings = TabPFNTS3Settings
+    settings: TabPFNTS3Settings
     environment_name = "tabpfn-ts"
     licence = "weights gated on the Hugging Face Hub (Prior-Labs/tabpfn_3: its licence is accepted before download)"

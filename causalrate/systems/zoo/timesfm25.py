@@ -25,6 +25,7 @@ class TimesFM25(ZooSystem):
     """
 
     Settings = CheckpointSettings
+    settings: CheckpointSettings
     package = ("transformers", "hf")
     architecture = "decoder-only"
     accepts_nan = False  # the model has no missing-value mask; NaN would poison its normalisation

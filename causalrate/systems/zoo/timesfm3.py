@@ -28,6 +28,7 @@ class TimesFM3(ZooSystem):
     """
 
     Settings = CheckpointSettings
+    settings: CheckpointSettings
     package = ("timesfm3", "timesfm3")
     architecture = "decoder-only"
     nan_policy = "linearly interpolated inside its API"

@@ -22,6 +22,7 @@ class TiRex(ZooSystem):
     """
 
     Settings = QuantileSettings
+    settings: QuantileSettings
     package = ("tirex", "tirex")
     architecture = "recurrent (xLSTM)"
     nan_policy = "native mask"

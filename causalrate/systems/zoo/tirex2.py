@@ -39,6 +39,7 @@ class TiRex2(ZooSystem):
     """
 
     Settings = QuantileSettings
+    settings: QuantileSettings
     package = ("tirex2", "tirex2")
     own_environment = OwnEnvironment(
         why="tirex-2 needs flashrnn, which pulls triton (GPU only) into the environment",

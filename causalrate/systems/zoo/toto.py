@@ -53,6 +53,7 @@ class Toto(ZooSystem):
     """
 
     Settings = TotoSettings
+    settings: TotoSettings
     package = ("toto", "toto")
     own_environment = OwnEnvironment(
         why="toto-ts pins torch 2.7.0, numpy 1.26 and pandas 2.2, which conflict with the core",

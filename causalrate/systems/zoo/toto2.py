@@ -32,6 +32,7 @@ class Toto2(ZooSystem):
     """
 
     Settings = QuantileSettings
+    settings: QuantileSettings
     package = ("toto2", "toto2")
     own_environment = OwnEnvironment(
         why="toto-2 needs Python >= 3.12 and gluonts (pandas<3); untested here: no Python 3.12 on this machine",
