@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -381,10 +381,10 @@ class StoredForecasts:
                     f"CONFIG --resume {run_dir}"
                 )
             return cls(
-                config=store.get_meta("config"),
-                base_dir=Path(store.get_meta("base_dir")),
-                data_hash=store.get_meta("data_hash"),
-                not_assessed=store.get_meta("not_assessed") or {},
+                config=cast(dict, store.get_meta("config")),
+                base_dir=Path(cast(str, store.get_meta("base_dir"))),
+                data_hash=cast(str, store.get_meta("data_hash")),
+                not_assessed=cast(dict, store.get_meta("not_assessed") or {}),
                 rows=store.forecasts(),
             )
 
@@ -410,8 +410,9 @@ class StoredForecasts:
 def load_run_plugins(run_dir: Path) -> None:
     """Import the plugins a run was made with (its store records them), so its registered names resolve."""
     with closing(open_store(run_dir)) as store:
-        entries = store.get_meta("plugins")
+        entries = cast("list | None", store.get_meta("plugins"))
         if entries is None:  # a run made before the list was recorded: its config's, against its YAML folder
-            raw, base_dir = store.get_meta("config") or {}, Path(store.get_meta("base_dir") or run_dir)
+            raw = cast(dict, store.get_meta("config") or {})
+            base_dir = Path(cast(str, store.get_meta("base_dir")) or run_dir)
             entries = plugins.resolve(raw.get("plugins", []), base_dir=base_dir, where=run_dir)
     plugins.load(entries, where=run_dir / "forecasts.sqlite")

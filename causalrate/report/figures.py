@@ -63,8 +63,8 @@ def radar(axes: list[str], series: dict[str, list[float]], *, title: str, colour
     def point(angle: float, r: float) -> tuple[float, float]:
         return cx + radius * r / 1.05 * math.cos(angle), cy + radius * r / 1.05 * math.sin(angle)
 
-    for ring in (0.25, 0.5, 0.75, 1.0):
-        c.line([point(a, ring) for a in [*angles, angles[0]]], "#d9d9d9", width=0.8)
+    for radius_share in (0.25, 0.5, 0.75, 1.0):
+        c.line([point(a, radius_share) for a in [*angles, angles[0]]], "#d9d9d9", width=0.8)
     c.text(cx + 4, point(-math.pi / 2, 1.0)[1] + 9, "best", size=10, colour=GREY)
     for angle, name in zip(angles, axes, strict=True):
         c.line([(cx, cy), point(angle, 1.05)], "#d9d9d9", width=0.8)
@@ -136,7 +136,7 @@ def example_window(
     return c.svg()
 
 
-def _num(x: object) -> float:
+def _num(x: float | str | None) -> float:
     return float("nan") if x is None else float(x)
 
 

@@ -39,8 +39,8 @@ def compare(
 ) -> dict | None:
     """The two `ape` values of `system` on (own handling, imputed) and the verdict; None if either is missing."""
     own, imputed = pair
-    values = raw.get((system, own)), raw.get((system, imputed))
-    if any(v is None or not np.isfinite(v) for v in values):
+    own_value, imputed_value = raw.get((system, own)), raw.get((system, imputed))
+    if own_value is None or imputed_value is None or not np.isfinite([own_value, imputed_value]).all():
         return None
     a, b = (replicates.get((SCORE, p), {}).get(system) for p in pair)
     low, high = interval(np.asarray(a) - np.asarray(b)) if a is not None and b is not None else (np.nan, np.nan)
@@ -59,8 +59,8 @@ def compare(
         "imputed": imputed,
         "imputation": imputation,
         "score": SCORE,
-        "own_value": float(values[0]),
-        "imputed_value": float(values[1]),
+        "own_value": float(own_value),
+        "imputed_value": float(imputed_value),
         "difference_interval": [float(low), float(high)],
         "better": better,
     }

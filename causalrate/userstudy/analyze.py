@@ -48,7 +48,8 @@ def read_responses(folder: Path, *, questionnaire: dict, plan: dict) -> Response
         raise UserError(f"{folder}: no response files (*.csv, *.json) here")
     labels = {q["id"]: q["labels"] for q in questionnaire["questions"]}
     out = Responses(pd.DataFrame(columns=["file", "line", *COLUMNS]))
-    kept, seen = [], {}
+    kept: list[dict] = []
+    seen: dict[tuple, str] = {}
     for path in files:
         for where, row in _rows(path, out.problems):
             problem = _check(row, labels=labels, plan=plan)
@@ -150,7 +151,7 @@ def difficulty_test(scored: pd.DataFrame) -> dict:
     """
     per = scored.pivot_table(index="participant", columns="condition", values="difficulty", aggfunc="mean")
     per = per.reindex(columns=["plain", "ratings"]).dropna()  # participants who answered in both conditions
-    result = {"participants": len(per), "median_plain": None, "median_ratings": None}
+    result: dict[str, float | int | None] = {"participants": len(per), "median_plain": None, "median_ratings": None}
     if len(per) == 0:
         return result
     diff = (per["plain"] - per["ratings"]).to_numpy()

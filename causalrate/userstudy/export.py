@@ -17,6 +17,7 @@ import itertools
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -140,7 +141,7 @@ def write_stimuli(out: Path, kit: list[Question], *, study, forecasts: pd.DataFr
     origins = list(zip(series_ids, wd.start.tolist(), strict=True))  # (series, start) per window id
     industries = study.table["industry"] if "industry" in study.table else pd.Series("all", index=study.table.index)
     by_id = {p.id: p for p in study.suite}
-    paths = {}
+    paths: dict[str, dict[str, str]] = {}
     for q in kit:
         p, w = by_id[q.perturbation], q.window
         stored = forecasts[(forecasts["window"] == w) & (forecasts["perturbation"] == p.id)]["offsets"]
@@ -207,7 +208,7 @@ def write_kit_files(
     from causalrate.userstudy.form import render_form
 
     labels = {q.id: sorted(q.labels) for q in kit}
-    questionnaire = {
+    questionnaire: dict[str, Any] = {
         "schema": KIT_SCHEMA,
         "kit": doc.study,
         "seed": seed,

@@ -83,7 +83,7 @@ def question_figure(
 
 def _ranking(ranks: dict[str, int]) -> str:
     """'1. System B   2. System A = System C' (tied systems share a place)."""
-    places = {}
+    places: dict[int, list[str]] = {}
     for label, rank in sorted(ranks.items()):
         places.setdefault(rank, []).append(f"System {label}")
     return "   ".join(f"{rank}. {' = '.join(names)}" for rank, names in sorted(places.items()))
