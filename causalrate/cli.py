@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 from causalrate.errors import SystemsFailed, UserError
+from causalrate.logs import configure_logging
 from causalrate.redact import scrub
 
 
@@ -353,6 +354,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    configure_logging()  # library code logs; here its records reach stderr as "causalrate: ..."
     args = parser().parse_args(argv)
     if getattr(args, "workers", 1) < 1:
         print("causalrate: error: --workers must be at least 1", file=sys.stderr)

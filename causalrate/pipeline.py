@@ -6,8 +6,8 @@ Each stage lives in its own package (see docs/architecture.md); this module only
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +42,7 @@ from causalrate.study import Result, Study, prepare
 if TYPE_CHECKING:
     from causalrate.forecast.cache import ForecastCache
 
+log = logging.getLogger(__name__)
 RUN_FILES = ("forecasts.sqlite", "forecasts.sqlite-*", "ratings.json", "scores.csv", "report.md")
 
 
@@ -83,7 +84,7 @@ def assess(
         )
         store.put_meta("counts", counts)
         for line in summary_lines(counts["systems"]):
-            print(f"causalrate: {line}", file=sys.stderr)
+            log.info(line)
         store.put_meta("status", "forecasted")
         forecasts = store.forecasts()
     finally:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from causalrate.causal.graph import OUTCOME, TREATMENT, causal_graph
 from causalrate.causal.matching import MatchPlan
+from causalrate.logs import quieter
 from causalrate.memo import fingerprint
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def backdoor_estimand(frame: pd.DataFrame, confounders: tuple[str, ...]):
 
     if confounders not in _ESTIMANDS:
         graph = causal_graph(list(confounders))
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), quieter("dowhy", logging.ERROR):
             warnings.simplefilter("ignore")
             model = CausalModel(data=frame, treatment=TREATMENT, outcome=OUTCOME, graph=graph)
             estimand = model.identify_effect(proceed_when_unidentifiable=True)
@@ -143,9 +144,8 @@ def refute(
     from dowhy.causal_refuters.placebo_treatment_refuter import PlaceboType, refute_placebo_treatment
     from dowhy.causal_refuters.random_common_cause import refute_random_common_cause
 
-    logging.getLogger("dowhy").setLevel(logging.ERROR)
     lo, hi = interval
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), quieter("dowhy", logging.ERROR):
         warnings.simplefilter("ignore")
         estimator = _estimator_class()(estimand, matching=estimate.estimator, seed=seed).fit(data)
         found = estimator.estimate_effect(data)
