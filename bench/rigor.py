@@ -15,7 +15,6 @@ from pathlib import Path
 
 from common import arguments, causalrate, study
 
-from causalrate.causal import refute as refute_module
 from causalrate.config import load_config
 from causalrate.forecast.store import ForecastStore
 from causalrate.pipeline import analyze
@@ -28,8 +27,8 @@ def timed(study, forecasts, repeat: int = 3) -> tuple[float, float]:
     analyze(study, forecasts)  # warm: imports, first-call costs
     wall, cpu = [], []
     for _ in range(repeat):
-        refute_module._PLANS.clear()  # each timed run identifies and matches its refuters afresh,
-        refute_module._ESTIMANDS.clear()  # as a new process would
+        # each analyze() without a memo gets a fresh run cache (memo.RunCache): its refuters are identified
+        # and matched afresh, as a new process's would be
         started, started_cpu = time.perf_counter(), time.process_time()
         analyze(study, forecasts)
         wall.append(time.perf_counter() - started)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 import traceback
@@ -13,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from causalrate.errors import SystemsFailed, UserError
+from causalrate.logs import configure_logging
 from causalrate.redact import scrub
 
 
@@ -204,16 +204,13 @@ def _study_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-PLACEHOLDER = re.compile(r"\{(\w+)(:[^}]*)?\}")
+def _listing(args: argparse.Namespace) -> int:
+    from causalrate.listings import LISTINGS, StudyPlugins
 
-
-def _perturbations(args: argparse.Namespace) -> int:
-    from causalrate.perturb.operators import OPERATORS
-
-    width = max(map(len, OPERATORS.names())) + 2
-    for name, op in OPERATORS.items():
-        description = PLACEHOLDER.sub(r"<\1>", op.description)  # filled per suite entry; here it reads <param>
-        print(f"{name:{width}}{op.kind:11}{description}")
+    study = StudyPlugins.load(args.config) if args.config else StudyPlugins.none()
+    list_entries, _ = LISTINGS[args.command]
+    for line in list_entries(study):
+        print(line)
     return 0
 
 
@@ -242,22 +239,6 @@ def _env_list(args: argparse.Namespace) -> int:
             print(f"{'':10} resolved: {', '.join(f'{k}=={v}' for k, v in record['packages'].items())}")
         for complaint in record.get("pip_check", []):
             print(f"{'':10} pip check: {complaint}")
-    return 0
-
-
-def _systems(args: argparse.Namespace) -> int:
-    from causalrate.systems import SYSTEMS
-    from causalrate.systems.base import nan_handling
-
-    width = max(map(len, SYSTEMS.names())) + 2
-    for name, cls in SYSTEMS.items():
-        doc = (cls.__doc__ or "").strip().splitlines()[0].replace("``", "")  # reStructuredText literals, as text
-        settings = ", ".join(cls.Settings.model_fields) or "-"
-        own = [*cls.environment_requirements, *(f"{p} (--no-deps)" for p in cls.environment_no_deps)]
-        where = f"; own environment: {', '.join(own)}" if own else ""
-        where += f"; pins relaxed: {'; '.join(cls.pins_relaxed)}" if cls.pins_relaxed else ""
-        where += f"; licence: {cls.licence}" if cls.licence else ""
-        print(f"{name:{width}}{doc}  [NaN: {nan_handling(cls)}; output: {cls.output}{where}; settings: {settings}]")
     return 0
 
 
@@ -347,12 +328,19 @@ def parser() -> argparse.ArgumentParser:
     ec.add_argument("names", nargs="+", metavar="name", help="environments' names (their system types, e.g. moment)")
     ec.set_defaults(func=_env_create)
     env.add_parser("list", help="list the managed environments and whether they are built").set_defaults(func=_env_list)
-    sub.add_parser("perturbations", help="list registered perturbation operators").set_defaults(func=_perturbations)
-    sub.add_parser("systems", help="list registered system types").set_defaults(func=_systems)
+    from causalrate.listings import LISTINGS
+
+    for name, (_, description) in LISTINGS.items():
+        ls = sub.add_parser(name, help=description)
+        ls.add_argument(
+            "--config", metavar="STUDY.yaml", help="also list what this study's plugins (and python systems) add"
+        )
+        ls.set_defaults(func=_listing)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    configure_logging()  # library code logs; here its records reach stderr as "causalrate: ..."
     args = parser().parse_args(argv)
     if getattr(args, "workers", 1) < 1:
         print("causalrate: error: --workers must be at least 1", file=sys.stderr)

@@ -10,7 +10,7 @@ the first file need the run's data (its study is rebuilt); without it they are l
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from contextlib import closing
 from pathlib import Path
 
@@ -21,6 +21,8 @@ from causalrate.errors import UserError
 from causalrate.forecast.plan import imputation_of, perturbed_inputs, seen_inputs
 from causalrate.perturb.suite import placed_firsts
 from causalrate.run import Run, StoredForecasts, load_run_plugins, open_store
+
+log = logging.getLogger(__name__)
 
 
 def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
@@ -34,10 +36,9 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
     load_run_plugins(run_dir)
     with closing(open_store(run_dir)) as store:
         if store.get_meta("status") != "forecasted":  # exported anyway: partial rows are still worth a look
-            print(
-                f"causalrate: warning: {run_dir}: the run's forecasting is unfinished; the export holds only the "
-                f"forecasts made so far (finish it with causalrate assess CONFIG --resume {run_dir})",
-                file=sys.stderr,
+            log.warning(
+                f"{run_dir}: the run's forecasting is unfinished; the export holds only the "
+                f"forecasts made so far (finish it with causalrate assess CONFIG --resume {run_dir})"
             )
         rows = store.forecasts(samples=True)
         windows = store.windows_table()
@@ -73,7 +74,7 @@ def _with_what_was_seen(frame: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
     try:
         study = StoredForecasts.read(run_dir).study(run_dir)
     except UserError as exc:
-        print(f"causalrate: warning: {run_dir}: no input_seen or dates in the export: {exc}", file=sys.stderr)
+        log.warning(f"{run_dir}: no input_seen or dates in the export: {exc}")
         return frame
     seen: dict[tuple[str, str], np.ndarray] = {}
     for p in study.suite:

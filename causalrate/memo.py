@@ -37,16 +37,49 @@ def _identity(value: Any) -> Any:
     return value
 
 
-class Memo:
-    """`memo(kind, inputs, compute, encode, decode)`: compute() unless (kind, inputs, code, versions) was stored."""
+class RunCache:
+    """In-memory results of one run's analysis that cannot be stored (dowhy estimands, matching plans):
+    `cache.get(kind, key, compute)` computes once per (kind, key) for as long as this object lives — one
+    `assess` or `rate` (held by its Memo), never the process. The key is fingerprinted like the memo's, so it
+    must hold every input that decides the value (`fingerprint` refuses a type it cannot hash completely).
+    `limit` bounds a kind's entries (the oldest half is dropped when it is reached)."""
 
-    def __init__(self, conn: sqlite3.Connection | None, *, salt: bytes, writable: bool) -> None:
+    def __init__(self) -> None:
+        self._entries: dict[str, dict[bytes, object]] = {}
+
+    def get(self, kind: str, key: tuple, compute: Callable[[], T], *, limit: int | None = None) -> T:
+        h = hashlib.sha256(kind.encode() + b"\x00")
+        fingerprint(key, h)
+        digest = h.digest()
+        entries = self._entries.setdefault(kind, {})
+        if digest not in entries:
+            if limit is not None and len(entries) >= limit:
+                for old in list(entries)[: max(len(entries) // 2, 1)]:
+                    del entries[old]
+            entries[digest] = compute()
+        return entries[digest]  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        return sum(map(len, self._entries.values()))
+
+
+class Memo:
+    """`memo(kind, inputs, compute, encode, decode)`: compute() unless (kind, inputs, code, versions) was stored.
+
+    `memo.run` is the run's in-memory RunCache (results that are not stored), created with the memo: one per
+    `assess` or `rate`, passed down with it."""
+
+    def __init__(
+        self, conn: sqlite3.Connection | None, *, salt: bytes, writable: bool, run: RunCache | None = None
+    ) -> None:
         self.conn, self.salt, self.writable = conn, salt, writable
         self.hits = self.misses = 0
+        self.run = RunCache() if run is None else run
 
     @classmethod
     def off(cls) -> Memo:
-        """Always computes: analyses without a run store (tests, benchmarks)."""
+        """Always computes, stores nothing: analyses without a run store (tests, benchmarks). Its RunCache
+        lives as long as it does (one analysis)."""
         return cls(None, salt=b"", writable=False)
 
     @classmethod
@@ -101,7 +134,14 @@ class Memo:
         self.close()
 
 
-OFF = Memo.off()
+class _Nothing(RunCache):
+    """A RunCache that keeps nothing: the default argument `OFF`'s, so no module-level object holds results."""
+
+    def get(self, kind: str, key: tuple, compute: Callable[[], T], *, limit: int | None = None) -> T:
+        return compute()
+
+
+OFF = Memo(None, salt=b"", writable=False, run=_Nothing())  # a default argument: computes all, keeps nothing
 
 
 def _plain(value: object) -> object:

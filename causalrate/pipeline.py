@@ -6,8 +6,8 @@ Each stage lives in its own package (see docs/architecture.md); this module only
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +26,7 @@ from causalrate.causal.wrs import wrs_plans, wrs_scores
 from causalrate.config import StudyConfig
 from causalrate.errors import UserError
 from causalrate.forecast.store import ForecastStore
-from causalrate.memo import OFF, Memo
+from causalrate.memo import Memo
 from causalrate.rate.absolute import absolute_quantities, naive_clean_error
 from causalrate.rate.headlines import headline_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
@@ -42,6 +42,7 @@ from causalrate.study import Result, Study, prepare
 if TYPE_CHECKING:
     from causalrate.forecast.cache import ForecastCache
 
+log = logging.getLogger(__name__)
 RUN_FILES = ("forecasts.sqlite", "forecasts.sqlite-*", "ratings.json", "scores.csv", "report.md")
 
 
@@ -83,7 +84,7 @@ def assess(
         )
         store.put_meta("counts", counts)
         for line in summary_lines(counts["systems"]):
-            print(f"causalrate: {line}", file=sys.stderr)
+            log.info(line)
         store.put_meta("status", "forecasted")
         forecasts = store.forecasts()
     finally:
@@ -169,15 +170,17 @@ def _open_cache(config: StudyConfig, base_dir: Path) -> ForecastCache | None:
 
 
 @threadpool_limits.wrap(limits=1)
-def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo = OFF) -> Result:
+def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> Result:
     """Score, causal analysis and ratings from the stored forecast rows (no forecasting).
 
     `memo`: the run's store of identification, fragility map and refuter results (causalrate.memo),
-    which a re-rate reads instead of refitting them.
+    which a re-rate reads instead of refitting them, and its in-memory `memo.run` cache (dowhy's
+    estimands, the refuters' matching plans); without one, a memo that stores nothing, for this call.
 
     One BLAS thread: the arrays are small enough that threads only contend (measured faster on
     2 cores, bench/RESULTS.md), and the sums no longer depend on how many cores the machine has.
     """
+    memo = Memo.off() if memo is None else memo
     cfg, control, table = study.config, study.control, study.table
     every = forecasts.assign(failed=forecasts["error"].notna(), outcome=forecasts[cfg.outcome])
     newest_of = {p.id: p.newest_of for p in study.newest}

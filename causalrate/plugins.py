@@ -34,6 +34,8 @@ def resolve(entries: object, *, base_dir: Path, where: Path) -> list[str]:
 def load(entries: Iterable[str], *, where: object = "plugins") -> None:
     """Import resolved plugin entries; each at most once per process."""
     for entry in entries:
+        if is_file(entry) and module_name(entry) not in sys.modules and not Path(entry).is_file():
+            raise UserError(f"{where}: plugins: no file {entry}")
         try:
             _import_file(Path(entry)) if is_file(entry) else importlib.import_module(entry)
         except UserError:
@@ -42,9 +44,17 @@ def load(entries: Iterable[str], *, where: object = "plugins") -> None:
             raise UserError(f"{where}: plugins: cannot import {entry!r}: {type(exc).__name__}: {exc}") from None
 
 
+def module_name(entry: str) -> str:
+    """The name a resolved entry is imported under: a module's own, or a plugin file's derived from its path."""
+    if not is_file(entry):
+        return entry
+    path = Path(entry)
+    return f"{MODULE_PREFIX}{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+
+
 def _import_file(path: Path) -> None:
     """Import a plugin file under a name derived from its full path (two `plugin.py` files stay apart)."""
-    name = f"{MODULE_PREFIX}{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    name = module_name(str(path))
     if name in sys.modules:
         return
     if not path.is_file():

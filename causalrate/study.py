@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,8 @@ from causalrate.redact import scrub
 from causalrate.score.scores import Evidence
 from causalrate.systems.base import System
 from causalrate.systems.spec import build_system, settle
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,10 @@ FEW_WINDOWS = 40  # fewer: wide intervals, most ties, and no fragility map (it n
 def _check_window_count(count: int, stride: int) -> None:
     """Warn about a study whose ratings will be mostly ties (rated all the same: a smoke test is small on purpose)."""
     if count < FEW_WINDOWS:
-        print(
-            f"causalrate: warning: windows: only {count} windows; the ratings will be mostly ties with wide "
+        log.warning(
+            f"windows: only {count} windows; the ratings will be mostly ties with wide "
             f"intervals, and the fragility map needs 20 per system and perturbation; lower windows.stride "
-            f"(now {stride}) or give more data (a longer period, more series)",
-            file=sys.stderr,
+            f"(now {stride}) or give more data (a longer period, more series)"
         )
 
 
@@ -121,14 +122,13 @@ def prepare(
     for spec in config.systems:
         leaked = leaks[spec.name]
         if leaked:
-            print(
-                f"causalrate: warning: system {spec.name!r} declares trained_on {leaked}, which names this study's "
-                "data: its forecasts may have seen the windows they are scored on",
-                file=sys.stderr,
+            log.warning(
+                f"system {spec.name!r} declares trained_on {leaked}, which names this study's "
+                "data: its forecasts may have seen the windows they are scored on"
             )
     warning = levels_warning(config.rating.levels, len(systems), config.rating.scale)
     if warning:
-        print(f"causalrate: warning: {warning}", file=sys.stderr)
+        log.warning(warning)
     table = window_table(dataset, windows, config)
     for name in config.causal.schemes:
         SCHEMES.get(name)().check(table)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from causalrate.logs import quieter
+
 if TYPE_CHECKING:
     import networkx as nx
 
@@ -35,11 +37,10 @@ def identify(confounders: list[str]) -> Identification:
     """Build dowhy's CausalModel on the graph and identify the backdoor estimand of P on R."""
     from dowhy import CausalModel
 
-    logging.getLogger("dowhy").setLevel(logging.WARNING)
     # identification only reads the graph; dowhy still wants a frame with the graph's columns
     frame = pd.DataFrame({c: np.zeros(2) for c in [TREATMENT, OUTCOME, *confounders]})
     frame[TREATMENT] = [False, True]
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), quieter("dowhy", logging.WARNING):
         warnings.simplefilter("ignore")
         model = CausalModel(data=frame, treatment=TREATMENT, outcome=OUTCOME, graph=causal_graph(confounders))
         estimand = model.identify_effect(proceed_when_unidentifiable=True)

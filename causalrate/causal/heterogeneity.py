@@ -14,7 +14,6 @@ import importlib.util
 import inspect
 import json
 import logging
-import sys
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -30,8 +29,11 @@ from causalrate.causal.matching import propensity
 from causalrate.causal.schemes import SCHEMES
 from causalrate.data.characteristics import compute_characteristics
 from causalrate.errors import UserError
+from causalrate.logs import quieter
 from causalrate.memo import OFF, Memo
 from causalrate.seeding import stable_seed
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from causalrate.config import HeterogeneityConfig
@@ -57,12 +59,10 @@ def missing() -> str | None:
 
 def _causalml():
     """causalml's estimators, imported on first use (its import is slow)."""
-    logging.getLogger("duecredit").setLevel(logging.CRITICAL)  # forestci logs an error when duecredit is absent
-    # causalml 0.15.5 still passes scikit-learn 1.6-1.7 the old keyword: its own business, not the user's
-    warnings.filterwarnings("ignore", message="'force_all_finite' was renamed", category=FutureWarning)
     try:
-        from causalml.inference.meta import BaseDRRegressor, BaseXRegressor
-        from causalml.inference.tree import CausalTreeRegressor
+        with quieter("duecredit", logging.CRITICAL):  # forestci logs an error when duecredit is absent
+            from causalml.inference.meta import BaseDRRegressor, BaseXRegressor
+            from causalml.inference.tree import CausalTreeRegressor
     except ImportError as exc:  # e.g. its compiled tree against another scikit-learn
         raise UserError(
             f"heterogeneity: causalml does not import ({exc}); reinstall it with {INSTALL}, "
@@ -364,9 +364,12 @@ def assess_heterogeneity(
         return None
     why = missing()
     if why:
-        print(f"causalrate: warning: no fragility map: {why}; add it with: {INSTALL}", file=sys.stderr)
+        log.warning("no fragility map: %s; add it with: %s", why, INSTALL)
         return None
-    with threadpool_limits(1):  # small fits: OpenMP threads only contend (the machine may be busy)
+    # small fits: OpenMP threads only contend (the machine may be busy); causalml 0.15.5 still passes
+    # scikit-learn 1.6-1.7 the old keyword: its own business, not the user's (silenced here, not process-wide)
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="'force_all_finite' was renamed", category=FutureWarning)
         return _assess(study, forecasts, outcomes, estimates, memo)
 
 

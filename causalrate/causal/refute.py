@@ -7,7 +7,6 @@ so dowhy's own refuters re-run exactly the estimator that produced APE_adj on th
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import warnings
 from dataclasses import dataclass
@@ -18,7 +17,8 @@ import pandas as pd
 
 from causalrate.causal.graph import OUTCOME, TREATMENT, causal_graph
 from causalrate.causal.matching import MatchPlan
-from causalrate.memo import fingerprint
+from causalrate.logs import quieter
+from causalrate.memo import RunCache
 
 if TYPE_CHECKING:
     from causalrate.causal.estimate import Estimate, Matching
@@ -30,14 +30,14 @@ def _estimator_class():
     class TieSafeMatching(CausalEstimator):
         """causalrate's APE_adj estimator (a `Matching`) as a dowhy estimator, on the estimand's backdoor set."""
 
-        def __init__(self, identified_estimand, *, matching: Matching, seed: int = 0, **kwargs):
+        def __init__(self, identified_estimand, *, matching: Matching, cache: RunCache, seed: int = 0, **kwargs):
             super().__init__(identified_estimand=identified_estimand, **kwargs)
-            self.matching, self.seed = matching, seed
+            self.matching, self.cache, self.seed = matching, cache, seed
 
         def get_new_estimator_object(self, identified_estimand, **_):
             """A fresh estimator for a refuter's simulation; dowhy's default deep-copies this one (and the
             whole estimand) every time, which was a third of the refuters' cost. Nothing here is mutated."""
-            return type(self)(identified_estimand, matching=self.matching, seed=self.seed)
+            return type(self)(identified_estimand, matching=self.matching, cache=self.cache, seed=self.seed)
 
         def fit(self, data: pd.DataFrame, effect_modifier_names=None):
             self._set_effect_modifiers(data, effect_modifier_names)
@@ -53,7 +53,7 @@ def _estimator_class():
             adjust = tuple(sorted(estimand.get_backdoor_variables()))
             treated = data[estimand.treatment_variable[0]].to_numpy(dtype=bool)
             outcome = data[estimand.outcome_variable[0]].to_numpy(dtype=float)
-            value = _plan(data, adjust, treated, self.matching, self.seed).apply(outcome).ate
+            value = _plan(data, adjust, treated, self.matching, self.seed, self.cache).apply(outcome).ate
             estimate = CausalEstimate(
                 data=data,
                 treatment_name=estimand.treatment_variable,
@@ -70,46 +70,45 @@ def _estimator_class():
     return TieSafeMatching
 
 
-_PLANS: dict[bytes, MatchPlan] = {}
+PLANS_KEPT = 20_000  # matching plans a run keeps in memory (a bound on its RunCache's "refuter plan" entries)
 
 
-def _plan(data: pd.DataFrame, adjust: tuple[str, ...], treated: np.ndarray, matching: Matching, seed: int) -> MatchPlan:
-    """The matched pairs of a refuter's sample, memoised on the confounders' and treatment's content.
+def _plan(
+    data: pd.DataFrame, adjust: tuple[str, ...], treated: np.ndarray, matching: Matching, seed: int, cache: RunCache
+) -> MatchPlan:
+    """The matched pairs of a refuter's sample, kept in the run's cache on the confounders' and treatment's content.
 
     Refuters use one seed for every system: their permuted treatments, added random causes and
     subsets repeat across systems (only the outcomes differ), so each is matched once, not per system.
     """
     from causalrate.causal.effects import design_matrix
 
-    digest = hashlib.sha1(treated.tobytes() + repr((matching, seed, adjust)).encode())
-    for col in adjust:
-        fingerprint(data[col], digest)
-    key = digest.digest()
-    if key not in _PLANS:
-        if len(_PLANS) > 20_000:
-            _PLANS.clear()
+    def compute() -> MatchPlan:
         features, _, strata = design_matrix(data, adjust)
-        _PLANS[key] = matching.plan(features, treated, rng=np.random.default_rng(seed), strata=strata)
-    return _PLANS[key]
+        return matching.plan(features, treated, rng=np.random.default_rng(seed), strata=strata)
+
+    key = (treated, matching, seed, adjust, [data[col] for col in adjust])
+    return cache.get("refuter plan", key, compute, limit=PLANS_KEPT)
 
 
-_ESTIMANDS: dict[tuple[str, ...], object] = {}
-
-
-def backdoor_estimand(frame: pd.DataFrame, confounders: tuple[str, ...]):
+def backdoor_estimand(frame: pd.DataFrame, confounders: tuple[str, ...], cache: RunCache | None = None):
     """dowhy's backdoor estimand for the graph over these confounders (it does not depend on the data's values,
-    and the refuters copy it before changing it: identified once per confounder set)."""
+    and the refuters copy it before changing it: identified once per graph in a run's `cache`)."""
     from dowhy import CausalModel
 
-    if confounders not in _ESTIMANDS:
+    def compute():
         graph = causal_graph(list(confounders))
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), quieter("dowhy", logging.ERROR):
             warnings.simplefilter("ignore")
             model = CausalModel(data=frame, treatment=TREATMENT, outcome=OUTCOME, graph=graph)
             estimand = model.identify_effect(proceed_when_unidentifiable=True)
         estimand.set_identifier_method("backdoor")
-        _ESTIMANDS[confounders] = estimand
-    return _ESTIMANDS[confounders]
+        return estimand
+
+    if cache is None:
+        return compute()
+    # the graph (its edges: the confounders, treatment and outcome) and the frame's columns decide the estimand
+    return cache.get("backdoor estimand", (TREATMENT, OUTCOME, confounders, [str(c) for c in frame.columns]), compute)
 
 
 @dataclass(frozen=True)
@@ -128,10 +127,14 @@ def refute(
     interval: tuple[float, float],
     seed: int,
     simulations: int,
+    cache: RunCache | None = None,
 ) -> tuple[float, list[Refutation]]:
     """Refute one Estimate three ways on its sample `data` (columns P, R and the estimand's confounders:
     `estimate.sample(...)`) and dowhy's backdoor `estimand` (backdoor_estimand). Returns the value dowhy's
     wrapped estimator finds on the sample (seeded with `seed`, as are its re-runs) and the refutations.
+
+    `cache`: the run's RunCache (memo.run), where the refuters' matching plans are kept across systems; without
+    one, they are kept for this call only.
 
     Placebo passes when dowhy's significance test finds 0 inside the distribution of the permuted-treatment
     estimates (its normal test below 100 simulations, one-sided 5 %): the band is the placebo's own noise, so a
@@ -143,11 +146,11 @@ def refute(
     from dowhy.causal_refuters.placebo_treatment_refuter import PlaceboType, refute_placebo_treatment
     from dowhy.causal_refuters.random_common_cause import refute_random_common_cause
 
-    logging.getLogger("dowhy").setLevel(logging.ERROR)
     lo, hi = interval
-    with warnings.catch_warnings():
+    cache = RunCache() if cache is None else cache
+    with warnings.catch_warnings(), quieter("dowhy", logging.ERROR):
         warnings.simplefilter("ignore")
-        estimator = _estimator_class()(estimand, matching=estimate.estimator, seed=seed).fit(data)
+        estimator = _estimator_class()(estimand, matching=estimate.estimator, cache=cache, seed=seed).fit(data)
         found = estimator.estimate_effect(data)
         common = {
             "data": data,

@@ -43,7 +43,7 @@ from causalrate.causal.uncertainty import (
 )
 from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled, welch_from_moments
 from causalrate.config import StudyConfig
-from causalrate.memo import OFF, Memo
+from causalrate.memo import OFF, Memo, RunCache
 from causalrate.score.bias import bias_gap, observed_bias
 from causalrate.score.scores import SCORES, Evidence, Score
 from causalrate.score.wide import wide_tables
@@ -300,7 +300,7 @@ def _refutations(
         found, refutations = memo(
             "refute",
             inputs,
-            lambda inputs=inputs: _refute(*inputs),
+            lambda inputs=inputs: _refute(*inputs, cache=memo.run),
             encode=lambda v: [v[0], [r.__dict__ for r in v[1]]],
             decode=lambda v: (v[0], [Refutation(**r) for r in v[1]]),
         )
@@ -326,7 +326,15 @@ def _categorical(values: pd.Series) -> pd.Series:
     return values.astype(pd.CategoricalDtype(pd.Index(categories, dtype=object)))
 
 
-def _refute(data: pd.DataFrame, attributes: list[str], estimate: Estimate, interval: tuple, seed: int, sims: int):
-    return refute(
-        data, backdoor_estimand(data, tuple(attributes)), estimate, interval=interval, seed=seed, simulations=sims
-    )
+def _refute(
+    data: pd.DataFrame,
+    attributes: list[str],
+    estimate: Estimate,
+    interval: tuple,
+    seed: int,
+    sims: int,
+    *,
+    cache: RunCache,
+):
+    estimand = backdoor_estimand(data, tuple(attributes), cache)
+    return refute(data, estimand, estimate, interval=interval, seed=seed, simulations=sims, cache=cache)

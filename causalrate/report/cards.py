@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from causalrate.report.render import Renderer, browser_problem, find_chromium
 from causalrate.report.templating import environment, fmt
 from causalrate.run import RatingsDocument, Run
 
+log = logging.getLogger(__name__)
 FORMATS = ("html", "png", "pdf", "md", "json", "yaml")
 
 
@@ -188,7 +189,7 @@ def render_cards(
     if problem:
         if png_required:
             raise UserError(problem)
-        print(f"causalrate: warning: {problem}; wrote the other formats", file=sys.stderr)
+        log.warning(f"{problem}; wrote the other formats")
         pictures = []
     out = run_dir / "cards"
     out.mkdir(exist_ok=True)
@@ -202,9 +203,7 @@ def render_cards(
     finally:
         pictures_written = renderer.finish() if renderer else []
     if renderer and renderer.blocked:
-        print(
-            f"causalrate: warning: the pages asked for {renderer.blocked[:3]}; blocked (pages must be self-contained)"
-        )
+        log.warning(f"the pages asked for {renderer.blocked[:3]}; blocked (pages must be self-contained)")
     return sorted({*written, *pictures_written})
 
 
