@@ -11,7 +11,7 @@ from causalrate.causal.rigor import wrs_pairs
 from causalrate.causal.uncertainty import GroupedCounts, group_sums, replicate_wrs
 from causalrate.causal.welch import moments, two_sided_p, welch
 from causalrate.causal.wrs import Grouping, grouped_wrs, level_weighted, pair_tests, wrs
-from causalrate.score.wide import wide_tables
+from causalrate.score.wide import wide_tables, window_cube
 
 
 def stacked(samples: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -137,3 +137,17 @@ def test_wide_tables_hand_pivoted():
     np.testing.assert_array_equal(wide["a"].to_numpy(), [[nan, 3.0, nan], [2.0, nan, nan], [4.0, nan, nan]])
     np.testing.assert_array_equal(wide["b"].to_numpy(), [[1.0, nan, nan], [nan, 5.0, nan], [nan, nan, nan]])
     assert list(wide["a"].columns) == ["clean", "p1", "p2"]
+
+
+def test_window_cube_keeps_the_systems_asked_for():
+    """The recency stage's clean table: a listed system without rows is all NaN, an unlisted one left out."""
+    forecasts = pd.DataFrame(
+        {
+            "system": ["a", "c", "a", "a"],
+            "window": [1, 0, 0, 1],
+            "perturbation": ["clean", "clean", "p1", "p1"],
+            "outcome": [2.0, 9.0, 3.0, 4.0],
+        }
+    )
+    cube = window_cube(forecasts, "outcome", systems=["a", "b"], perturbations=["clean"], n_windows=2)
+    np.testing.assert_array_equal(cube[:, :, 0], [[np.nan, 2.0], [np.nan, np.nan]])
