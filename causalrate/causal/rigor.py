@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from causalrate.causal.estimate import Estimate
 from causalrate.causal.refute import Refutation, backdoor_estimand, refute
@@ -41,7 +39,8 @@ from causalrate.causal.uncertainty import (
     replicate_wrs,
     small_sample_factor,
 )
-from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled, welch_from_moments
+from causalrate.causal.welch import two_sided_p
+from causalrate.causal.wrs import Grouping, grouped_wrs, pair_tests, unit_scaled
 from causalrate.config import StudyConfig
 from causalrate.memo import OFF, Memo, RunCache
 from causalrate.score.bias import bias_gap, observed_bias
@@ -82,22 +81,9 @@ def _draw_scores() -> list[tuple[str, type]]:
 
 
 def wrs_pairs(values: np.ndarray, grouping: Grouping, design_effects: list[list[float]] | None = None) -> list[float]:
-    """Two-sided Welch p-values of every pair a WRS counts, on the same effective sample sizes as the WRS
-    (wrs.welch_from_moments; the t tail is special.stdtr, which is what stats.t.sf computes)."""
-    out = []
-    for k, block in enumerate(grouping.samples(values)):
-        deff = design_effects[k] if design_effects is not None else [1.0] * len(block)
-        kept = [(x, d) for x, d in zip(block, deff, strict=True) if x.size >= 2]
-        pairs = list(combinations(range(len(kept)), 2))
-        if not pairs:
-            continue
-        a, b = np.array(pairs).T
-        size = np.array([x.size / d for x, d in kept])
-        mean = np.array([x.mean() for x, _ in kept])
-        var = np.array([x.var(ddof=1) for x, _ in kept])
-        t, df = welch_from_moments(mean[a], var[a], size[a], mean[b], var[b], size[b])
-        out.extend(float(p) for p in 2 * special.stdtr(df, -np.abs(t)))
-    return out
+    """Two-sided Welch p-values of every pair a WRS counts (wrs.pair_tests), on the same effective sample sizes."""
+    t, df = pair_tests(grouping.samples(values), design_effects)
+    return two_sided_p(t, df).tolist()
 
 
 def resampling_block(config: StudyConfig) -> int:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from causalrate.causal.wrs import DEFAULT_LEVELS, Grouping, exceeds, welch_from_moments
+from causalrate.causal.welch import welch
+from causalrate.causal.wrs import DEFAULT_LEVELS, Grouping, level_weighted
 
 
 def dependence_block(*, input_length: int, horizon: int, stride: int) -> int:
@@ -184,26 +185,20 @@ def replicate_wrs(
     levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS,
     design_effects: list[list[float]] | None = None,
 ) -> np.ndarray:
-    """[B] WRS of each replicate from group_sums(): Welch tests on count-weighted group means and variances,
-    each group's size divided by its design effect (Grouping.design_effects, as the observed WRS)."""
-    total = np.zeros(sums[0][0].shape[1] if sums else 0)
+    """[B] WRS of each replicate from group_sums(): level_weighted Welch tests (causal.welch) on count-weighted
+    group means and variances, each group's size divided by its design effect (Grouping.design_effects, as
+    the observed WRS), every pair × replicate at once."""
+    width = sums[0][0].shape[1] if sums else 0
+    ts, dfs = [np.empty((0, width))], [np.empty((0, width))]
     for k, (n, s1, s2) in enumerate(sums):
         mean = s1 / np.maximum(n, 1)
         var = np.maximum(s2 - n * mean**2, 0) / np.maximum(n - 1, 1)
-        pairs = [(i, j) for i in range(len(n)) for j in range(i + 1, len(n))]
-        if not pairs:
-            continue
-        deff = np.asarray(design_effects[k] if design_effects is not None else np.ones(len(n)), dtype=float)
-        size = n / deff[:, None]
-        a, b = np.array(pairs).T
-        t, df = welch_from_moments(mean[a], var[a], size[a], mean[b], var[b], size[b])
-        ok = (n[a] >= 2) & (n[b] >= 2)
-        # every pair × replicate at once per level; added pair by pair, level by level (fixed order)
-        passed = [(weight, ok & exceeds(t, df, c_level)) for c_level, weight in levels]
-        for pair in range(len(pairs)):
-            for weight, hits in passed:
-                total += weight * hits[pair]
-    return total
+        deff = np.asarray(design_effects[k] if design_effects is not None else np.ones(len(n)), dtype=float)[:, None]
+        a, b = np.triu_indices(len(n), 1)
+        t, df = welch(mean[a], var[a], n[a], mean[b], var[b], n[b], deff[a], deff[b])
+        ts.append(t)
+        dfs.append(df)
+    return level_weighted(np.concatenate(ts), np.concatenate(dfs), levels)
 
 
 @dataclass(frozen=True)

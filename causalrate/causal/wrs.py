@@ -1,45 +1,17 @@
-"""Weighted Rejection Score (METHOD §4): Welch t-tests between attribute groups, weighted by level."""
+"""Weighted Rejection Score (METHOD §4): Welch t-tests (causal.welch) between attribute groups, weighted by level."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import combinations
 
 import numpy as np
 import pandas as pd
 from scipy import special
 
+from causalrate.causal.welch import moments, welch
+
 DEFAULT_LEVELS: tuple[tuple[float, float], ...] = ((0.95, 1.0), (0.70, 0.7), (0.60, 0.6))
-
-
-def welch_from_moments(
-    mean_a: np.ndarray, var_a: np.ndarray, n_a: np.ndarray, mean_b: np.ndarray, var_b: np.ndarray, n_b: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Welch's t and its Welch–Satterthwaite df from each group's mean, variance (ddof 1) and sample size,
-    elementwise: the one Welch kernel of the project.
-
-    n may be an effective sample size (below the count of windows when they are dependent). The edge
-    rule: no spread on either side gives t = ±inf for different means (a certain difference), t = 0 for
-    equal ones, with df = n_a + n_b − 2; a df term of a group with n ≤ 1 is taken at n − 1 = 1.
-    """
-    sa, sb = var_a / n_a, var_b / n_b
-    se2, diff = sa + sb, mean_a - mean_b
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(se2 > 0, diff / np.sqrt(se2), np.where(diff == 0, 0.0, np.copysign(np.inf, diff)))
-        df = se2**2 / (sa**2 / np.maximum(n_a - 1, 1) + sb**2 / np.maximum(n_b - 1, 1))
-    df = np.where(se2 > 0, df, n_a + n_b - 2)
-    return t, df
-
-
-def welch(a: np.ndarray, b: np.ndarray, *, n_a: float | None = None, n_b: float | None = None) -> tuple[float, float]:
-    """Welch's t statistic and its degrees of freedom for two samples (welch_from_moments); n_a, n_b: their
-    effective sizes when the values are dependent (default: the counts)."""
-    t, df = welch_from_moments(
-        np.float64(a.mean()), np.float64(a.var(ddof=1)), np.float64(n_a or a.size),
-        np.float64(b.mean()), np.float64(b.var(ddof=1)), np.float64(n_b or b.size),
-    )  # fmt: skip
-    return float(t), float(df)
 
 
 def unit_scaled(values: np.ndarray) -> np.ndarray:
@@ -101,9 +73,19 @@ def exceeds(t: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
     return out.reshape(shape)
 
 
-def pair_weight(t: float, df: float, levels: Sequence[tuple[float, float]] = DEFAULT_LEVELS) -> float:
-    """Sum of the weights of the confidence levels at which |t| exceeds the two-sided critical value."""
-    return float(sum(w for c, w in levels if exceeds(np.array([t]), np.array([df]), c)[0]))
+def level_weighted(t: np.ndarray, df: np.ndarray, levels: Sequence[tuple[float, float]] = DEFAULT_LEVELS) -> np.ndarray:
+    """A WRS from its tests (METHOD §4): over the pairs (axis 0; a further axis: replicates), the weights of
+    the confidence levels at which |t| exceeds the two-sided critical value; an untested pair (t NaN) adds 0.
+
+    Added pair by pair, level by level, in one fixed order, so that the observed WRS and a replicate that
+    draws every window once are equal to the last bit (the tiers rule compares them for ties).
+    """
+    hits = [(w, exceeds(t, df, c)) for c, w in levels]  # all pairs (and replicates) at once per level
+    total = np.zeros(np.shape(t)[1:])
+    for pair in range(len(t)):
+        for w, hit in hits:
+            total += w * hit[pair]
+    return total
 
 
 @dataclass(frozen=True)
@@ -164,21 +146,30 @@ def grouped_wrs(
     levels: Sequence[tuple[float, float]] = DEFAULT_LEVELS,
     design_effects: list[list[float]] | None = None,
 ) -> tuple[float, int]:
-    """WRS of Grouping.samples(): Welch tests of every pair of groups inside each block, each group's sample
-    size divided by its design effect (Grouping.design_effects; None: independent windows, the paper)."""
-    tests = []
+    """WRS of Grouping.samples() and its number of tests: level_weighted(pair_tests())."""
+    t, df = pair_tests(samples, design_effects)
+    return float(level_weighted(t, df, levels)), t.size
+
+
+def pair_tests(
+    samples: list[list[np.ndarray]], design_effects: list[list[float]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Welch's (t, df) of every pair of groups inside each block of Grouping.samples() that the test's edge
+    rule keeps (welch: both groups with two outcomes or more), block by block; each group's size divided by
+    its design effect (Grouping.design_effects; None: independent windows, the paper)."""
+    ts, dfs = [np.empty(0)], [np.empty(0)]
     for k, block in enumerate(samples):
-        deff = design_effects[k] if design_effects is not None else [1.0] * len(block)
-        kept = [(v, d) for v, d in zip(block, deff, strict=True) if v.size >= 2]
-        tests.extend(welch(a, b, n_a=a.size / da, n_b=b.size / db) for (a, da), (b, db) in combinations(kept, 2))
-    if not tests:
-        return 0.0, 0
-    t, df = np.array(tests).T
-    hits = [(w, exceeds(t, df, c)) for c, w in levels]  # all pairs at once, summed pair by pair as pair_weight does
-    score = 0.0
-    for k in range(len(tests)):
-        score += float(sum(w for w, hit in hits if hit[k]))
-    return score, len(tests)
+        if len(block) < 2:
+            continue
+        deff = np.asarray(design_effects[k] if design_effects is not None else np.ones(len(block)), dtype=float)
+        mean, var, n = np.array([moments(x) for x in block]).T
+        a, b = np.triu_indices(len(block), 1)
+        t, df = welch(mean[a], var[a], n[a], mean[b], var[b], n[b], deff[a], deff[b])
+        ts.append(t)
+        dfs.append(df)
+    t, df = np.concatenate(ts), np.concatenate(dfs)
+    tested = ~np.isnan(t)
+    return t[tested], df[tested]
 
 
 FLAT_GROUPS = ("industry", "domain")  # data attributes whose groups WRS and the bias scores compare, all pairs

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
-from scipy import special
 
 from causalrate.causal.uncertainty import benjamini_hochberg
+from causalrate.causal.welch import two_sided_p
 
 ALPHA = 0.05
 
@@ -90,11 +90,8 @@ def _t_p(means: np.ndarray, finite: np.ndarray) -> np.ndarray:
     if finite.size < 2:
         return np.ones(means.size)
     se = float(np.std(finite, ddof=1)) / np.sqrt(finite.size)
-    if se > 0:
-        with np.errstate(invalid="ignore"):
-            p = 2 * special.stdtr(finite.size - 1, -(np.abs(means) / se))  # the t tail: stats.t.sf
-    else:
-        p = np.where(means != 0.0, 0.0, 1.0)
+    # no spread: as Welch's edge rule, a certain difference or none; else the one t tail (causal.welch)
+    p = two_sided_p(means / se, finite.size - 1) if se > 0 else np.where(means != 0.0, 0.0, 1.0)
     return np.where(np.isfinite(means), p, 1.0)
 
 

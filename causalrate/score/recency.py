@@ -16,7 +16,7 @@ import pandas as pd
 from causalrate.causal.uncertainty import Resamples, interval
 from causalrate.perturb.suite import NEWEST
 from causalrate.score.scores import SCORES, Evidence, Score
-from causalrate.score.wide import positions
+from causalrate.score.wide import positions, window_cube
 
 
 def recency_bins(input_length: int) -> list[tuple[str, int, int]]:
@@ -56,10 +56,9 @@ def newest_effects(evidence: Evidence) -> pd.DataFrame:
 
 def _paired_effects(evidence: Evidence, rows: pd.DataFrame) -> pd.DataFrame:
     f = evidence.forecasts
-    control = f[f["perturbation"] == evidence.control]
     systems = sorted(f["system"].unique())
-    clean = np.full((len(systems), int(f["window"].max()) + 1 if len(f) else 0), np.nan)  # system × window
-    clean[positions(control["system"], systems), control["window"].to_numpy()] = control["outcome"].to_numpy()
+    n_windows = int(f["window"].max()) + 1 if len(f) else 0
+    clean = window_cube(f, "outcome", systems=systems, perturbations=[evidence.control], n_windows=n_windows)[:, :, 0]
     base = clean[positions(rows["system"], systems), rows["window"].to_numpy()]
     return pd.DataFrame(
         {

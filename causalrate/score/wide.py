@@ -9,19 +9,28 @@ import pandas as pd
 def wide_tables(
     forecasts: pd.DataFrame, column: str, *, perturbations: list[str], n_windows: int
 ) -> dict[str, pd.DataFrame]:
-    """Per system that has rows (sorted), `column` of each (window, perturbation); NaN where there is none.
+    """Per system that has rows (sorted), `column` of each (window, perturbation); NaN where there is none."""
+    systems = sorted(forecasts["system"].unique())
+    cube = window_cube(forecasts, column, systems=systems, perturbations=perturbations, n_windows=n_windows)
+    columns = pd.Index(perturbations, name="perturbation")
+    return {s: pd.DataFrame(cube[k], columns=columns) for k, s in enumerate(systems)}
+
+
+def window_cube(
+    forecasts: pd.DataFrame, column: str, *, systems: list[str], perturbations: list[str], n_windows: int
+) -> np.ndarray:
+    """[system, window, perturbation] array of `column`: the one pivot of forecast rows (NaN where none; rows of
+    other systems, perturbations or windows left out).
 
     The store keys forecasts by (system, window, perturbation), so every cell is one row's value:
     a scatter into an array, not a pivot (the pivot was a tenth of the 1M-row rating stage).
     """
-    systems = sorted(forecasts["system"].unique())
     system, perturbation = positions(forecasts["system"], systems), positions(forecasts["perturbation"], perturbations)
     window = forecasts["window"].to_numpy()
-    keep = (perturbation >= 0) & (window >= 0) & (window < n_windows)
+    keep = (system >= 0) & (perturbation >= 0) & (window >= 0) & (window < n_windows)
     cube = np.full((len(systems), n_windows, len(perturbations)), np.nan)
     cube[system[keep], window[keep], perturbation[keep]] = forecasts[column].to_numpy(dtype=float)[keep]
-    columns = pd.Index(perturbations, name="perturbation")
-    return {s: pd.DataFrame(cube[k], columns=columns) for k, s in enumerate(systems)}
+    return cube
 
 
 def positions(column: pd.Series, categories: list[str]) -> np.ndarray:
