@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from causalrate.causal.rigor import NOT_ASSESSED
 from causalrate.perturb.operators import OPERATORS
 from causalrate.report.estimators import facts
 from causalrate.report.missing_values import missing_values
@@ -162,7 +163,7 @@ def ratings_document(study: Study, result: Result) -> dict[str, Any]:
         "overall_stability": {
             k: clean_float(v) for k, v in (result.rigor.overall_stability if result.rigor else {}).items()
         },
-        "wrs_tests": result.rigor.wrs_tests if result.rigor else [],
+        "wrs_tests": list(result.rigor.wrs_tests) if result.rigor else [],
         "refutations": [
             {k: clean_float(v) if isinstance(v, float) else v for k, v in r.items()}
             for r in (result.rigor.refutations if result.rigor else [])
@@ -230,18 +231,20 @@ def _clean(value: Any) -> Any:
 
 
 def _extras(result: Result, key: tuple[str, str, str]) -> dict[str, Any]:
-    """Interval, stability and (for APE) power of one rating row, JSON-clean."""
-    extra = result.rigor.rows.get(key, {}) if result.rigor else {}
+    """Interval, stability and (for APE) power of one rating row, JSON-clean; only what was computed."""
+    row = result.rigor.row(key) if result.rigor else NOT_ASSESSED
     out: dict[str, Any] = {}
-    for name, value in extra.items():
-        if isinstance(value, list):
-            out[name] = [clean_float(v) for v in value]
-        elif isinstance(value, bool | str):
-            out[name] = value
-        else:
-            out[name] = clean_float(value)
-    if "stability" in out:
+    for name in ("interval", "ape_true_interval"):
+        if (bounds := getattr(row, name)) is not None:
+            out[name] = [clean_float(v) for v in bounds]
+    if (power := row.power) is not None:
+        out |= {name: clean_float(getattr(power, name)) for name in ("p_value", "power", "n_min", "min_effect")}
+        out["inconclusive"] = bool(power.inconclusive)
+    if row.stability is not None:
+        out["stability"] = clean_float(row.stability)
         out["stable"] = out["stability"] is not None and out["stability"] >= 0.8
+    if row.display is not None:
+        out["display"] = row.display
     return out
 
 
