@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,7 @@ from causalrate.rate.absolute import absolute_quantities, naive_clean_error
 from causalrate.rate.headlines import headline_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
 from causalrate.rate.ratings import RatingSettings, attach_coverage, coverage_table, rate_scores
-from causalrate.rate.stability import add_stability
+from causalrate.rate.stability import with_stability
 from causalrate.report.outputs import write_outputs
 from causalrate.score.metrics import METRICS
 from causalrate.score.recency import recency_profile
@@ -259,7 +260,10 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
             naive_error=naive_error,
             memo=memo,
         )
-        rigor.wrs_tests = [t for t in rigor.wrs_tests if (t["system"], t["perturbation"]) not in left_out(study)]
+        rigor = replace(
+            rigor,
+            wrs_tests=tuple(t for t in rigor.wrs_tests if (t["system"], t["perturbation"]) not in left_out(study)),
+        )
     # rate: coverage, absolute quantities, levels, stability, inconclusive APEs, headlines
     rating = RatingSettings(
         levels=cfg.rating.levels, rule=cfg.rating.rule, scale=cfg.rating.scale, min_coverage=cfg.rating.min_coverage
@@ -271,8 +275,8 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     )
     rated = rate_scores(raw, settings=rating, replicates=rigor.replicates if rigor else None)
     if rigor:
-        add_stability(rigor, rated, settings=rating, control=control)
-        rated = withhold_inconclusive(rated, rigor)
+        rigor = with_stability(rigor, rated, settings=rating, control=control)
+        rated, rigor = withhold_inconclusive(rated, rigor)
     headlines = headline_ratings(
         rated,
         settings=rating,

@@ -2,8 +2,9 @@
 
 The pydantic models below are the one definition of ratings.json: the report stage writes the file
 through them (`RatingsDocument.to_json`) and every reader (cards, `rate`, `export`, the user study)
-opens a run with `Run.open`. Fields a newer causalrate adds are kept (extra="allow") and written back
-unchanged; sections added within v3 are optional, so an absent one reads as empty.
+opens a run with `Run.open`. Read, fields a newer causalrate adds are kept (extra="allow") and written back
+unchanged; sections added within v3 are optional, so an absent one reads as empty. Written (`Section.written`),
+no field may be unknown: a misspelt key in the writer is an error, not a silently kept extra.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Self, cast
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from causalrate import plugins
 from causalrate.config import StudyConfig
@@ -31,10 +32,26 @@ Number = float | None  # ratings.json floats: rounded to 10 significant digits, 
 Interval = list[float | None]
 
 
+WRITING = "causalrate/write"  # the validation context of a section the report stage writes
+
+
 class Section(BaseModel):
-    """One part of ratings.json: typed fields, unknown (newer) fields kept as they are."""
+    """One part of ratings.json: typed fields. Read, unknown (newer) fields are kept as they are; written
+    (`written`), a field the model does not declare is an error (extra="forbid"), nested sections included."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _declared_when_written(self, info: ValidationInfo) -> Self:
+        if info.context == WRITING and self.model_extra:
+            raise ValueError(f"{type(self).__name__} has no field(s) {sorted(self.model_extra)}")
+        return self
+
+    @classmethod
+    def written(cls, **fields: Any) -> Self:
+        """The section as the report stage writes it: every field declared by the model, each dict nested in it
+        checked the same way (a section passed as a model was checked when it was made)."""
+        return cls.model_validate(fields, context=WRITING)
 
 
 class MissingValues(Section):

@@ -8,7 +8,7 @@ from scipy import stats
 from causalrate.causal.effects import DrawSettings, identify_schemes
 from causalrate.causal.estimate import estimate_all
 from causalrate.causal.refute import backdoor_estimand, refute
-from causalrate.causal.rigor import Rigor, wrs_pairs
+from causalrate.causal.rigor import Rigor, RowUncertainty, wrs_pairs
 from causalrate.causal.uncertainty import (
     GroupedCounts,
     benjamini_hochberg,
@@ -83,10 +83,13 @@ def test_no_effect_is_robust_with_enough_windows_and_inconclusive_with_too_few()
             "rating": [1, 2],
         }
     )
-    rigor = Rigor(rows={("P1", "ape", "few"): {"inconclusive": True}, ("P1", "ape", "many"): {"inconclusive": False}})
-    published = withhold_inconclusive(rated, rigor)
+    rigor = Rigor(
+        rows={("P1", "ape", "few"): RowUncertainty(power=scarce), ("P1", "ape", "many"): RowUncertainty(power=enough)}
+    )
+    published, shown = withhold_inconclusive(rated, rigor)
     assert published["rating"].tolist() == [2, 2]  # the best level is withheld from the inconclusive one
-    assert rigor.rows[("P1", "ape", "few")]["display"] == "≥ 2"  # the level it is reported at, not its pre-floor 1
+    assert shown.rows[("P1", "ape", "few")].display == "≥ 2"  # the level it is reported at, not its pre-floor 1
+    assert rigor.rows[("P1", "ape", "few")].display is None  # a new value: the rigor results are not changed
 
 
 def test_stability_separated_versus_identical_systems():

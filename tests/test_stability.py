@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from causalrate.causal.rigor import Rigor
-from causalrate.causal.uncertainty import block_counts, replicate_means, stability
+from causalrate.causal.rigor import Rigor, RowUncertainty
+from causalrate.causal.uncertainty import Power, block_counts, replicate_means, stability
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
 from causalrate.rate.ratings import RatingSettings, rate_scores
-from causalrate.rate.stability import add_stability
+from causalrate.rate.stability import with_stability
 from causalrate.rate.tiers import (
     bootstrap_p_value,
     replicate_tier_ratings,
@@ -23,6 +23,11 @@ from causalrate.rate.tiers import (
 
 SERIES = np.repeat(np.arange(5), 40)  # 200 windows in 5 series
 COUNTS = block_counts(SERIES, block=1, replicates=400, rng=np.random.default_rng(11))
+
+
+def inconclusive_row(flag: bool) -> RowUncertainty:
+    """An APE row whose test of "no effect" was (or was not) inconclusive."""
+    return RowUncertainty(power=Power(np.nan, np.nan, np.nan, 0.1, detected=False, inconclusive=flag))
 
 
 def assess(errors: dict[str, np.ndarray], rule: str, inconclusive: frozenset = frozenset()):
@@ -40,13 +45,15 @@ def assess(errors: dict[str, np.ndarray], rule: str, inconclusive: frozenset = f
     )
     settings = RatingSettings(levels=3, rule=rule, scale="relative")
     rigor = Rigor(
-        rows={("P1", "ape", s): {"inconclusive": s in inconclusive} for s in systems},
+        rows={("P1", "ape", s): inconclusive_row(s in inconclusive) for s in systems},
         replicates={("ape", "P1"): {s: replicate_means(COUNTS, errors[s]) for s in systems}},
-        bootstrap={("ape", "P1")},
+        bootstrap=frozenset({("ape", "P1")}),
     )
     rated = rate_scores(raw, settings=settings, replicates=rigor.replicates)
-    add_stability(rigor, rated, settings=settings, control="P0")
-    shares = {s: rigor.rows[("P1", "ape", s)]["stability"] for s in systems}
+    before = rigor
+    rigor = with_stability(rigor, rated, settings=settings, control="P0")
+    assert before.rows == {("P1", "ape", s): inconclusive_row(s in inconclusive) for s in systems}  # a new value
+    shares = {s: rigor.rows[("P1", "ape", s)].stability for s in systems}
     return rated.set_index("system")["rating"].to_dict(), shares, rigor
 
 
@@ -120,11 +127,12 @@ def test_inconclusive_shows_the_level_it_is_reported_at_and_its_stability_is_of_
         ),
         settings=RatingSettings(levels=3, rule="paper", scale="relative"),
     )
-    published = withhold_inconclusive(rated, rigor).set_index("system")["rating"]
-    assert published.to_dict() == {"a": 2, "b": 2, "c": 3}
-    assert rigor.rows[("P1", "ape", "a")]["display"] == "≥ 2"  # not "≥ 1": the best level is withheld
-    assert rigor.rows[("P1", "ape", "c")]["display"] == "≥ 3"
-    assert "display" not in rigor.rows[("P1", "ape", "b")]
+    published, shown = withhold_inconclusive(rated, rigor)
+    assert published.set_index("system")["rating"].to_dict() == {"a": 2, "b": 2, "c": 3}
+    assert rated["rating"].tolist() == [1, 2, 3]  # the input is left as it was
+    assert shown.rows[("P1", "ape", "a")].display == "≥ 2"  # not "≥ 1": the best level is withheld
+    assert shown.rows[("P1", "ape", "c")].display == "≥ 3"
+    assert shown.rows[("P1", "ape", "b")].display is None and rigor.rows[("P1", "ape", "a")].display is None
     # a reads "≥ 2" in every replicate (1 or 2 by rank, floored): fully stable; b still flips with a
     assert shares["a"] == 1.0 and 0.3 <= shares["b"] <= 0.7 and shares["c"] == 1.0
 
@@ -145,8 +153,8 @@ def draw_stability(per_draw: dict[str, np.ndarray]) -> tuple[dict, dict]:
     settings = RatingSettings(levels=3, scale="relative")
     rigor = Rigor(replicates={("ape_industry", "P1"): per_draw})  # draws: no bootstrap, no headline stability
     rated = rate_scores(raw, settings=settings, replicates=rigor.replicates)
-    add_stability(rigor, rated, settings=settings, control="P0")
-    shares = {s: rigor.rows[("P1", "ape_industry", s)]["stability"] for s in systems}
+    rigor = with_stability(rigor, rated, settings=settings, control="P0")
+    shares = {s: rigor.rows[("P1", "ape_industry", s)].stability for s in systems}
     return rated.set_index("system")["rating"].to_dict(), shares
 
 

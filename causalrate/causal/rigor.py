@@ -15,7 +15,8 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,7 @@ from causalrate.causal.refute import Refutation, backdoor_estimand, refute
 from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.uncertainty import (
     GroupedCounts,
+    Power,
     Resamples,
     abs_mean_interval,
     benjamini_hochberg,
@@ -48,17 +50,42 @@ from causalrate.score.scores import SCORES, Evidence, Score
 from causalrate.score.wide import wide_tables
 from causalrate.seeding import rng
 
+Key = tuple[str, str, str]  # (perturbation, score, system): one rating row
 
-@dataclass
+
+@dataclass(frozen=True)
+class RowUncertainty:
+    """How sure one rating row is. A field left None was not computed for the row (and is not written)."""
+
+    interval: tuple[float, float] | None = None  # 95 % interval of the rated value
+    ape_true_interval: tuple[float, float] | None = None  # APE rows: the signed mean effect's interval
+    power: Power | None = None  # APE rows: the test of "no effect" and its power
+    stability: float | None = None  # share of replicates keeping the reported level (rate.stability)
+    display: str | None = None  # "≥ k": the level an inconclusive APE is reported at (rate.inconclusive)
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.power is not None and self.power.inconclusive
+
+
+NOT_ASSESSED = RowUncertainty()
+
+
+@dataclass(frozen=True)
 class Rigor:
-    rows: dict[tuple[str, str, str], dict] = field(default_factory=dict)  # (perturbation, score, system) → extras
+    """The rigor layer's results. Frozen: the rating stage returns updated copies (dataclasses.replace)."""
+
+    rows: Mapping[Key, RowUncertainty] = field(default_factory=dict)
     # (score, perturbation) → system → paired replicates of the raw score: bootstrap over windows, or
     # the B observational draws for deconfounded APE and PIE% (what the tiers rule tests ties on)
-    replicates: dict[tuple[str, str], dict[str, np.ndarray]] = field(default_factory=dict)
-    bootstrap: set[tuple[str, str]] = field(default_factory=set)  # the replicates that are window resamples
-    overall_stability: dict[str, float] = field(default_factory=dict)
-    wrs_tests: list[dict] = field(default_factory=list)
-    refutations: list[dict] = field(default_factory=list)
+    replicates: Mapping[tuple[str, str], Mapping[str, np.ndarray]] = field(default_factory=dict)
+    bootstrap: frozenset[tuple[str, str]] = frozenset()  # the replicates that are window resamples
+    overall_stability: Mapping[str, float] = field(default_factory=dict)
+    wrs_tests: tuple[dict, ...] = ()
+    refutations: tuple[dict, ...] = ()
+
+    def row(self, key: Key) -> RowUncertainty:
+        return self.rows.get(key, NOT_ASSESSED)
 
 
 def _window_means() -> dict[str, str]:
@@ -128,7 +155,8 @@ def assess_rigor(
     WRS and bias the bias-corrected percentile interval, draw scores the t interval of their mean.
     """
     cfg, control, table = config.rigor, evidence.control, evidence.table
-    rigor = Rigor()
+    ape: dict[Key, RowUncertainty] = {}
+    wrs_tests: list[dict] = []
     systems = sorted(outcomes)
     perturbations = list(next(iter(outcomes.values())).columns)
     metric = {
@@ -161,14 +189,7 @@ def assess_rigor(
                         min_effect=cfg.min_effect * naive_error,
                         alpha=cfg.alpha,
                     )
-                    rigor.rows[(p, "ape", system)] = {
-                        "ape_true_interval": list(interval(reps)),
-                        "p_value": power.p_value,
-                        "power": power.power,
-                        "n_min": power.n_min,
-                        "min_effect": power.min_effect,
-                        "inconclusive": bool(power.inconclusive),
-                    }
+                    ape[(p, "ape", system)] = RowUncertainty(ape_true_interval=interval(reps), power=power)
                     replicates.setdefault(("ape", p), {})[system] = np.abs(reps)
                     intervals[(p, "ape", system)] = abs_mean_interval(reps)
                     for plan in wrs_plans:
@@ -187,7 +208,7 @@ def assess_rigor(
                             )
                         pvalues = wrs_pairs(values, plan, deff)
                         adjusted = benjamini_hochberg(pvalues) if pvalues else np.array([])
-                        rigor.wrs_tests.append(
+                        wrs_tests.append(
                             {
                                 "system": system,
                                 "perturbation": p,
@@ -206,16 +227,16 @@ def assess_rigor(
             signed = resamples.means(values)
             replicates.setdefault((score, p), {})[system] = np.abs(signed)
             intervals[(p, score, system)] = abs_mean_interval(signed)
-    bootstrap = set(replicates)
+    bootstrap = frozenset(replicates)
     replicates.update(draw_replicates(estimates))
     intervals.update(draw_intervals(estimates, evidence.effects))
-    for key, (lo, hi) in intervals.items():
-        rigor.rows.setdefault(key, {})["interval"] = [lo, hi]
-    rigor.replicates = replicates
-    rigor.bootstrap = bootstrap
-    if cfg.refute:
-        rigor.refutations = _refutations(config, table, estimates, evidence.effects, memo)
-    return rigor
+    return Rigor(
+        rows={key: replace(ape.get(key, NOT_ASSESSED), interval=bounds) for key, bounds in intervals.items()},
+        replicates=replicates,
+        bootstrap=bootstrap,
+        wrs_tests=tuple(wrs_tests),
+        refutations=tuple(_refutations(config, table, estimates, evidence.effects, memo)) if cfg.refute else (),
+    )
 
 
 def draw_replicates(estimates: list[Estimate]) -> dict[tuple[str, str], dict[str, np.ndarray]]:

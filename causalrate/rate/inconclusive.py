@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -13,14 +15,14 @@ def inconclusive_level(rating):
     return np.maximum(rating, 2)
 
 
-def withhold_inconclusive(rated: pd.DataFrame, rigor: Rigor) -> pd.DataFrame:
+def withhold_inconclusive(rated: pd.DataFrame, rigor: Rigor) -> tuple[pd.DataFrame, Rigor]:
     """An APE with no effect detected and too little power is not awarded the best level; it is shown as
-    '≥ k', k the level it is reported at (the true effect may be larger, so its level may be worse)."""
-    rated = rated.copy()
-    for i, row in rated.iterrows():
-        extra = rigor.rows.get((row["perturbation"], row["score"], row["system"]), {})
-        if extra.get("inconclusive"):
-            level = int(inconclusive_level(int(row["rating"])))
-            extra["display"] = f"≥ {level}"
-            rated.loc[i, "rating"] = level
-    return rated
+    '≥ k', k the level it is reported at (the true effect may be larger, so its level may be worse).
+    Returns the rows and the rigor results with those levels and displays; neither input is changed."""
+    rated, rows = rated.copy(), dict(rigor.rows)
+    for i, key in enumerate(zip(rated["perturbation"], rated["score"], rated["system"], strict=True)):
+        if rigor.row(key).inconclusive:
+            level = int(inconclusive_level(int(rated["rating"].iat[i])))
+            rows[key] = replace(rows[key], display=f"≥ {level}")
+            rated.iloc[i, rated.columns.get_loc("rating")] = level
+    return rated, replace(rigor, rows=rows)

@@ -12,6 +12,8 @@ replicate the same way it is derived from the reported ratings.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -25,9 +27,10 @@ from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, replicate_tier_rating
 from causalrate.score.scores import SCORES
 
 
-def add_stability(rigor: Rigor, rated: pd.DataFrame, *, settings: RatingSettings, control: str) -> None:
-    """Per rating row and per robustness headline: the share of replicates that keep the reported level."""
-    replicated = {}
+def with_stability(rigor: Rigor, rated: pd.DataFrame, *, settings: RatingSettings, control: str) -> Rigor:
+    """`rigor` with, per rating row and per robustness headline, the share of replicates that keep the
+    reported level."""
+    replicated, updated = {}, dict(rigor.rows)
     columns = {name: rated[name].to_numpy() for name in ROW_COLUMNS}
     groups = rated.groupby(["score", "perturbation"], sort=False).indices
     for (score, p), per_system in rigor.replicates.items():
@@ -39,10 +42,11 @@ def add_stability(rigor: Rigor, rated: pd.DataFrame, *, settings: RatingSettings
             continue
         systems, reported, matrix = found
         for s, share in zip(systems, stability(matrix, reported), strict=True):
-            rigor.rows.setdefault((p, score, s), {})["stability"] = float(share)
+            updated[(p, score, s)] = replace(rigor.row((p, score, s)), stability=float(share))
         if (score, p) in rigor.bootstrap:
             replicated[(score, p)] = (systems, matrix)
-    rigor.overall_stability = _overall_stability(rigor, rated, replicated, settings, control)
+    overall = _overall_stability(rigor, rated, replicated, settings, control)
+    return replace(rigor, rows=updated, overall_stability=overall)
 
 
 # the rating rows' columns stability reads; `Rows` is a DataFrame of them or a dict of their arrays
@@ -72,7 +76,7 @@ def replicate_levels(
     else:
         test = PAIRED_TESTS.get(cls.replicates, BOOTSTRAP)
         per_replicate = replicate_tier_ratings(raw, matrix, levels=levels, higher_is_better=higher, test=test)
-    floored = np.array([_inconclusive(rigor, p, score, s) for s in systems], dtype=bool)
+    floored = np.array([rigor.row((p, score, s)).inconclusive for s in systems], dtype=bool)
     per_replicate = np.where(floored[None, :], inconclusive_level(per_replicate), per_replicate)
     return systems, reported_levels(rated, rigor).to_numpy(dtype=int), per_replicate
 
@@ -80,13 +84,9 @@ def replicate_levels(
 def reported_levels(rows: Rows, rigor: Rigor) -> pd.Series:
     """System → the level the report shows for rows of one (score, perturbation): inconclusive APEs floored."""
     keys = zip(rows["perturbation"], rows["score"], rows["system"], strict=True)
-    floored = np.array([_inconclusive(rigor, *key) for key in keys], dtype=bool)
+    floored = np.array([rigor.row(key).inconclusive for key in keys], dtype=bool)
     rating = np.asarray(rows["rating"], dtype=float)
     return pd.Series(np.where(floored, inconclusive_level(rating), rating), index=np.asarray(rows["system"]))
-
-
-def _inconclusive(rigor: Rigor, p: str, score: str, system: str) -> bool:
-    return bool(rigor.rows.get((p, score, system), {}).get("inconclusive"))
 
 
 def _overall_stability(

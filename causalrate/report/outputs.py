@@ -13,11 +13,29 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from causalrate.causal.rigor import NOT_ASSESSED, RowUncertainty
 from causalrate.perturb.operators import OPERATORS
 from causalrate.report.estimators import facts
 from causalrate.report.missing_values import missing_values
 from causalrate.report.templating import environment, rating_cell
-from causalrate.run import RATINGS_SCHEMA, RatingRow, RatingsDocument
+from causalrate.run import (
+    RATINGS_SCHEMA,
+    Check,
+    Counts,
+    Effect,
+    Headline,
+    Identification,
+    MissingValues,
+    NotAssessed,
+    PerturbationRecord,
+    Provenance,
+    RatingRow,
+    RatingsDocument,
+    RecencyPoint,
+    Refutation,
+    SystemRecord,
+    WrsTest,
+)
 from causalrate.systems.base import nan_handling
 from causalrate.versions import installed
 
@@ -46,156 +64,181 @@ def package_versions() -> dict[str, str]:
     return {"python": platform.python_version(), **installed(PACKAGES, missing="not installed")}
 
 
-def ratings_document(study: Study, result: Result) -> dict[str, Any]:
+def ratings_document(study: Study, result: Result) -> RatingsDocument:
+    """ratings.json, section by section from its models (`Section.written`: a key they do not declare fails)."""
     cfg = study.config
-    accepts = {name: bool(system.accepts_nan) for name, system in study.systems.items()}
-    compared = {
-        name: record and {k: clean_float(v) if isinstance(v, float) else v for k, v in record.items()}
-        for name, record in missing_values(
-            study.suite, accepts, result.ratings, result.rigor.replicates if result.rigor else {}
-        ).items()
-    }
-    for record in compared.values():
-        if record:
-            record["difference_interval"] = [clean_float(v) for v in record["difference_interval"]]
-    effects = result.evidence.effects
-    effect_rows = [
-        {
-            "system": r.system,
-            "perturbation": r.perturbation,
-            "scheme": r.scheme,
-            "windows": int(r.windows),
-            "draws": int(r.draws),
-            "ape_true": clean_float(r.ape_true),
-            **{
-                f"{col}{suffix}": clean_float(getattr(r, f"{col}{suffix}"))
-                for col in ("ape_obs", "ape_adj", "pie")
-                for suffix in ("", "_lo", "_hi")
-            },
-            "smd_before": clean_float(r.smd_before),
-            "smd_after": clean_float(r.smd_after),
-            "unmatched": clean_float(r.unmatched),
-            "balance": {k: [clean_float(b), clean_float(a)] for k, (b, a) in sorted(r.balance.items())},
-        }
-        for r in effects.itertuples()
-    ]
+    rigor = result.rigor
     forecasts = result.evidence.forecasts
-    return {
-        "schema": RATINGS_SCHEMA,
-        "study": cfg.name,
-        "levels": cfg.rating.levels,
-        "direction": "1 = best",
-        "meaning": (
+    return RatingsDocument.written(
+        schema=RATINGS_SCHEMA,
+        study=cfg.name,
+        levels=cfg.rating.levels,
+        direction="1 = best",
+        meaning=(
             f"Ratings run from 1 (best: most robust or most accurate) to {cfg.rating.levels} (worst), "
             f"relative to the {len(study.systems)} systems compared (`rating`, rule {cfg.rating.rule!r}); "
             "`absolute_rating` runs from 1 to 3 on the published scale (ratings/scales.yaml), the same in any "
             "study on the same data."
         ),
-        "outcome": cfg.outcome,
-        "not_assessed": [{"name": name, "reason": why} for name, why in sorted(study.not_assessed.items())],
-        "systems": [
-            {
-                "name": spec.name,
-                "type": spec.type,
-                "family": spec.family or study.systems[spec.name].family,
-                "modality": study.systems[spec.name].modality,
-                "architecture": spec.architecture or study.systems[spec.name].architecture,
-                "parameters": spec.parameters,
-                "imputation": None if study.systems[spec.name].accepts_nan else cfg.forecast.imputation,
-                "pins_relaxed": pins_relaxed(study.systems[spec.name]),
-                "nan_policy": nan_handling(study.systems[spec.name]),
-                "licence": study.systems[spec.name].licence,
-                "missing_values": compared[spec.name],
-                "settings": spec.settings.model_dump(mode="json"),
-                "trained_on": spec.trained_on,
-                "trained_on_study_data": study.trained_on_study_data.get(spec.name, []),
-            }
-            for spec in cfg.systems
-        ],
-        "perturbations": [
-            {
-                "id": p.id,
-                "operator": p.operator_name,
-                "kind": p.operator.kind,
-                "period": p.period,
-                "phase": p.phase,
-                "params": p.params,
-                "description": p.description,
-                "family": p.family,
-                "severity": clean_float(p.severity),
-                "severity_label": p.severity_label,
+        outcome=cfg.outcome,
+        not_assessed=[NotAssessed.written(name=name, reason=why) for name, why in sorted(study.not_assessed.items())],
+        systems=system_records(study, result),
+        perturbations=[
+            PerturbationRecord.written(
+                id=p.id,
+                operator=p.operator_name,
+                kind=p.operator.kind,
+                period=p.period,
+                phase=p.phase,
+                params=p.params,
+                description=p.description,
+                family=p.family,
+                severity=clean_float(p.severity),
+                severity_label=p.severity_label,
                 **placement_record(p, study),
-            }
+            )
             for p in study.suite
         ],
-        "ratings": [
-            {
-                "perturbation": r.perturbation,
-                "score": r.score,
-                "system": r.system,
-                "raw": clean_float(r.raw),
-                "rating": int(r.rating),
-                "rule": r.rule,
-                "absolute_rating": None if pd.isna(r.absolute_rating) else int(r.absolute_rating),
-                "tied_with": list(r.tied_with),
-                "insufficient": bool(r.insufficient),
-                "note": r.note if isinstance(r.note, str) else None,
-                **({"display": r.display} if isinstance(r.display, str) else {}),
-                **_extras(result, (r.perturbation, r.score, r.system)),
-            }
+        ratings=[
+            rating_row(r, rigor.row((r.perturbation, r.score, r.system)) if rigor else NOT_ASSESSED)
             for r in result.ratings.itertuples()
         ],
-        "rule": cfg.rating.rule,
-        "scale": cfg.rating.scale,
-        "min_coverage": cfg.rating.min_coverage,
-        "headlines": {
-            system: {family: {**h, "stability": clean_float(h["stability"])} for family, h in sorted(families.items())}
+        rule=cfg.rating.rule,
+        scale=cfg.rating.scale,
+        min_coverage=cfg.rating.min_coverage,
+        headlines={
+            system: {
+                family: Headline.written(**{**h, "stability": clean_float(h["stability"])})
+                for family, h in sorted(families.items())
+            }
             for system, families in sorted(result.headlines.items())
         },
-        "checks": [
-            {
-                k: clean_float(v) if isinstance(v, float) else [clean_float(x) for x in v] if k == "interval" else v
-                for k, v in c.items()
-            }
+        checks=[
+            Check.written(
+                **{
+                    k: clean_float(v) if isinstance(v, float) else [clean_float(x) for x in v] if k == "interval" else v
+                    for k, v in c.items()
+                }
+            )
             for c in result.checks
         ],
-        "overall_stability": {
-            k: clean_float(v) for k, v in (result.rigor.overall_stability if result.rigor else {}).items()
-        },
-        "wrs_tests": result.rigor.wrs_tests if result.rigor else [],
-        "refutations": [
-            {k: clean_float(v) if isinstance(v, float) else v for k, v in r.items()}
-            for r in (result.rigor.refutations if result.rigor else [])
+        overall_stability={k: clean_float(v) for k, v in (rigor.overall_stability if rigor else {}).items()},
+        wrs_tests=[WrsTest.written(**t) for t in (rigor.wrs_tests if rigor else ())],
+        refutations=[
+            Refutation.written(**{k: clean_float(v) if isinstance(v, float) else v for k, v in r.items()})
+            for r in (rigor.refutations if rigor else ())
         ],
-        "overall": result.overall,
-        "not_rated": result.unavailable,
-        "recency_profile": [
-            {**row, "ape": clean_float(row["ape"]), "interval": [clean_float(v) for v in row["interval"]]}
+        overall=result.overall,
+        not_rated=result.unavailable,
+        recency_profile=[
+            RecencyPoint.written(
+                **{**row, "ape": clean_float(row["ape"]), "interval": [clean_float(v) for v in row["interval"]]}
+            )
             for row in result.recency_profile
         ],
-        "effects": effect_rows,
-        "heterogeneity": _clean(result.heterogeneity),
-        "identification": {
-            scheme: {"adjustment_set": list(ident.adjustment_set), "estimand": ident.estimand}
+        effects=[effect_record(r) for r in result.evidence.effects.itertuples()],
+        heterogeneity=_clean(result.heterogeneity),
+        identification={
+            scheme: Identification.written(adjustment_set=list(ident.adjustment_set), estimand=ident.estimand)
             for scheme, ident in result.identification.items()
         },
-        "counts": {
-            "series": len(study.dataset.series),
-            "windows": len(study.windows),
-            "forecasts": len(forecasts),
-            "failures": int(forecasts["failed"].sum()),
-        },
-        "provenance": {
-            "config": cfg.model_dump(mode="json"),
-            "data_source": study.dataset.source,
-            "data_hash": study.dataset.content_hash(),
-            "frequency": study.dataset.frequency,
-            "season": study.dataset.season,
-            "seed": cfg.seed,
-            "versions": package_versions(),
-            "method_note": METHOD_NOTE,
-        },
+        counts=Counts.written(
+            series=len(study.dataset.series),
+            windows=len(study.windows),
+            forecasts=len(forecasts),
+            failures=int(forecasts["failed"].sum()),
+        ),
+        provenance=Provenance.written(
+            config=cfg.model_dump(mode="json"),
+            data_source=study.dataset.source,
+            data_hash=study.dataset.content_hash(),
+            frequency=study.dataset.frequency,
+            season=study.dataset.season,
+            seed=cfg.seed,
+            versions=package_versions(),
+            method_note=METHOD_NOTE,
+        ),
+    )
+
+
+def system_records(study: Study, result: Result) -> list[SystemRecord]:
+    """Each system's record, with its own missing-value handling compared against imputation."""
+    cfg = study.config
+    accepts = {name: bool(system.accepts_nan) for name, system in study.systems.items()}
+    replicates = result.rigor.replicates if result.rigor else {}
+    compared = missing_values(study.suite, accepts, result.ratings, replicates)
+    records = []
+    for spec in cfg.systems:
+        system, record = study.systems[spec.name], compared[spec.name]
+        records.append(
+            SystemRecord.written(
+                name=spec.name,
+                type=spec.type,
+                family=spec.family or system.family,
+                modality=system.modality,
+                architecture=spec.architecture or system.architecture,
+                parameters=spec.parameters,
+                imputation=None if system.accepts_nan else cfg.forecast.imputation,
+                pins_relaxed=pins_relaxed(system),
+                nan_policy=nan_handling(system),
+                licence=system.licence,
+                missing_values=record and MissingValues.written(**_clean(record)),
+                settings=spec.settings.model_dump(mode="json"),
+                trained_on=spec.trained_on,
+                trained_on_study_data=study.trained_on_study_data.get(spec.name, []),
+            )
+        )
+    return records
+
+
+def rating_row(r: Any, uncertainty: RowUncertainty) -> RatingRow:
+    """One rated row (a tuple of the rating frame) with what the rigor layer computed for it, JSON-clean."""
+    fields: dict[str, Any] = {
+        "perturbation": r.perturbation,
+        "score": r.score,
+        "system": r.system,
+        "raw": clean_float(r.raw),
+        "rating": int(r.rating),
+        "rule": r.rule,
+        "absolute_rating": None if pd.isna(r.absolute_rating) else int(r.absolute_rating),
+        "tied_with": list(r.tied_with),
+        "insufficient": bool(r.insufficient),
+        "note": r.note if isinstance(r.note, str) else None,
     }
+    for name in ("interval", "ape_true_interval"):
+        if (bounds := getattr(uncertainty, name)) is not None:
+            fields[name] = [clean_float(v) for v in bounds]
+    if (power := uncertainty.power) is not None:
+        fields |= {name: clean_float(getattr(power, name)) for name in ("p_value", "power", "n_min", "min_effect")}
+        fields["inconclusive"] = bool(power.inconclusive)
+    if uncertainty.stability is not None:
+        fields["stability"] = clean_float(uncertainty.stability)
+        fields["stable"] = fields["stability"] is not None and fields["stability"] >= 0.8
+    display = uncertainty.display or (r.display if isinstance(r.display, str) else None)
+    if display is not None:
+        fields["display"] = display
+    return RatingRow.written(**fields)
+
+
+def effect_record(r: Any) -> Effect:
+    """APE_true, observed and deconfounded APE and PIE% of one row of the effects table, JSON-clean."""
+    return Effect.written(
+        system=r.system,
+        perturbation=r.perturbation,
+        scheme=r.scheme,
+        windows=int(r.windows),
+        draws=int(r.draws),
+        ape_true=clean_float(r.ape_true),
+        **{
+            f"{col}{suffix}": clean_float(getattr(r, f"{col}{suffix}"))
+            for col in ("ape_obs", "ape_adj", "pie")
+            for suffix in ("", "_lo", "_hi")
+        },
+        smd_before=clean_float(r.smd_before),
+        smd_after=clean_float(r.smd_after),
+        unmatched=clean_float(r.unmatched),
+        balance={k: [clean_float(b), clean_float(a)] for k, (b, a) in sorted(r.balance.items())},
+    )
 
 
 def placement_record(p, study: Study) -> dict[str, Any]:
@@ -229,22 +272,6 @@ def _clean(value: Any) -> Any:
     return clean_float(value) if isinstance(value, float) else value
 
 
-def _extras(result: Result, key: tuple[str, str, str]) -> dict[str, Any]:
-    """Interval, stability and (for APE) power of one rating row, JSON-clean."""
-    extra = result.rigor.rows.get(key, {}) if result.rigor else {}
-    out: dict[str, Any] = {}
-    for name, value in extra.items():
-        if isinstance(value, list):
-            out[name] = [clean_float(v) for v in value]
-        elif isinstance(value, bool | str):
-            out[name] = value
-        else:
-            out[name] = clean_float(value)
-    if "stability" in out:
-        out["stable"] = out["stability"] is not None and out["stability"] >= 0.8
-    return out
-
-
 METHOD_NOTE = (
     "WRS uses Welch's t-test at the stated two-sided levels (95%, 70%, 60%); the predecessor's code "
     "halved alpha twice and used a pooled-df statistic. Matching breaks propensity ties at random "
@@ -254,7 +281,7 @@ METHOD_NOTE = (
 
 def write_outputs(*, study: Study, result: Result, out: Path) -> None:
     """ratings.json through its model (the schema is defined once, in causalrate.run), scores.csv, report.md."""
-    doc = RatingsDocument.model_validate(ratings_document(study, result))
+    doc = ratings_document(study, result)
     (out / "ratings.json").write_text(doc.to_json(), encoding="utf-8")
     result.ratings.assign(raw=result.ratings["raw"].map(clean_float)).to_csv(out / "scores.csv", index=False)
     (out / "report.md").write_text(render_report(doc), encoding="utf-8")

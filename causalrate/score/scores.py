@@ -37,14 +37,15 @@ class Evidence:
     heterogeneity: pd.DataFrame | None = None  # system, perturbation, raw: fragility spreads (None: switched off)
     # the forecast rows at the newest input point (ape_last), under the id of the perturbation they place
     newest: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # tables derived from the fields above, by key (derived()): a cache of this Evidence, not one of its facts
+    _derived: dict[tuple, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def derived(self, key: tuple, compute: Callable[[], object]):
         """`compute()`, once per key: tables several scores and the rigor layer derive from the same rows
         (e.g. recency's paired effects) are built once. Callers must not modify what they get."""
-        store = self.__dict__.setdefault("_derived", {})  # frozen fields; this memo is not one of them
-        if key not in store:
-            store[key] = compute()
-        return store[key]
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
 
 
 # which headline a score feeds: the three headlines, or rated in none (a score that declares no family is a
