@@ -42,7 +42,7 @@ from common import arguments, machine
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy import special
 
-from causalrate.causal.uncertainty import (
+from causalrate.causal.resampling import (
     abs_mean_interval,
     block_counts,
     dependence_block,

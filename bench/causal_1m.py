@@ -21,8 +21,8 @@ import pandas as pd
 from common import arguments
 
 from causalrate.config import load_config
+from causalrate.forecast.metrics import METRICS
 from causalrate.pipeline import analyze
-from causalrate.score.metrics import METRICS
 from causalrate.study import prepare
 
 SYSTEMS, SERIES, WINDOWS_PER_SERIES, N, D = 10, 40, 625, 80, 20

@@ -23,12 +23,12 @@ from common import arguments, causalrate, machine, study
 from threadpoolctl import threadpool_limits
 
 from causalrate.config import load_config
+from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.plan import forecast_all, store_windows
 from causalrate.forecast.runner import LocalExecutor, RayExecutor
 from causalrate.forecast.store import ForecastStore
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
 from causalrate.rerate import rerate
-from causalrate.score.metrics import METRICS
 from causalrate.study import prepare
 
 

@@ -158,10 +158,10 @@ class GpuBusy:
 
 def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
     from causalrate.config import load_config
+    from causalrate.forecast.metrics import METRICS
     from causalrate.forecast.plan import forecast_all, store_windows
     from causalrate.forecast.runner import LocalExecutor
     from causalrate.forecast.store import ForecastStore
-    from causalrate.score.metrics import METRICS
     from causalrate.study import prepare
 
     config, base_dir = load_config(study(folder, name, smoke))

@@ -18,12 +18,12 @@ from pathlib import Path
 from common import arguments, causalrate, machine, study
 
 from causalrate.config import load_config
+from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.plan import forecast_all, store_windows
 from causalrate.forecast.runner import LocalExecutor
 from causalrate.forecast.store import ForecastStore
 from causalrate.pipeline import analyze
 from causalrate.report.outputs import write_outputs
-from causalrate.score.metrics import METRICS
 from causalrate.study import prepare
 
 

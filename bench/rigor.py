@@ -16,9 +16,9 @@ from pathlib import Path
 from common import arguments, causalrate, study
 
 from causalrate.config import load_config
+from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.store import ForecastStore
 from causalrate.pipeline import analyze
-from causalrate.score.metrics import METRICS
 from causalrate.study import prepare
 
 

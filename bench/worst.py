@@ -14,9 +14,9 @@ from pathlib import Path
 from common import arguments, study
 
 from causalrate.config import load_config
+from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.store import ForecastStore
 from causalrate.pipeline import assess
-from causalrate.score.metrics import METRICS
 
 PAPER = [
     {"id": "P0", "operator": "none"},

@@ -161,7 +161,7 @@ class StudySettings(Strict):
     @field_validator("outcome")
     @classmethod
     def _known_outcome(cls, name: str) -> str:
-        from causalrate.score.metrics import METRICS
+        from causalrate.forecast.metrics import METRICS
 
         if name not in METRICS or not METRICS.get(name).lower_is_better:
             raise ValueError(f"unknown outcome {name!r}; expected an error metric: {outcome_metric_names()}")
@@ -201,7 +201,7 @@ class ModelConfig(StudySettings):
 
 
 def outcome_metric_names() -> list[str]:
-    from causalrate.score.metrics import METRICS
+    from causalrate.forecast.metrics import METRICS
 
     return [n for n, m in METRICS.items() if m.lower_is_better]
 

@@ -136,7 +136,7 @@ def scores(study: StudyPlugins) -> list[str]:
 
 
 def metrics(study: StudyPlugins) -> list[str]:
-    from causalrate.score.metrics import METRICS
+    from causalrate.forecast.metrics import METRICS
 
     rows = []
     for name, metric, mark in entries(METRICS.items(), study):

@@ -20,12 +20,12 @@ from causalrate import plugins
 from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes, summarise_effects
 from causalrate.causal.estimate import estimate_all
 from causalrate.causal.heterogeneity import assess_heterogeneity
-from causalrate.causal.rigor import assess_rigor, run_resamples, wrs_bandwidth
+from causalrate.causal.resampling import Resamples
 from causalrate.causal.selfcheck import judge
-from causalrate.causal.uncertainty import Resamples
 from causalrate.causal.wrs import wrs_plans, wrs_scores
 from causalrate.config import StudyConfig
 from causalrate.errors import UserError
+from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.store import ForecastStore
 from causalrate.memo import Memo
 from causalrate.rate.absolute import absolute_quantities, naive_clean_error
@@ -34,11 +34,11 @@ from causalrate.rate.inconclusive import withhold_inconclusive
 from causalrate.rate.ratings import RatingSettings, attach_coverage, coverage_table, rate_scores
 from causalrate.rate.stability import with_stability
 from causalrate.report.outputs import write_outputs
-from causalrate.score.metrics import METRICS
 from causalrate.score.recency import recency_profile
 from causalrate.score.scores import SCORES, Evidence, score_all
 from causalrate.score.wide import wide_tables
 from causalrate.study import Result, Study, prepare
+from causalrate.uncertainty.rigor import assess_rigor, run_resamples, wrs_bandwidth
 
 if TYPE_CHECKING:
     from causalrate.forecast.cache import ForecastCache

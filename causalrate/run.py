@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from causalrate import plugins
 from causalrate.config import StudyConfig
 from causalrate.errors import UserError, format_validation_error
+from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.store import ForecastStore
-from causalrate.score.metrics import METRICS
 from causalrate.study import Study, prepare
 
 RATINGS_SCHEMA = "causalrate/ratings-v3"

@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 
 from causalrate.causal.graph import Identification
-from causalrate.causal.rigor import Rigor
 from causalrate.causal.schemes import SCHEMES
 from causalrate.config import StudyConfig
 from causalrate.data import Dataset, Windows, make_windows
@@ -22,6 +21,7 @@ from causalrate.redact import scrub
 from causalrate.score.scores import Evidence
 from causalrate.systems.base import System
 from causalrate.systems.spec import build_system, settle
+from causalrate.uncertainty.rigor import Rigor
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
 from causalrate.causal.effects import summarise_effects
-from causalrate.causal.uncertainty import (
+from causalrate.causal.resampling import (
     block_counts,
     dependence_block,
     interval,

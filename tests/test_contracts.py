@@ -16,9 +16,9 @@ import causalrate.pipeline  # noqa: F401 - registers every built-in score (recen
 from causalrate.causal.schemes import SCHEMES
 from causalrate.contracts import ContractError
 from causalrate.data.characteristics import CHARACTERISTICS
+from causalrate.forecast.metrics import METRICS
 from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
 from causalrate.rate.headlines import HEADLINES
-from causalrate.score.metrics import METRICS
 from causalrate.score.scores import HEADLINE_FAMILIES, SCORES, Score
 from causalrate.systems import SYSTEMS
 

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 from causalrate.causal.schemes import SCHEMES
+from causalrate.forecast.metrics import METRICS
 from causalrate.perturb.operators import OPERATORS
-from causalrate.score.metrics import METRICS
 from causalrate.score.scores import SCORES
 from causalrate.systems import SYSTEMS
 

@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 
 from causalrate import pipeline
-from causalrate.causal import rigor as rigor_module
 from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes
 from causalrate.causal.estimate import estimate_all
+from causalrate.causal.resampling import folded, mean_interval
 from causalrate.causal.schemes import SCHEMES, Scheme
-from causalrate.causal.uncertainty import folded, mean_interval
 from causalrate.cli import main
 from causalrate.score.scores import SCORES, Evidence
+from causalrate.uncertainty import rigor as rigor_module
 
 
 class FixedShare(Scheme):
@@ -129,9 +129,9 @@ def test_same_seed_same_draws_and_the_sample_is_the_observed_outcome():
 def test_recency_and_ape_worst_bootstrap_their_own_paired_differences():
     """Planted: 6 windows in 2 series; P1 moves the error by +1 where the change is recent (distance ≤ 2), by
     +10 elsewhere; P9 is a worst placement adding 3. Unit counts give back the raw score exactly."""
-    from causalrate.causal.rigor import _window_scores
-    from causalrate.causal.uncertainty import block_counts, replicate_means
+    from causalrate.causal.resampling import block_counts, replicate_means
     from causalrate.score.recency import ApeWorst, Recency
+    from causalrate.uncertainty.rigor import _window_scores
 
     offsets = {0: "[79]", 1: "[78]", 2: "[10]", 3: "[79]", 4: "[70]", 5: "[0]"}  # n = 80: distances 1, 2, 70, 1, 10, 80
     rows = []

@@ -15,7 +15,7 @@ from causalrate.data.frequency import FREQUENCIES, infer_frequency
 from causalrate.data.loaders import load_dataset
 from causalrate.data.spec import DataConfig
 from causalrate.errors import UserError
-from causalrate.score.metrics import mase
+from causalrate.forecast.metrics import mase
 from causalrate.systems.base import Batch
 from causalrate.systems.reference import SeasonalNaive, SeasonalNaiveSettings
 from tests.conftest import write_yaml

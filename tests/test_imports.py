@@ -106,6 +106,38 @@ def test_causalrate_has_no_import_circles():
     assert circles(graph) == []
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed to causalrate's top-level packages and modules (`causalrate.<name>`)."""
+    top = {module: ".".join(module.split(".")[:2]) for module in graph}
+    packages: dict[str, set[str]] = {name: set() for name in top.values()}
+    for module, targets in graph.items():
+        packages[top[module]].update(top[t] for t in targets if top[t] != top[module])
+    return packages
+
+
+def test_causalrate_has_no_package_circles():
+    """Stage packages import one way (issue 32): no circle among causalrate's packages, function-level imports
+    included — e.g. score may use causal's resampler only while causal never imports score."""
+    packages = package_graph(import_graph(ROOT / "causalrate"))
+    assert {"causalrate.causal", "causalrate.score", "causalrate.uncertainty", "causalrate.config"} <= set(packages)
+    assert circles(packages) == []
+
+
+def test_the_stages_import_downstream_to_upstream():
+    """Each stage imports only the stages that run before it: data → perturb → forecast → analyze (causal,
+    then score) → uncertainty → rate → report."""
+    order = ["data", "perturb", "forecast", "causal", "score", "uncertainty", "rate", "report"]
+    packages = package_graph(import_graph(ROOT / "causalrate"))
+    for i, stage in enumerate(order):
+        later = {f"causalrate.{s}" for s in order[i + 1 :]}
+        assert not packages[f"causalrate.{stage}"] & later, stage
+
+
+def test_a_package_circle_is_found():
+    graph = {"p.a.x": {"p.b.y"}, "p.b.y": {"p.c"}, "p.c": {"p.a"}, "p.a": set()}
+    assert circles(package_graph(graph)) == [["p.a", "p.b", "p.c"]]
+
+
 def test_the_layers_point_one_way():
     """config composes the stages' entry shapes; systems never import config, the engine or the pipeline."""
     graph = import_graph(ROOT / "causalrate")

@@ -7,11 +7,11 @@ import pytest
 from scipy import stats
 
 from causalrate.causal.heterogeneity import _differ
-from causalrate.causal.rigor import wrs_pairs
-from causalrate.causal.uncertainty import GroupedCounts, group_sums, replicate_wrs
+from causalrate.causal.resampling import GroupedCounts, group_sums, replicate_wrs
 from causalrate.causal.welch import moments, two_sided_p, welch
 from causalrate.causal.wrs import Grouping, grouped_wrs, level_weighted, pair_tests, wrs
 from causalrate.score.wide import wide_tables, window_cube
+from causalrate.uncertainty.rigor import wrs_pairs
 
 
 def stacked(samples: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -11,10 +11,10 @@ import pytest
 from causalrate.causal.schemes import SCHEMES
 from causalrate.cli import parser
 from causalrate.data.characteristics import CHARACTERISTICS
+from causalrate.forecast.metrics import METRICS
 from causalrate.listings import LISTINGS
 from causalrate.perturb.operators import OPERATORS
 from causalrate.plugins import MODULE_PREFIX
-from causalrate.score.metrics import METRICS
 from causalrate.score.scores import SCORES
 from causalrate.systems import SYSTEMS
 from tests.conftest import write_yaml

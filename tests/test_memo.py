@@ -132,7 +132,8 @@ def test_rerate_reads_the_memo_and_reproduces_the_run(synthetic_study, cli, tmp_
 
     from sklearn.linear_model import LogisticRegression
 
-    from causalrate.causal import graph, heterogeneity, rigor
+    from causalrate.causal import graph, heterogeneity
+    from causalrate.uncertainty import rigor
 
     for module, name in [(graph, "identify"), (heterogeneity, "fragility_cell"), (rigor, "_refute")]:
         monkeypatch.setattr(module, name, refit)

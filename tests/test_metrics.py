@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from utilsforecast import losses
 
-from causalrate.score.metrics import METRICS, mae, mase, rmax, rmax_scaled, sign_accuracy, smape
+from causalrate.forecast.metrics import METRICS, mae, mase, rmax, rmax_scaled, sign_accuracy, smape
 
 TRUTH = np.array([[10.0, 12.0, 9.0], [0.0, 1.0, 2.0]])
 FORECAST = np.array([[11.0, 10.0, 9.0], [0.0, 3.0, 2.0]])
@@ -51,7 +51,7 @@ def test_registry_directions():
 
 
 def test_crps_sorted_estimator_equals_pairwise_and_the_integral():
-    from causalrate.score.metrics import crps_samples
+    from causalrate.forecast.metrics import crps_samples
 
     assert crps_samples(np.array([2.0]), np.array([[1.0], [3.0]])) == pytest.approx([0.5])  # by hand: ∫(F − H)² = 0.5
     rng = np.random.default_rng(3)

@@ -92,7 +92,7 @@ def test_timeout_becomes_failure_rows(synthetic_study, cli, tmp_path):
 
 def test_python_system_sample_paths_give_crps(synthetic_study, cli, tmp_path):
     """A python system returning [batch, samples, horizon]: median point forecast, paths stored, CRPS scored."""
-    from causalrate.score.metrics import crps_samples
+    from causalrate.forecast.metrics import crps_samples
 
     study = synthetic_study(
         """\

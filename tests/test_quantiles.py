@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from utilsforecast import losses
 
-from causalrate.score.metrics import METRICS
+from causalrate.forecast.metrics import METRICS
 from causalrate.systems.python_system import PythonFunction, PythonSettings
 from tests.test_statsforecast import batch_of
 

@@ -8,8 +8,7 @@ from scipy import stats
 from causalrate.causal.effects import DrawSettings, identify_schemes
 from causalrate.causal.estimate import estimate_all
 from causalrate.causal.refute import backdoor_estimand, refute
-from causalrate.causal.rigor import Rigor, RowUncertainty, wrs_pairs
-from causalrate.causal.uncertainty import (
+from causalrate.causal.resampling import (
     GroupedCounts,
     benjamini_hochberg,
     block_counts,
@@ -23,6 +22,7 @@ from causalrate.causal.uncertainty import (
 from causalrate.causal.wrs import Grouping, wrs
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
+from causalrate.uncertainty.rigor import Rigor, RowUncertainty, wrs_pairs
 
 
 def test_block_bootstrap_keeps_each_series_size():

@@ -6,8 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from causalrate.causal.rigor import Rigor, RowUncertainty
-from causalrate.causal.uncertainty import Power, block_counts, replicate_means, stability
+from causalrate.causal.resampling import Power, block_counts, replicate_means, stability
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
 from causalrate.rate.ratings import RatingSettings, rate_scores
@@ -20,6 +19,7 @@ from causalrate.rate.tiers import (
     translated_bootstrap_p_values,
     translated_t_test_p_values,
 )
+from causalrate.uncertainty.rigor import Rigor, RowUncertainty
 
 SERIES = np.repeat(np.arange(5), 40)  # 200 windows in 5 series
 COUNTS = block_counts(SERIES, block=1, replicates=400, rng=np.random.default_rng(11))

@@ -1,1 +1,2 @@
-"""Stage 5 — causal: WRS (RQ1), observational draws, tie-safe matching, APE and PIE% (RQ2/RQ3)."""
+"""Stage 4 — analyze, first half (causal): WRS (RQ1), observational draws, tie-safe matching, APE and
+PIE% (RQ2/RQ3), and the block resampler every interval uses."""

@@ -17,12 +17,12 @@ from causalrate import plugins
 from causalrate.data import Windows
 from causalrate.forecast.cache import Cached, ForecastCache, forecast_keys
 from causalrate.forecast.impute import impute
+from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.runner import BatchResult, Job
 from causalrate.forecast.store import ForecastStore
 from causalrate.perturb.placement import offsets_of
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
 from causalrate.perturb.worst import WorstCase
-from causalrate.score.metrics import METRICS
 from causalrate.seeding import row_seeds
 from causalrate.systems import Batch
 from causalrate.systems.plot import render_windows

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from causalrate.causal.rigor import Rigor
+from causalrate.uncertainty.rigor import Rigor
 
 
 def inconclusive_level(rating):

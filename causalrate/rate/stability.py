@@ -17,14 +17,14 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from causalrate.causal.rigor import Rigor
-from causalrate.causal.uncertainty import stability
+from causalrate.causal.resampling import stability
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.headlines import robustness_rows
 from causalrate.rate.inconclusive import inconclusive_level
 from causalrate.rate.ratings import RatingSettings
 from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, replicate_tier_ratings
 from causalrate.score.scores import SCORES
+from causalrate.uncertainty.rigor import Rigor
 
 
 def with_stability(rigor: Rigor, rated: pd.DataFrame, *, settings: RatingSettings, control: str) -> Rigor:

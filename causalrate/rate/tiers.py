@@ -20,7 +20,7 @@ from itertools import combinations
 
 import numpy as np
 
-from causalrate.causal.uncertainty import benjamini_hochberg
+from causalrate.causal.resampling import benjamini_hochberg
 from causalrate.causal.welch import two_sided_p
 
 ALPHA = 0.05

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from causalrate.causal.uncertainty import interval
+from causalrate.causal.resampling import interval
 from causalrate.perturb.suite import Perturbation
 
 SCORE = "ape"  # the harm of the perturbation, lower is better: what "does better with" compares

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from causalrate.causal.rigor import NOT_ASSESSED, RowUncertainty
 from causalrate.perturb.operators import OPERATORS
 from causalrate.report.estimators import facts
 from causalrate.report.missing_values import missing_values
@@ -37,6 +36,7 @@ from causalrate.run import (
     WrsTest,
 )
 from causalrate.systems.base import nan_handling
+from causalrate.uncertainty.rigor import NOT_ASSESSED, RowUncertainty
 from causalrate.versions import installed
 
 if TYPE_CHECKING:

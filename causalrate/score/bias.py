@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from causalrate.causal.uncertainty import GroupedCounts, group_sums
+from causalrate.causal.resampling import GroupedCounts, group_sums
 from causalrate.causal.wrs import Grouping
 
 

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from causalrate.causal.uncertainty import Resamples, interval
+from causalrate.causal.resampling import Resamples, interval
 from causalrate.perturb.suite import NEWEST
 from causalrate.score.scores import SCORES, Evidence, Score
 from causalrate.score.wide import positions, window_cube

@@ -23,8 +23,7 @@ import pandas as pd
 
 from causalrate.causal.estimate import Estimate
 from causalrate.causal.refute import Refutation, backdoor_estimand, refute
-from causalrate.causal.schemes import SCHEMES
-from causalrate.causal.uncertainty import (
+from causalrate.causal.resampling import (
     GroupedCounts,
     Power,
     Resamples,
@@ -41,6 +40,7 @@ from causalrate.causal.uncertainty import (
     replicate_wrs,
     small_sample_factor,
 )
+from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.welch import two_sided_p
 from causalrate.causal.wrs import Grouping, grouped_wrs, pair_tests, unit_scaled
 from causalrate.config import StudyConfig
