@@ -156,7 +156,8 @@ def _fit_head(args: argparse.Namespace) -> int:
     dataset = load_dataset(data, base_dir=base_dir, min_length=w.input_length + w.horizon)
     system = build_system(spec, base_dir=base_dir)
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
-    out = Path(args.out) if args.out else base_dir / (system.settings.head or f"{spec.name}-head.safetensors")
+    head = getattr(system.settings, "head", None)  # MOMENT's: where its fitted head is read from
+    out = Path(args.out) if args.out else base_dir / (head or f"{spec.name}-head.safetensors")
     losses = call_in_system(  # in MOMENT's environment
         system,
         fit_moment_head,

@@ -13,10 +13,15 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from causalrate import plugins
 
+if TYPE_CHECKING:
+    from causalrate.score.scores import Score
+
 PLACEHOLDER = re.compile(r"\{(\w+)(:[^}]*)?\}")
+E = TypeVar("E")  # a registry's entry type
 INTERVAL = {"windows": "bootstrap over windows", "draws": "spread over draws", "none": "none"}
 
 
@@ -38,11 +43,12 @@ class StudyPlugins:
         """Read the study as `assess` does (its plugins imported; a missing file, bad YAML or invalid study is
         a UserError naming the file, exit code 2) and note what it adds."""
         from causalrate.config import load_config
+        from causalrate.systems.python_system import PythonSettings
 
         config, base_dir = load_config(path)
         resolved = plugins.resolve(config.plugins, base_dir=base_dir, where=Path(path))
         modules = {plugins.module_name(entry): written for entry, written in zip(resolved, config.plugins, strict=True)}
-        python = {s.name: s.settings.function for s in config.systems if s.type == "python"}
+        python = {s.name: s.settings.function for s in config.systems if isinstance(s.settings, PythonSettings)}
         return cls(Path(path), modules, python)
 
     def owner(self, module: str) -> str | None:
@@ -63,10 +69,11 @@ def module_of(entry: object) -> str:
 
 
 def entries(
-    items: Iterable[tuple[str, object]], study: StudyPlugins, module: Callable[[object], str] = module_of
-) -> list[tuple[str, object, str]]:
+    items: Iterable[tuple[str, E]], study: StudyPlugins, module: Callable[[Any], str] = module_of
+) -> list[tuple[str, E, str]]:
     """(name, entry, mark): the built-ins in registration order, then the study's, marked."""
-    ours, theirs = [], []
+    ours: list[tuple[str, E, str]] = []
+    theirs: list[tuple[str, E, str]] = []
     for name, entry in items:
         where = module(entry)
         if built_in(where):
@@ -111,11 +118,11 @@ def systems(study: StudyPlugins) -> list[str]:
     return aligned(rows)
 
 
-def _score_module(cls: type) -> str:
+def _score_module(cls: type[Score]) -> str:
     """A scheme's generated ape_/pie_ scores belong to the module of the scheme that generated them."""
     from causalrate.causal.schemes import SCHEMES
 
-    if built_in(cls.__module__) and cls.scheme in SCHEMES:
+    if built_in(cls.__module__) and cls.scheme is not None and cls.scheme in SCHEMES:
         return SCHEMES.get(cls.scheme).__module__
     return cls.__module__
 

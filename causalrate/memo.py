@@ -101,8 +101,8 @@ class Memo:
         inputs: tuple,
         compute: Callable[[], T],
         *,
-        encode: Callable[[T], object] = _identity,
-        decode: Callable[[object], T] = _identity,
+        encode: Callable[[T], Any] = _identity,
+        decode: Callable[[Any], T] = _identity,
     ) -> T:
         if self.conn is None:
             return compute()

@@ -244,7 +244,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     naive_scores = {  # what the accuracy scores' skill ratios divide by (the absolute scale's naive_ratio basis)
         name: naive_clean_error(inputs, truth, METRICS.get(cls.metric))
         for name, cls in SCORES.items()
-        if cls.family == "accuracy" and cls.metric in METRICS
+        if cls.family == "accuracy" and cls.metric is not None and cls.metric in METRICS
     }
     resamples = run_resamples(cfg, series_index) if cfg.rigor.replicates > 0 else Resamples(np.zeros((0, len(table))))
     rigor = None

@@ -4,6 +4,7 @@ summary over the B seeded observational draws (the draws themselves: causal.esti
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,7 +39,7 @@ def identify_schemes(settings: DrawSettings, attributes: list[str], memo: Memo =
         out[name] = memo(
             "identify",
             (confounders,),
-            lambda confounders=confounders: identify(confounders),
+            partial(identify, confounders),
             encode=lambda i: [list(i.adjustment_set), i.estimand],
             decode=lambda v: Identification(tuple(v[0]), v[1]),
         )

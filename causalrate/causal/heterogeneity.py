@@ -16,6 +16,7 @@ import json
 import logging
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -400,7 +401,7 @@ def _assess(
                 by_cell.get((system, p.id), []), cfg, study.config.seed,
                 stable_seed(study.config.seed, "heterogeneity", system, p.id) % 2**32,
             )  # fmt: skip
-            entry = memo("fragility", inputs, lambda inputs=inputs: fragility_cell(*inputs))
+            entry = memo("fragility", inputs, partial(fragility_cell, *inputs))
             if entry is None:
                 continue
             doc.setdefault(system, {})[p.id] = entry

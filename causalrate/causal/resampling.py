@@ -176,7 +176,8 @@ def group_sums(grouped: GroupedCounts, values: np.ndarray) -> list[tuple[np.ndar
             s1.append(c @ v)
             s2.append(c @ v**2)
         width = grouped.counts.shape[0]
-        out.append(tuple(np.array(m).reshape(len(n), width) for m in (n, s1, s2)))
+        sizes, sums, squares = (np.array(m).reshape(len(n), width) for m in (n, s1, s2))
+        out.append((sizes, sums, squares))
     return out
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+ArrayOrNumber = np.ndarray | float  # elementwise over arrays; a number is one test
+
 
 def moments(x: np.ndarray) -> tuple[float, float, int]:
     """A sample's mean, variance (ddof 1) and size; NaN where too few values define them (no warning)."""
@@ -23,12 +25,12 @@ def moments(x: np.ndarray) -> tuple[float, float, int]:
 
 
 def welch(
-    mean_a: np.ndarray,
-    var_a: np.ndarray,
-    n_a: np.ndarray,
-    mean_b: np.ndarray,
-    var_b: np.ndarray,
-    n_b: np.ndarray,
+    mean_a: ArrayOrNumber,
+    var_a: ArrayOrNumber,
+    n_a: ArrayOrNumber,
+    mean_b: ArrayOrNumber,
+    var_b: ArrayOrNumber,
+    n_b: ArrayOrNumber,
     deff_a: np.ndarray | float = 1.0,
     deff_b: np.ndarray | float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -47,6 +49,6 @@ def welch(
     return np.where(tested, t, np.nan), np.where(tested, df, np.nan)
 
 
-def two_sided_p(t: np.ndarray, df: np.ndarray) -> np.ndarray:
+def two_sided_p(t: ArrayOrNumber, df: ArrayOrNumber) -> np.ndarray:
     """P(|T_df| ≥ |t|): special.stdtr, which is what stats.t.sf computes (rating never imports scipy.stats)."""
     return 2 * special.stdtr(df, -np.abs(t))

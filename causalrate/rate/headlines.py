@@ -14,6 +14,7 @@ is the robustness headline.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,7 +88,7 @@ def headline_ratings(
     settings: RatingSettings,
     control: str,
     descriptions: dict[str, str] | None = None,
-    stability: dict[str, float] | None = None,
+    stability: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, dict]]:
     """{system: {family: H}}, H = rating, absolute_rating, meaning, stability, tied_with, scores, cause.
 
@@ -101,6 +102,7 @@ def headline_ratings(
             continue
         hopeless = rows.groupby("system")["insufficient"].all()
         names = list(hopeless.index)
+        ties: list[list[int]] | None
         if family in WEAKEST_LINK:
             ratings = rows.groupby("system")["rating"].max().reindex(names).to_numpy()
             ties = [[j for j in range(len(names)) if j != i and ratings[j] == ratings[i]] for i in range(len(names))]

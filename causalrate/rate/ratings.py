@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,7 +86,7 @@ def coverage_table(forecasts: pd.DataFrame, *, control: str, n_windows: int) -> 
 def attach_coverage(raw: pd.DataFrame, coverage: pd.DataFrame, severity: dict[str, tuple[str, float]]) -> pd.Series:
     """The coverage each raw row was computed on (a severity grid: its worst member)."""
     by_key = coverage.set_index(["system", "perturbation"])
-    grid = {}
+    grid: dict[str, list[str]] = {}
     for p, (family, _) in severity.items():
         grid.setdefault(family, []).append(p)
     values = []
@@ -101,7 +102,7 @@ def rate_scores(
     raw: pd.DataFrame,
     *,
     settings: RatingSettings,
-    replicates: dict[tuple[str, str], dict[str, np.ndarray]] | None = None,
+    replicates: Mapping[tuple[str, str], Mapping[str, np.ndarray]] | None = None,
 ) -> pd.DataFrame:
     """raw: perturbation, score, system, raw, coverage, quantity (the absolute-scale value) [, note]."""
     raw = raw.assign(note=raw.get("note"))
@@ -112,7 +113,9 @@ def rate_scores(
     return pd.concat(parts, ignore_index=True)[COLUMNS]
 
 
-def _rate_group(group: pd.DataFrame, score: str, settings: RatingSettings, reps: dict | None) -> pd.DataFrame:
+def _rate_group(
+    group: pd.DataFrame, score: str, settings: RatingSettings, reps: Mapping[str, np.ndarray] | None
+) -> pd.DataFrame:
     cls = SCORES.get(score)
     levels, higher = settings.levels, cls.higher_is_better
     values = group["raw"].to_numpy(dtype=float)
@@ -137,16 +140,16 @@ def _rate_group(group: pd.DataFrame, score: str, settings: RatingSettings, reps:
         for k, i in enumerate(idx):
             tied[i] = sorted(systems[idx][j] for j in ties[k])
     scale = load_scales().get(score)
-    absolute = [None] * len(group)
+    absolute: list[int | None] = [None] * len(group)
     if scale is not None and settings.scale != "relative":
         quantity = group["quantity"].to_numpy(dtype=float)
-        for i in range(len(group)):
-            if insufficient[i]:
-                absolute[i] = ABSOLUTE_LEVELS
-            elif undefined[i]:
-                absolute[i] = middle_level(ABSOLUTE_LEVELS)
+        for row in range(len(group)):
+            if insufficient[row]:
+                absolute[row] = ABSOLUTE_LEVELS
+            elif undefined[row]:
+                absolute[row] = middle_level(ABSOLUTE_LEVELS)
             else:
-                absolute[i] = absolute_level(quantity[i], scale)
+                absolute[row] = absolute_level(quantity[row], scale)
     use_absolute = settings.scale == "absolute" and scale is not None
     coverage = group["coverage"].to_numpy()
     notes = [

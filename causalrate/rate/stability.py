@@ -12,7 +12,9 @@ replicate the same way it is derived from the reported ratings.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -51,11 +53,11 @@ def with_stability(rigor: Rigor, rated: pd.DataFrame, *, settings: RatingSetting
 
 # the rating rows' columns stability reads; `Rows` is a DataFrame of them or a dict of their arrays
 ROW_COLUMNS = ("score", "perturbation", "system", "rule", "raw", "rating", "insufficient", "display")
-Rows = pd.DataFrame | dict[str, np.ndarray]
+Rows: TypeAlias = pd.DataFrame | dict[str, np.ndarray]
 
 
 def replicate_levels(
-    rows: Rows, per_system: dict[str, np.ndarray], rigor: Rigor, *, levels: int
+    rows: Rows, per_system: Mapping[str, np.ndarray], rigor: Rigor, *, levels: int
 ) -> tuple[list[str], np.ndarray, np.ndarray] | None:
     """The systems one (score, perturbation) rated by its rule, their reported levels [n] and their levels
     in every replicate [B, n]; None when the rows were rated on the absolute scale or lack replicates."""

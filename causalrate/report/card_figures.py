@@ -120,7 +120,7 @@ def fragility_figure(doc: RatingsDocument, system: str) -> Figure | None:
     if not per:
         return None
     p = max(sorted(per), key=lambda k: per[k].spread or 0.0)
-    profile = per[p].profile
+    profile = per[p].profile or {}
     return Figure(
         "driver",
         figures.fragility(profile, title=f"{system}, {p}: where it is fragile", outcome=doc.outcome),
@@ -198,6 +198,8 @@ def example_figure(run: Run, system: str) -> Figure | None:
         )
         window = store.window(int(top.window))
     record = doc.perturbation(top.perturbation)
+    if record is None:
+        return None  # a perturbation the run no longer declares: nothing to replay
     perturbed = replay_perturbation(run, record, getattr(top, "offsets", None), window)
     effect = f"its error rose by {top.harm:.3g} ({doc.outcome})"
     title = f"{system}, {top.perturbation} on {window.series}, forecasting from {window.first_forecast_date}:\n{effect}"

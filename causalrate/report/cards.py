@@ -195,7 +195,8 @@ def render_cards(
     out.mkdir(exist_ok=True)
     taken: set[str] = {"comparison", "index"}
     slugs = {s: slugify(s, taken) for s in names}
-    renderer = Renderer(find_chromium(), png="png" in pictures, pdf="pdf" in pictures) if pictures else None
+    chromium = find_chromium() if pictures else None  # found: browser_problem() said nothing
+    renderer = Renderer(chromium, png="png" in pictures, pdf="pdf" in pictures) if chromium else None
     if renderer:
         renderer.start()  # Chromium starts while the pages are written
     try:

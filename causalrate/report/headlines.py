@@ -45,8 +45,8 @@ def headlines(doc: RatingsDocument, system: str) -> dict[str, dict[str, Any]]:
     given = doc.headlines.get(system) or {}
     out = {}
     for kind in KINDS:
-        h = given.get(kind)
-        h = _fallback(doc, system, kind) if h is None else {"source": "headlines", **h.model_dump()}
+        stored = given.get(kind)
+        h = _fallback(doc, system, kind) if stored is None else {"source": "headlines", **stored.model_dump()}
         h.setdefault("tied_with", [])
         h.setdefault("absolute_rating", None)
         h.setdefault("stability", None)

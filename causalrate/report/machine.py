@@ -46,7 +46,7 @@ def _num(x: Any) -> str:
 
 
 def _metric(kind: str, value: Any, slice_: str, interval: Any = None) -> dict[str, Any]:
-    out = {"type": kind, "value": _num(value), "slice": slice_}
+    out: dict[str, Any] = {"type": kind, "value": _num(value), "slice": slice_}
     if isinstance(interval, list | tuple) and len(interval) == 2 and None not in interval:
         out["confidence_interval"] = {"lower_bound": _num(interval[0]), "upper_bound": _num(interval[1])}
     return out

@@ -148,6 +148,8 @@ class System:
     seasonal: ClassVar[bool] = False  # uses Batch.season / frequency: they enter the cache key
     version: str = "1"  # bump when the system's code changes its forecasts
     libraries: tuple[str, ...] = ()  # packages whose version changes its forecasts
+    # accelerator and batch_size may be properties in a subclass (decided by its settings): mypy cannot
+    # check a property overriding an attribute, so those overrides say `# type: ignore[override]`
     accelerator: str | None = None  # the device it runs on ("cuda", "cuda:1", "mps"): one worker per device
     batch_size: int | None = None  # rows per job; None: the run's forecast.batch_size
     uses_cores: ClassVar[bool] = False  # multi-threaded on the CPU: given its worker's share of the cores

@@ -140,9 +140,10 @@ def dtype_name(setting: str, device: str) -> str:
 class CheckpointSystem(System):
     """Base of systems backed by a checkpoint folder: validation, identity, lazy loading, device."""
 
-    Settings = CheckpointSettings
+    Settings: type[BaseModel] = CheckpointSettings
     settings: CheckpointSettings
     package: ClassVar[tuple[str, str]]  # (module to import, causalrate extra that installs it)
+    # a property in a subclass that decides it per instance (zoo: `# type: ignore[override]`)
     install: ClassVar[str | None] = None  # how to install it, when `pip install 'causalrate[extra]'` is not enough
     t5_family: ClassVar[bool] = False  # T5 activations overflow float16: that dtype is refused
     uses_cores = True
@@ -176,7 +177,7 @@ class CheckpointSystem(System):
         return dtype_name(self.settings.dtype, self.device)
 
     @property
-    def batch_size(self) -> int:
+    def batch_size(self) -> int:  # type: ignore[override]  # a per-instance fact (see System)
         """Rows per forward pass: the system's own, whatever the run's forecast.batch_size."""
         return self.settings.batch_size or BATCH["cpu" if self.accelerator is None else "accelerator"]
 
@@ -191,7 +192,7 @@ class CheckpointSystem(System):
         return {**identity, "settings": settings, "checkpoint": fingerprint(self.folder()), "resolved": resolved}
 
     @property
-    def accelerator(self) -> str | None:
+    def accelerator(self) -> str | None:  # type: ignore[override]  # a per-instance fact (see System)
         return None if self.device == "cpu" else self.device
 
     def loaded(self, horizon: int | None = None) -> Any:

@@ -69,12 +69,12 @@ class EnvironmentSystem(System):
     quantile_levels = property(lambda self: self._fact("quantile_levels"))
 
     @property
-    def accelerator(self) -> str | None:
+    def accelerator(self) -> str | None:  # type: ignore[override]  # a per-instance fact (see System)
         """The device the real system runs on, as its worker resolves it (never initialising CUDA here)."""
         return self.hello()["facts"]["accelerator"]
 
     @property
-    def batch_size(self) -> int | None:
+    def batch_size(self) -> int | None:  # type: ignore[override]  # a per-instance fact (see System)
         return self.hello()["facts"]["batch_size"]
 
     def identity(self) -> dict[str, Any]:
@@ -94,6 +94,7 @@ class EnvironmentSystem(System):
         """The worker's handshake (starting one if none answered yet): its facts and package versions."""
         if self._hello is None:
             self._ensure_started()
+        assert self._hello is not None  # set by the handshake
         return self._hello
 
     def check(self, dataset: Dataset) -> None:
@@ -141,10 +142,11 @@ class EnvironmentSystem(System):
 
     def request(self, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> tuple[dict, dict]:
         """Send one request and wait for its reply; any interruption (timeout, crash) retires the worker."""
-        self._ensure_started()
+        process = self._ensure_started()
+        assert process.stdin is not None and process.stdout is not None  # started with pipes
         try:
-            write_message(self._process.stdin, header, arrays)
-            reply, out = read_message(self._process.stdout)
+            write_message(process.stdin, header, arrays)
+            reply, out = read_message(process.stdout)
         except (EOFError, BrokenPipeError):
             raise WorkerError(self._died()) from None
         except BaseException:
@@ -152,14 +154,15 @@ class EnvironmentSystem(System):
             raise
         return _checked(reply, self.type_name), out
 
-    def _ensure_started(self) -> None:
+    def _ensure_started(self) -> subprocess.Popen:
+        """The running worker, started (and greeted) if none runs."""
         if self._process is not None and self._process.poll() is None:
-            return
+            return self._process
         self.close()
         python = resolve(self.environment, base_dir=self.base_dir, system=self.type_name)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker; close() closes it
         self._owner = os.getpid()
-        self._process = subprocess.Popen(
+        self._process = process = subprocess.Popen(
             [str(python), "-m", "causalrate.systems.envworker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -183,12 +186,13 @@ class EnvironmentSystem(System):
             self.close()
             raise UserError(f"system type {self.type_name}: environment {self.environment!r}: {exc}") from None
         self._hello = reply
+        return process
 
     def _died(self) -> str:
         """Why the worker stopped answering: its exit code and the end of its stderr."""
         process = self._process
         try:
-            code = process.wait(timeout=5)
+            code = "none: it was stopped" if process is None else process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = "none: it closed its output"
         self._stderr.seek(0)

@@ -25,7 +25,7 @@ import json
 import os
 import struct
 import sys
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -49,18 +49,18 @@ _FACTS = (
 _SKIPPED = {"pip", "setuptools", "wheel"}  # packaging tools never change a forecast
 
 
-def write_message(stream: BinaryIO, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> None:
+def write_message(stream: IO[bytes], header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> None:
     payload = b""
     if arrays:
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        np.savez(buffer, **cast(dict[str, Any], arrays))  # names → arrays
         payload = buffer.getvalue()
     head = json.dumps(header).encode()
     stream.write(_FRAME.pack(len(head), len(payload)) + head + payload)
     stream.flush()
 
 
-def read_message(stream: BinaryIO) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def read_message(stream: IO[bytes]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """One message; EOFError when the other side closed the stream."""
     head_size, payload_size = _FRAME.unpack(_read_exactly(stream, _FRAME.size))
     header = json.loads(_read_exactly(stream, head_size))
@@ -71,7 +71,7 @@ def read_message(stream: BinaryIO) -> tuple[dict[str, Any], dict[str, np.ndarray
     return header, arrays
 
 
-def _read_exactly(stream: BinaryIO, size: int) -> bytes:
+def _read_exactly(stream: IO[bytes], size: int) -> bytes:
     chunks, left = [], size
     while left:
         chunk = stream.read(left)

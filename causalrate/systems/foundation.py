@@ -260,11 +260,10 @@ def fit_moment_head(
     torch.manual_seed(seed)
     model = system.load(system.folder(), device=system.device, dtype=torch.float32, horizon=truth.shape[1])
     n = system.settings.seq_len
-    x, mask = _moment_inputs(inputs, n)
     parameter = next(model.parameters())
-    x = torch.tensor(x, dtype=parameter.dtype, device=parameter.device)
-    mask = torch.tensor(mask, dtype=parameter.dtype, device=parameter.device)
-    y = torch.tensor(truth, dtype=parameter.dtype, device=parameter.device)
+    x, mask, y = (
+        torch.tensor(a, dtype=parameter.dtype, device=parameter.device) for a in (*_moment_inputs(inputs, n), truth)
+    )
     optimiser = torch.optim.Adam(model.head.parameters(), lr=learning_rate, weight_decay=0.0)
     order = np.random.default_rng(seed)
     losses = []

@@ -45,7 +45,7 @@ class HFChat(CheckpointSystem, ChatSystem):
         import torch
 
         s = self.settings
-        sampling = {"do_sample": False}
+        sampling: dict[str, Any] = {"do_sample": False}
         if attempt:
             torch.manual_seed((request.seed + attempt) % 2**63)
             sampling = {"do_sample": True, "temperature": s.retry_temperature, "top_p": 1.0}
@@ -136,6 +136,7 @@ class Phi3Vision(HFChat):
             else:
                 messages = [{"role": "user", "content": placeholder + request.prompt}]
                 text = processor.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            assert request.image is not None  # a vision system is asked about the chart it is given
             image = Image.open(io.BytesIO(request.image)).convert("RGB")
             inputs = processor(text=text, images=[image], return_tensors="pt")
             eos = processor.tokenizer.eos_token_id

@@ -134,7 +134,7 @@ class Answer:
 class ChatSystem(System):
     """Base of language-model systems: build prompts, ask, parse strictly, ask again, keep the facts."""
 
-    Settings = ChatSettings
+    Settings: type[BaseModel] = ChatSettings
     settings: ChatSettings
     family = "general-purpose LLM"
     architecture = "decoder-only"

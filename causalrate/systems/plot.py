@@ -34,7 +34,7 @@ _RC = {
 
 def render_window(values: np.ndarray, dates: np.ndarray) -> bytes:
     """PNG bytes of one input window: values [n] (NaN = missing), dates [n] (datetime64[D])."""
-    with rc_context(_RC):
+    with rc_context(_RC):  # type: ignore[arg-type]  # matplotlib types the keys as a Literal of rc names
         fig = Figure(figsize=SIZE_INCHES, dpi=DPI)
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()

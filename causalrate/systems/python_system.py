@@ -82,7 +82,7 @@ class PythonFunction(System):
         digest = getattr(module, "__causalrate_sha256__", None)
         if digest is None:
             try:
-                source = inspect.getsource(module)
+                source = inspect.getsource(module)  # type: ignore[arg-type]  # None: TypeError, handled
             except (OSError, TypeError):
                 source = getattr(self.function, "__qualname__", repr(self.function))
             digest = hashlib.sha256(source.encode()).hexdigest()
@@ -177,10 +177,10 @@ def _load_file(path: Path) -> ModuleType:
     module = sys.modules.get(module_name)
     if module is None:
         spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None:
+        if spec is None or spec.loader is None:
             raise FileNotFoundError(path)
         module = importlib.util.module_from_spec(spec)
-        module.__causalrate_sha256__ = digest
+        module.__dict__["__causalrate_sha256__"] = digest
         sys.modules[module_name] = module
         if str(path.parent) not in sys.path:  # `import helpers` of a helpers.py beside it, without PYTHONPATH
             sys.path.append(str(path.parent))

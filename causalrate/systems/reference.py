@@ -150,8 +150,15 @@ class Biased(System):
             )
         return {"attribute": candidates[0], "value": settings.value or series[0].attributes.get(candidates[0], "")}
 
+    def _attribute(self) -> str:
+        """The attribute the bias targets: chosen from the data (from_data) before the system is built."""
+        if self.settings.attribute is None:
+            raise UserError("system type biased: no attribute to target (settings.attribute is unset)")
+        return self.settings.attribute
+
     def check(self, dataset: Dataset) -> None:
-        values = {s.attributes.get(self.settings.attribute) for s in dataset.series}
+        attribute = self._attribute()
+        values = {s.attributes.get(attribute) for s in dataset.series}
         if self.settings.value not in values:
             raise UserError(
                 f"system type biased: attribute {self.settings.attribute!r} never has value "
@@ -160,5 +167,6 @@ class Biased(System):
 
     def forecast(self, batch: Batch) -> np.ndarray:
         base = np.repeat(last_observed(batch.inputs)[:, None], batch.horizon, axis=1)
-        target = np.array([a.get(self.settings.attribute) == self.settings.value for a in batch.attributes])
+        attribute = self._attribute()
+        target = np.array([a.get(attribute) == self.settings.value for a in batch.attributes])
         return base * np.where(target, 1.0 + self.settings.strength, 1.0)[:, None]

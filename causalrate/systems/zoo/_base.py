@@ -50,7 +50,7 @@ class ZooSystem(CheckpointSystem):
             )
 
     @property
-    def install(self) -> str | None:
+    def install(self) -> str | None:  # type: ignore[override]  # a per-instance fact (see System)
         """How to get its package: the command that builds its environment, and why it has one."""
         own = self.own_environment
         name = self.environment_name or self.type_name
