@@ -142,7 +142,8 @@ class ForecastStore:
             failed = errors[i] is not None
             values = [None if failed or not np.isfinite(metrics[m][i]) else float(metrics[m][i]) for m in self.metrics]
             forecast = None if failed else json.dumps(forecasts[i].tolist())
-            paths = None if failed or samples[i] is None else samples_to_bytes(samples[i])
+            sample = samples[i]
+            paths = None if failed or sample is None else samples_to_bytes(sample)
             facts = None if info[i] is None else scrub(json.dumps(info[i], sort_keys=True))
             error = scrub_optional(errors[i])  # the boundary every stored error text crosses
             placed = json.dumps([int(o) for o in offsets[i]])
