@@ -15,7 +15,7 @@ import pandas as pd
 
 from causalrate.causal.resampling import Resamples, interval
 from causalrate.perturb.suite import NEWEST
-from causalrate.score.scores import SCORES, Evidence, Score
+from causalrate.score.scores import SCORES, Evidence, Score, Unavailable
 from causalrate.score.wide import positions, window_cube
 
 
@@ -122,11 +122,10 @@ class Recency(Score):
     description = "how much its error changes when the corrupted point is among the last input points"
     replicates = "windows"  # |mean| of the recent windows' paired differences, bootstrapped over windows
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         pairs = paired_effects(evidence)
         if pairs.empty:
-            self.unavailable = "no positional perturbation with a fixed placement (or a run stored before v3)"
-            return None
+            return Unavailable("no positional perturbation with a fixed placement (or a run stored before v3)")
         recent = pairs[pairs["distance"] <= evidence.recency_k]
         raw = recent.groupby(["system", "perturbation"], sort=True)["diff"].mean().abs()
         index = pd.MultiIndex.from_frame(pairs[["system", "perturbation"]].drop_duplicates())
@@ -145,10 +144,9 @@ class ApeWorst(Score):
     description = "how much its error changes when one corrupted point is placed where it hurts it most"
     replicates = "windows"  # |APE_true| of the worst placement: its paired differences, bootstrapped over windows
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         if not evidence.worst_perturbations:
-            self.unavailable = "the suite has no perturbation with placement: worst"
-            return None
+            return Unavailable("the suite has no perturbation with placement: worst")
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         first = first[first["perturbation"].isin(evidence.worst_perturbations)]
         return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
@@ -167,11 +165,10 @@ class ApeLast(Score):
     replicates = "windows"  # |mean| of the newest-point paired differences, bootstrapped over windows
     coverage_suffix = NEWEST  # its coverage: that of the newest-point forecasts
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         pairs = newest_effects(evidence)
         if pairs.empty:
-            self.unavailable = "the suite forecasts no perturbation at the newest point (newest_point: true)"
-            return None
+            return Unavailable("the suite forecasts no perturbation at the newest point (newest_point: true)")
         raw = pairs.groupby(["system", "perturbation"], sort=True)["diff"].mean().abs()
         return raw.rename("raw").reset_index().astype({"raw": np.float64})
 

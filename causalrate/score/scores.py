@@ -1,8 +1,8 @@
 """Raw scores (METHOD §6): one number per (system, perturbation), found by name in SCORES.
 
 A score reads the Evidence (forecast rows, WRS table, effect summaries) and returns a
-frame with columns system, perturbation, raw — or None when the run cannot provide
-it (e.g. the data has no `industry` attribute), with the reason in `unavailable`.
+frame with columns system, perturbation, raw (checked by check_frame) — or Unavailable(reason)
+when the run cannot provide it (e.g. the data has no `industry` attribute).
 """
 
 from __future__ import annotations
@@ -48,6 +48,13 @@ class Evidence:
         return self._derived[key]
 
 
+@dataclass(frozen=True)
+class Unavailable:
+    """What compute() returns when the run cannot provide the score, and why (listed with the outputs)."""
+
+    reason: str
+
+
 # which headline a score feeds: the three headlines, or rated in none (a score that declares no family is a
 # "diagnostic": rated and shown, never part of a headline, so a plugin score cannot change `overall` by default)
 Family = Literal["robustness", "bias", "accuracy", "confounding", "fragility", "diagnostic"]
@@ -82,9 +89,8 @@ class Score:
     metric: ClassVar[str | None] = None  # per-forecast column whose window mean is the score (bootstrapped)
     scheme: ClassVar[str | None] = None  # the assignment scheme a confounding score belongs to
     coverage_suffix: ClassVar[str] = ""  # its coverage is read from the forecasts of perturbation id + this
-    unavailable: str = ""
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         raise NotImplementedError
 
     def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
@@ -133,8 +139,8 @@ def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.Da
     for name in names or SCORES.names():
         score = SCORES.get(name)()
         values = score.compute(evidence)
-        if values is None:
-            unavailable[name] = score.unavailable
+        if isinstance(values, Unavailable):
+            unavailable[name] = values.reason
             continue
         check_frame(name, type(score), values, evidence)
         if not score.on_control:
@@ -152,7 +158,7 @@ def check_frame(name: str, cls: type[Score], values: object, evidence: Evidence)
         return violation("score", name, cls, f"compute() returned {problem}")
 
     if not isinstance(values, pd.DataFrame):
-        raise wrong(f"a {type(values).__name__}; expected a pandas DataFrame (or None when unavailable)")
+        raise wrong(f"a {type(values).__name__}; expected a pandas DataFrame (or Unavailable(reason))")
     missing = [c for c in FRAME_COLUMNS if c not in values.columns]
     extra = [c for c in values.columns if c not in (*FRAME_COLUMNS, "note")]
     if missing or extra:
@@ -188,11 +194,10 @@ class WrsScore(Score):
     replicates = "windows"
     attribute: ClassVar[str]
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         rows = evidence.wrs[evidence.wrs["attribute"] == self.attribute]
         if rows.empty:
-            self.unavailable = f"the run has no {self.attribute!r} grouping (data attribute or causal.wrs_groups)"
-            return None
+            return Unavailable(f"the run has no {self.attribute!r} grouping (data attribute or causal.wrs_groups)")
         return rows[["system", "perturbation"]].assign(raw=rows["wrs"].to_numpy())
 
 
@@ -241,11 +246,10 @@ class BiasScore(Score):
     replicates = "windows"
     attribute: ClassVar[str]
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         grouping = None if evidence.table is None else bias_groups(evidence.table, self.attribute)
         if grouping is None:
-            self.unavailable = f"the data has no {self.attribute!r} attribute"
-            return None
+            return Unavailable(f"the data has no {self.attribute!r} attribute")
         perturbations = sorted(evidence.forecasts["perturbation"].unique())
         n = len(evidence.table)
         wide = wide_tables(evidence.forecasts, "outcome", perturbations=perturbations, n_windows=n)
@@ -286,7 +290,7 @@ class Ape(Score):
     label = "APE"
     description = "how much the perturbation changes its error, measured on every window (randomized)"
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         first = first[~first["perturbation"].isin(evidence.worst_perturbations)]
         return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
@@ -300,10 +304,9 @@ class ApeAuc(Score):
         "average |APE| over a severity grid (area under |APE| vs severity scaled to 0–1): error growth as data worsens"
     )
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         if not evidence.severity:
-            self.unavailable = "the suite has no severity grid (grid: in a perturbation)"
-            return None
+            return Unavailable("the suite has no severity grid (grid: in a perturbation)")
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         first = first[first["perturbation"].isin(evidence.severity)]
         first = first.assign(
@@ -341,14 +344,13 @@ class FragilitySpread(Score):
         "finds (share of the average clean error; 0 = the same effect everywhere)"
     )
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         if evidence.heterogeneity is None:
             from causalrate.causal.heterogeneity import INSTALL
 
-            self.unavailable = (
+            return Unavailable(
                 f"no fragility map: heterogeneity.enabled is false, or causalml cannot be used here ({INSTALL})"
             )
-            return None
         return evidence.heterogeneity
 
 
@@ -363,16 +365,17 @@ class SchemeScore(Score):
     interval_column: ClassVar[str] = "ape_adj"  # the signed per-draw value whose mean's interval is shown
     rates_magnitude: ClassVar[bool] = True  # rated as |mean|: the interval of the mean, folded at 0
 
-    def rows(self, evidence: Evidence) -> pd.DataFrame | None:
+    def rows(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         rows = evidence.effects[evidence.effects["scheme"] == self.scheme]
         if rows.empty:
-            self.unavailable = f"the run has no {self.scheme!r} assignment scheme (causal.schemes)"
-            return None
+            return Unavailable(f"the run has no {self.scheme!r} assignment scheme (causal.schemes)")
         return rows
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         rows = self.rows(evidence)
-        return None if rows is None else rows[["system", "perturbation"]].assign(raw=rows["ape_adj"].abs().to_numpy())
+        if isinstance(rows, Unavailable):
+            return rows
+        return rows[["system", "perturbation"]].assign(raw=rows["ape_adj"].abs().to_numpy())
 
 
 class PieScore(SchemeScore):
@@ -383,10 +386,10 @@ class PieScore(SchemeScore):
     interval_column = "pie"
     rates_magnitude = False
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         rows = self.rows(evidence)
-        if rows is None:
-            return None
+        if isinstance(rows, Unavailable):
+            return rows
         nothing = (rows["ape_obs_lo"] <= 0) & (rows["ape_obs_hi"] >= 0)
         note = [
             f"undefined: APE_obs interval [{lo:.3g}, {hi:.3g}] covers 0, no apparent effect to explain" if n else None
@@ -452,7 +455,7 @@ class MetricScore(Score):
     replicates = "windows"
     metric: ClassVar[str]
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         ok = evidence.forecasts[~evidence.forecasts["failed"]]
         means = ok.groupby(["system", "perturbation"], sort=True)[self.metric].mean()
         return _complete(evidence, means)
@@ -518,7 +521,7 @@ class FailureRate(Score):
     label = "Failure rate"
     description = "share of forecasts that failed (crashed, timed out, wrong length, NaN)"
 
-    def compute(self, evidence: Evidence) -> pd.DataFrame | None:
+    def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         rates = evidence.forecasts.groupby(["system", "perturbation"], sort=True)["failed"].mean()
         return _complete(evidence, rates)
 
