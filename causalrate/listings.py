@@ -134,7 +134,7 @@ def scores(study: StudyPlugins) -> list[str]:
     for name, cls, mark in entries(SCORES.items(), study, _score_module):
         headline = f"headline: {cls.family}" if cls.family in HEADLINE_FAMILIES else "in no headline"
         better = "higher is better" if cls.higher_is_better else "lower is better"
-        facts = [cls.label or name, headline, better, f"interval: {INTERVAL[cls.replicates]}"]
+        facts = [cls.label or name, headline, better, f"interval: {INTERVAL[cls.resampling]}"]
         facts += [f"window mean of the per-forecast {cls.metric}"] if cls.metric else []
         facts += [f"scheme: {cls.scheme}"] if cls.scheme else []
         description = cls.description or (cls.__doc__ or "").strip().split("\n")[0]

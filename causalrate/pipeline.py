@@ -235,6 +235,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
         worst_perturbations=tuple(p.id for p in study.suite if p.placement.name == "worst"),
         table=table,
         heterogeneity=fragility.spreads if fragility else None,
+        perturbations=tuple(p.id for p in study.suite),
         newest=every[at_newest].assign(perturbation=every.loc[at_newest, "perturbation"].map(newest_of)),
     )
     raw, unavailable = score_all(evidence, cfg.rating.scores)
@@ -254,7 +255,6 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
             evidence=evidence,
             resamples=resamples,
             series_index=series_index,
-            outcomes=outcomes,
             estimates=estimates,
             wrs_plans=groupings,
             naive_error=naive_error,

@@ -96,10 +96,12 @@ def _score(**facts):
     ("facts", "words"),
     [
         ({"family": "robustnes"}, ["family = 'robustnes'", "'robustness'", "'diagnostic'"]),
-        ({"replicates": "window"}, ["replicates = 'window'", "'windows', 'draws', 'none'"]),
+        ({"resampling": "window"}, ["resampling = 'window'", "'windows', 'draws', 'none'"]),
+        ({"replicates": "windows"}, ["`replicates` is a method", "`resampling`"]),
+        ({"resampling": "windows"}, ["needs a `metric`, window_values(evidence) or replicates()"]),
         ({"coverage": "all"}, ["coverage = 'all'", "'perturbed', 'paired'"]),
         ({"radar": 1}, ["radar = 1", "a bool"]),
-        ({"replicates": "draws"}, ["needs `scheme`"]),
+        ({"resampling": "draws"}, ["needs `scheme`"]),
     ],
 )
 def test_a_wrong_score_fact_is_refused_naming_the_score(facts, words):
@@ -219,12 +221,12 @@ MISTAKES = {
         "drop_to_zero",
         ["score 'typo_family'", "TypoFamily", "family = 'robustnes'", "'robustness'"],
     ),
-    "bad replicates string": (
+    "bad resampling string": (
         SCORE_PLUGIN.format(
-            name="typo_resampling", cls="TypoRes", facts='    replicates = "window"', frame="return frame"
+            name="typo_resampling", cls="TypoRes", facts='    resampling = "window"', frame="return frame"
         ),
         "drop_to_zero",
-        ["score 'typo_resampling'", "TypoRes", "replicates = 'window'", "'windows', 'draws', 'none'"],
+        ["score 'typo_resampling'", "TypoRes", "resampling = 'window'", "'windows', 'draws', 'none'"],
     ),
     "score frame with value": (
         SCORE_PLUGIN.format(

@@ -129,9 +129,9 @@ def test_same_seed_same_draws_and_the_sample_is_the_observed_outcome():
 def test_recency_and_ape_worst_bootstrap_their_own_paired_differences():
     """Planted: 6 windows in 2 series; P1 moves the error by +1 where the change is recent (distance ≤ 2), by
     +10 elsewhere; P9 is a worst placement adding 3. Unit counts give back the raw score exactly."""
-    from causalrate.causal.resampling import block_counts, replicate_means
+    from causalrate.causal.resampling import Resamples, block_counts, replicate_means
     from causalrate.score.recency import ApeWorst, Recency
-    from causalrate.uncertainty.rigor import _window_scores
+    from causalrate.score.scores import Resampler
 
     offsets = {0: "[79]", 1: "[78]", 2: "[10]", 3: "[79]", 4: "[70]", 5: "[0]"}  # n = 80: distances 1, 2, 70, 1, 10, 80
     rows = []
@@ -149,13 +149,16 @@ def test_recency_and_ape_worst_bootstrap_their_own_paired_differences():
         table=pd.DataFrame({"series": [0, 0, 0, 1, 1, 1]}), input_length=80, recency_k=2,
         recency_perturbations=("P1",), worst_perturbations=("P9",),
     )  # fmt: skip
-    assert {name for name, _ in _window_scores()} >= {"recency", "ape_worst"}
     recent = Recency().window_values(evidence)[("s", "P1")]
     assert np.array_equal(np.isnan(recent), [False, False, True, False, True, True]) and np.nanmean(recent) == 1.0
     assert Recency().compute(evidence)["raw"].tolist() == [1.0]
     worst = ApeWorst().window_values(evidence)[("s", "P9")]
     assert np.allclose(worst, 3.0)
     assert replicate_means(np.ones((1, 6)), recent)[0] == 1.0  # unit counts: the raw score itself
-    counts = block_counts(np.array([0, 0, 0, 1, 1, 1]), block=1, replicates=50, rng=np.random.default_rng(0))
-    reps = replicate_means(counts, recent)
-    assert np.nanmin(reps) == np.nanmax(reps) == 1.0  # every recent window moved by exactly 1: no spread
+    series = np.array([0, 0, 0, 1, 1, 1])
+    counts = block_counts(series, block=1, replicates=50, rng=np.random.default_rng(0))
+    resampler = Resampler(Resamples(counts), series_index=series)
+    row = Recency().replicates(evidence, resampler)[("s", "P1")]  # Score's default: |mean| of window_values
+    assert np.nanmin(row.values) == np.nanmax(row.values) == 1.0  # every recent window moved by exactly 1: no spread
+    assert row.interval == pytest.approx((1.0, 1.0))
+    assert ApeWorst().replicates(evidence, resampler)[("s", "P9")].interval == pytest.approx((3.0, 3.0))

@@ -138,8 +138,8 @@ def test_draw_test_is_scipys_paired_t_test():
     a[3] = np.nan  # a failed draw is dropped, its pair with it
     expected = stats.ttest_rel(a, b, nan_policy="omit").pvalue
     assert t_test_p_value(a - b) == pytest.approx(expected, rel=1e-10)
-    assert PAIRED_TESTS[SCORES.get("ape_industry").replicates].p_value is t_test_p_value
-    assert PAIRED_TESTS[SCORES.get("pie_company").replicates].p_value is t_test_p_value
+    assert PAIRED_TESTS[SCORES.get("ape_industry").resampling].p_value is t_test_p_value
+    assert PAIRED_TESTS[SCORES.get("pie_company").resampling].p_value is t_test_p_value
     assert t_test_p_value(np.full(20, 0.5)) == 0.0  # no spread, a gap: certain
     assert t_test_p_value(np.zeros(20)) == 1.0  # no spread, no gap
     assert t_test_p_value(np.array([0.5, np.nan, np.nan])) == 1.0  # fewer than 2 finite draws: tied
@@ -150,8 +150,8 @@ def test_bootstrap_scores_keep_the_bootstrap_p_value():
     assert bootstrap_p_value(np.array([1.0, 2.0, 3.0, -1.0])) == pytest.approx(0.8)
     assert bootstrap_p_value(np.full(199, 0.1)) == pytest.approx(2 / 200)
     for score, cls in SCORES.items():
-        if cls.replicates == "windows":
-            assert PAIRED_TESTS[cls.replicates].p_value is bootstrap_p_value, score
+        if cls.resampling == "windows":
+            assert PAIRED_TESTS[cls.resampling].p_value is bootstrap_p_value, score
 
 
 def test_a_clearly_larger_deconfounded_ape_is_rated_worse(planted_run):

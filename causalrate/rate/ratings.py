@@ -132,7 +132,7 @@ def _rate_group(
     if settings.rule == "paper":
         relative[idx] = bin_ratings(values[idx], levels=levels, higher_is_better=higher)
     elif idx.size:
-        matrix, test = None, PAIRED_TESTS.get(cls.replicates, BOOTSTRAP)
+        matrix, test = None, PAIRED_TESTS.get(cls.resampling, BOOTSTRAP)
         if reps is not None and all(s in reps for s in systems[idx]):
             matrix = np.column_stack([reps[s] for s in systems[idx]])
         ratings, ties = tier_ratings(values[idx], matrix, levels=levels, higher_is_better=higher, test=test)

@@ -76,7 +76,7 @@ def replicate_levels(
     if rule == "paper":
         per_replicate = np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
     else:
-        test = PAIRED_TESTS.get(cls.replicates, BOOTSTRAP)
+        test = PAIRED_TESTS.get(cls.resampling, BOOTSTRAP)
         per_replicate = replicate_tier_ratings(raw, matrix, levels=levels, higher_is_better=higher, test=test)
     floored = np.array([rigor.row((p, score, s)).inconclusive for s in systems], dtype=bool)
     per_replicate = np.where(floored[None, :], inconclusive_level(per_replicate), per_replicate)

@@ -2,7 +2,7 @@
 
 Two systems are tied on a score when their paired difference is not significant after
 Benjamini–Hochberg over all pairs (5 %). The test follows where the score's replicates come from
-(its `replicates` fact, PAIRED_TESTS): window-block bootstrap replicates of the rated value get the
+(its `resampling` fact, PAIRED_TESTS): window-block bootstrap replicates of the rated value get the
 bootstrap p-value; observational draws, whose *mean* is the rated value, get a paired t-test (their
 standard error is sd/√B, not the spread of one draw). Systems, sorted best first, are cut into tie
 groups of mutually indistinguishable systems; the groups — not the systems — are positions on the L
@@ -107,7 +107,7 @@ class PairedTest:
     replicate_values: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-# a score's `replicates` fact (score.scores.Score) → the test its tiers use
+# a score's `resampling` fact (score.scores.Score) → the test its tiers use
 PAIRED_TESTS: dict[str, PairedTest] = {
     "windows": PairedTest(bootstrap_p_value, translated_bootstrap_p_values, lambda raw, reps: reps),
     "draws": PairedTest(t_test_p_value, translated_t_test_p_values, mean_replicates),

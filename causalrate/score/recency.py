@@ -120,7 +120,7 @@ class Recency(Score):
     family = "robustness"
     label = "APE, recent corruption"
     description = "how much its error changes when the corrupted point is among the last input points"
-    replicates = "windows"  # |mean| of the recent windows' paired differences, bootstrapped over windows
+    resampling = "windows"  # |mean| of the recent windows' paired differences, bootstrapped over windows
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         pairs = paired_effects(evidence)
@@ -142,7 +142,7 @@ class ApeWorst(Score):
     family = "robustness"
     label = "APE, worst placement"
     description = "how much its error changes when one corrupted point is placed where it hurts it most"
-    replicates = "windows"  # |APE_true| of the worst placement: its paired differences, bootstrapped over windows
+    resampling = "windows"  # |APE_true| of the worst placement: its paired differences, bootstrapped over windows
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         if not evidence.worst_perturbations:
@@ -162,7 +162,7 @@ class ApeLast(Score):
     family = "robustness"
     label = "APE, newest point"
     description = "how much its error changes when the newest input value (today's) is the corrupted one"
-    replicates = "windows"  # |mean| of the newest-point paired differences, bootstrapped over windows
+    resampling = "windows"  # |mean| of the newest-point paired differences, bootstrapped over windows
     coverage_suffix = NEWEST  # its coverage: that of the newest-point forecasts
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:

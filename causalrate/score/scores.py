@@ -7,18 +7,30 @@ when the run cannot provide it (e.g. the data has no `industry` attribute).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 
 import numpy as np
 import pandas as pd
 
+from causalrate.causal.estimate import Estimate
+from causalrate.causal.resampling import (
+    GroupedCounts,
+    Resamples,
+    abs_mean_interval,
+    bias_corrected_interval,
+    folded,
+    group_sums,
+    interval,
+    mean_interval,
+    replicate_wrs,
+)
 from causalrate.causal.schemes import SCHEMES, Scheme
-from causalrate.causal.wrs import Grouping, wrs_plans
+from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled, wrs_plans
 from causalrate.contracts import ContractError, describe, facts_of, violation
 from causalrate.registry import Registry
-from causalrate.score.bias import observed_bias
+from causalrate.score.bias import bias_gap, observed_bias
 from causalrate.score.wide import wide_tables
 
 
@@ -37,6 +49,7 @@ class Evidence:
     heterogeneity: pd.DataFrame | None = None  # system, perturbation, raw: fragility spreads (None: switched off)
     # the forecast rows at the newest input point (ape_last), under the id of the perturbation they place
     newest: pd.DataFrame = field(default_factory=pd.DataFrame)
+    perturbations: tuple[str, ...] = ()  # the suite's ids in its order (empty: those of the forecasts, sorted)
     # tables derived from the fields above, by key (derived()): a cache of this Evidence, not one of its facts
     _derived: dict[tuple, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -48,6 +61,15 @@ class Evidence:
         return self._derived[key]
 
 
+def wide_column(evidence: Evidence, column: str) -> dict[str, pd.DataFrame]:
+    """wide_tables() of a per-forecast column over every perturbation of the run, built once per evidence."""
+    perturbations = list(evidence.perturbations) or sorted(evidence.forecasts["perturbation"].unique())
+    n = 0 if evidence.table is None else len(evidence.table)
+    return evidence.derived(
+        ("wide", column), lambda: wide_tables(evidence.forecasts, column, perturbations=perturbations, n_windows=n)
+    )
+
+
 @dataclass(frozen=True)
 class Unavailable:
     """What compute() returns when the run cannot provide the score, and why (listed with the outputs)."""
@@ -55,12 +77,45 @@ class Unavailable:
     reason: str
 
 
+@dataclass(frozen=True)
+class Resampler:
+    """What a score's replicates are drawn from: the run's block resamples of the windows (shared by every
+    score and system, so comparisons are paired), the WRS groupings with their resampled group counts and
+    the dependence bandwidth of their tests, and the causal stage's Estimates (the observational draws)."""
+
+    resamples: Resamples
+    series_index: np.ndarray
+    groupings: Mapping[str, Grouping] = field(default_factory=dict)  # attribute → its WRS grouping
+    grouped: Mapping[str, GroupedCounts] = field(default_factory=dict)  # attribute → resampled group counts
+    bandwidth: int = 0
+    estimates: tuple[Estimate, ...] = ()
+
+
+@dataclass(frozen=True)
+class RowReplicates:
+    """One rating row's replicates: the raw score in each (paired across systems: the tiers rule and
+    stability test on them) and the 95 % interval of the raw score; either None where not defined."""
+
+    values: np.ndarray | None
+    interval: tuple[float, float] | None
+
+
+def absolute_mean(signed: np.ndarray) -> RowReplicates:
+    """A |mean| score from its signed mean's replicates: their magnitudes and the folded interval of the mean."""
+    return RowReplicates(np.abs(signed), abs_mean_interval(signed))
+
+
+def percentile(values: np.ndarray) -> RowReplicates:
+    """A score whose replicates are its own value resampled: them and their percentile interval."""
+    return RowReplicates(values, interval(values))
+
+
 # which headline a score feeds: the three headlines, or rated in none (a score that declares no family is a
 # "diagnostic": rated and shown, never part of a headline, so a plugin score cannot change `overall` by default)
 Family = Literal["robustness", "bias", "accuracy", "confounding", "fragility", "diagnostic"]
 HEADLINE_FAMILIES: tuple[Family, ...] = ("robustness", "bias", "accuracy")
 Coverage = Literal["perturbed", "paired"]
-Replicates = Literal["windows", "draws", "none"]
+Resampling = Literal["windows", "draws", "none"]
 FRAME_COLUMNS = ("system", "perturbation", "raw")  # a compute() frame's columns, plus an optional `note`
 
 
@@ -85,7 +140,7 @@ class Score:
     # where its replicates (interval, stability, ties) come from: "windows" (block bootstrap over windows
     # within series), "draws" (the B observational draws of a scheme) or "none"; it also picks the
     # tiers rule's paired test (rate.tiers.PAIRED_TESTS: bootstrap p for windows, paired t for draws)
-    replicates: ClassVar[Replicates] = "none"
+    resampling: ClassVar[Resampling] = "none"
     metric: ClassVar[str | None] = None  # per-forecast column whose window mean is the score (bootstrapped)
     scheme: ClassVar[str | None] = None  # the assignment scheme a confounding score belongs to
     coverage_suffix: ClassVar[str] = ""  # its coverage is read from the forecasts of perturbation id + this
@@ -95,22 +150,44 @@ class Score:
 
     def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
         """For a score that is |mean| of per-window values not stored per forecast (no `metric`): per
-        (system, perturbation), those values over all windows (NaN = not in the mean). The rigor layer
-        bootstraps them like APE's paired differences. Empty: the score has none."""
+        (system, perturbation), those values over all windows (NaN = not in the mean), which the default
+        replicates() bootstraps. Empty: the score has none."""
         return {}
+
+    def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
+        """Per (system, perturbation), the raw score's replicates and interval. Default: a `metric` score's
+        window mean under every resample (percentile interval), else the |mean| of window_values() (folded
+        interval of the mean). A score that is another statistic (a median, a quantile) overrides this."""
+        if self.metric:
+            wide = wide_column(evidence, self.metric)
+            out = {}
+            for system, table in wide.items():
+                means = resampler.resamples.means(table.to_numpy())
+                out.update({(system, p): percentile(means[:, j]) for j, p in enumerate(table.columns)})
+            return out
+        resamples = resampler.resamples
+        return {key: absolute_mean(resamples.means(values)) for key, values in self.window_values(evidence).items()}
 
 
 SCORES: Registry[type[Score]] = Registry("score")
 
 
 def _fits(name: str, cls: type[Score]) -> None:
-    """A score is a Score subclass with compute(); draws come from a scheme, so a draws score names one."""
+    """A score is a Score subclass with compute(); draws come from a scheme, so a draws score names one;
+    a window-resampled score says what is resampled."""
     if not (isinstance(cls, type) and issubclass(cls, Score)):
         raise ContractError(f"score {name!r} ({describe(cls)}): expected a subclass of causalrate's Score")
     if cls.compute is Score.compute:
         raise violation("score", name, cls, "it does not implement compute(evidence)")
-    if cls.replicates == "draws" and cls.scheme is None:
-        raise violation("score", name, cls, "replicates = 'draws' needs `scheme`, the scheme whose draws it reads")
+    if not callable(cls.replicates):
+        raise violation("score", name, cls, "`replicates` is a method; where they come from is the fact `resampling`")
+    if cls.resampling == "draws" and cls.scheme is None:
+        raise violation("score", name, cls, "resampling = 'draws' needs `scheme`, the scheme whose draws it reads")
+    own = cls.window_values is not Score.window_values or cls.replicates is not Score.replicates
+    if cls.resampling == "windows" and not (cls.metric or own):
+        raise violation(
+            "score", name, cls, "resampling = 'windows' needs a `metric`, window_values(evidence) or replicates()"
+        )
 
 
 SCORES.contract(
@@ -123,7 +200,7 @@ SCORES.contract(
         "label",
         "description",
         "radar",
-        "replicates",
+        "resampling",
         "metric",
         "scheme",
         "coverage_suffix",
@@ -191,7 +268,7 @@ def check_frame(name: str, cls: type[Score], values: object, evidence: Evidence)
 class WrsScore(Score):
     family = "bias"
     coverage = "perturbed"
-    replicates = "windows"
+    resampling = "windows"
     attribute: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
@@ -199,6 +276,33 @@ class WrsScore(Score):
         if rows.empty:
             return Unavailable(f"the run has no {self.attribute!r} grouping (data attribute or causal.wrs_groups)")
         return rows[["system", "perturbation"]].assign(raw=rows["wrs"].to_numpy())
+
+    def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
+        """The WRS under every resample's group counts, on the observed test's design effects; the
+        bias-corrected percentile interval."""
+        out = {}
+        for key, values, plan in perturbed_groups(evidence, resampler, self.attribute):
+            deff = plan.design_effects(values, resampler.series_index, bandwidth=resampler.bandwidth)
+            reps = replicate_wrs(group_sums(resampler.grouped[self.attribute], values), design_effects=deff)
+            observed = grouped_wrs(plan.samples(values), design_effects=deff)[0]
+            out[key] = RowReplicates(reps, bias_corrected_interval(observed, reps))
+        return out
+
+
+def perturbed_groups(
+    evidence: Evidence, resampler: Resampler, attribute: str
+) -> list[tuple[tuple[str, str], np.ndarray, Grouping]]:
+    """Per (system, perturbed input), when the run groups on `attribute`: the outcomes (unit-scaled: WRS and
+    bias do not change with the scale) and the grouping."""
+    plan = resampler.groupings.get(attribute)
+    if plan is None:
+        return []
+    return [
+        ((system, p), unit_scaled(wide[p].to_numpy()), plan)
+        for system, wide in wide_column(evidence, "outcome").items()
+        for p in wide.columns
+        if p != evidence.control
+    ]
 
 
 @SCORES.register("wrs_industry")
@@ -243,22 +347,27 @@ class BiasScore(Score):
 
     family = "bias"
     coverage = "perturbed"
-    replicates = "windows"
+    resampling = "windows"
     attribute: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         grouping = None if evidence.table is None else bias_groups(evidence.table, self.attribute)
         if grouping is None:
             return Unavailable(f"the data has no {self.attribute!r} attribute")
-        perturbations = sorted(evidence.forecasts["perturbation"].unique())
-        n = len(evidence.table)
-        wide = wide_tables(evidence.forecasts, "outcome", perturbations=perturbations, n_windows=n)
         rows = [
             {"system": s, "perturbation": p, "raw": observed_bias(table[p].to_numpy(), grouping)}
-            for s, table in wide.items()
-            for p in perturbations
+            for s, table in wide_column(evidence, "outcome").items()
+            for p in table.columns
         ]
         return pd.DataFrame(rows, columns=["system", "perturbation", "raw"]).sort_values(["system", "perturbation"])
+
+    def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
+        """The gap under every resample's group counts; the bias-corrected percentile interval."""
+        out = {}
+        for key, values, plan in perturbed_groups(evidence, resampler, self.attribute):
+            gaps = bias_gap(group_sums(resampler.grouped[self.attribute], values))
+            out[key] = RowReplicates(gaps, bias_corrected_interval(observed_bias(values, plan), gaps))
+        return out
 
 
 @SCORES.register("bias_industry")
@@ -286,7 +395,7 @@ class BiasCompany(BiasScore):
 class Ape(Score):
     family = "robustness"
     radar = True
-    replicates = "windows"
+    resampling = "windows"
     label = "APE"
     description = "how much the perturbation changes its error, measured on every window (randomized)"
 
@@ -294,6 +403,16 @@ class Ape(Score):
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         first = first[~first["perturbation"].isin(evidence.worst_perturbations)]
         return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
+
+    def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
+        """The paired differences outcome − clean outcome of every window (APE_true is their mean)."""
+        control, worst = evidence.control, set(evidence.worst_perturbations)
+        return {
+            (system, p): wide[p].to_numpy() - wide[control].to_numpy()
+            for system, wide in wide_column(evidence, "outcome").items()
+            for p in wide.columns
+            if p != control and p not in worst
+        }
 
 
 @SCORES.register("ape_auc")
@@ -359,7 +478,7 @@ class SchemeScore(Score):
 
     family = "confounding"
     radar = True
-    replicates = "draws"
+    resampling = "draws"
     column: ClassVar[str] = "abs_mean_ape_adj"  # the aggregation over draws, named on cards
     draw_column: ClassVar[str] = "abs_adj"  # its per-draw replicate in the draws table
     interval_column: ClassVar[str] = "ape_adj"  # the signed per-draw value whose mean's interval is shown
@@ -376,6 +495,32 @@ class SchemeScore(Score):
         if isinstance(rows, Unavailable):
             return rows
         return rows[["system", "perturbation"]].assign(raw=rows["ape_adj"].abs().to_numpy())
+
+    def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
+        """The score in each of its scheme's draws (none where the systems' draw counts differ: not paired),
+        and the t interval of the mean over draws of the signed per-draw value, folded when rated as |mean|."""
+        out = {}
+        draws = _per_draw(resampler.estimates, self.scheme, self.draw_column)
+        signed = _per_draw(resampler.estimates, self.scheme, self.interval_column)
+        for p in sorted(draws):
+            per_system = {s: np.array([v for _, v in sorted(draws[p][s])]) for s in sorted(draws[p])}
+            paired = len({v.size for v in per_system.values()}) == 1
+            for s, values in per_system.items():
+                lo, hi = mean_interval(np.array([v for _, v in signed[p][s]]))
+                bounds = folded(lo, hi) if self.rates_magnitude else (lo, hi)
+                out[(s, p)] = RowReplicates(values if paired else None, bounds)
+        return out
+
+
+def _per_draw(
+    estimates: tuple[Estimate, ...], scheme: str | None, column: str
+) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """perturbation → system → (draw, value of `column`) of one scheme's Estimates."""
+    per_p: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for e in estimates:
+        if e.scheme == scheme:
+            per_p.setdefault(e.perturbation, {}).setdefault(e.system, []).append((e.draw, getattr(e, column)))
+    return per_p
 
 
 class PieScore(SchemeScore):
@@ -396,6 +541,19 @@ class PieScore(SchemeScore):
             for lo, hi, n in zip(rows["ape_obs_lo"], rows["ape_obs_hi"], nothing, strict=True)
         ]
         return rows[["system", "perturbation"]].assign(raw=rows["pie"].where(~nothing).to_numpy(), note=note)
+
+    def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
+        """As SchemeScore's, with no interval where PIE% is undefined (the effects table's pie is NaN)."""
+        effects = evidence.effects
+        undefined = set(
+            effects.loc[
+                effects["pie"].isna() & (effects["scheme"] == self.scheme), ["system", "perturbation"]
+            ].itertuples(index=False, name=None)
+        )
+        return {
+            key: replace(row, interval=None) if key in undefined else row
+            for key, row in super().replicates(evidence, resampler).items()
+        }
 
 
 def register_ape(name: str) -> None:
@@ -452,7 +610,7 @@ class MetricScore(Score):
     coverage = "perturbed"
     on_control = True
     radar = True
-    replicates = "windows"
+    resampling = "windows"
     metric: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
@@ -516,7 +674,7 @@ class FailureRate(Score):
     coverage = "perturbed"  # over 20 % failed (default) is insufficient: worst level, never rewarded
     on_control = True
     radar = True
-    replicates = "windows"
+    resampling = "windows"
     metric = "failed"  # the per-forecast failure flag
     label = "Failure rate"
     description = "share of forecasts that failed (crashed, timed out, wrong length, NaN)"
