@@ -19,7 +19,7 @@ from causalrate.data.characteristics import CHARACTERISTICS
 from causalrate.forecast.metrics import METRICS
 from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
 from causalrate.rate.headlines import HEADLINES
-from causalrate.score.scores import HEADLINE_FAMILIES, SCORES, Score
+from causalrate.score.scores import HEADLINE_FAMILIES, SCORES, MetricScore, Score, estimator_text
 from causalrate.systems import SYSTEMS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,6 +112,15 @@ def test_a_wrong_score_fact_is_refused_naming_the_score(facts, words):
     for word in words:
         assert word in message
     assert "contract_test_score" not in SCORES
+
+
+def test_a_score_without_estimator_text_is_described_by_its_facts():
+    """The report names what each number is: a score's `estimator`, else the mean of its metric, else its
+    description — never its label twice ("MAE (MAE)")."""
+    assert estimator_text(type("M", (MetricScore,), {"metric": "mae", "label": "MAE"})) == "mean MAE over forecasts"
+    assert estimator_text(_score(label="Spread", description="how far apart")) == "how far apart"
+    assert estimator_text(SCORES.get("pie_industry"), 20) == "mean over 20 draws of PIE%"
+    assert estimator_text(SCORES.get("smape"), 20) == "mean SMAPE over forecasts"  # only draws scores count draws
 
 
 def test_wrong_operator_and_system_facts_are_refused():

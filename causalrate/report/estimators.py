@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from causalrate.score.scores import SCORES
+from causalrate.score.scores import SCORES, estimator_text
 
 
 @dataclass(frozen=True)
@@ -31,44 +31,12 @@ def facts(score: str) -> Facts:
     return Facts(cls.label or score, cls.description, cls.family != "accuracy", cls.higher_is_better)
 
 
-# per-draw aggregations of the matching estimate, by the effects column a scheme score reads
-_AGGREGATION = {
-    "abs_mean_ape_adj": "|mean over draws of APE_adj|",
-    "ape_adj": "mean over draws of APE_adj",
-    "pie": "mean over draws of PIE%",
-}
-_FIXED = {
-    "ape": "|APE_true| (all windows, randomized)",
-    "ape_auc": "area under |APE_true| over severity",
-    "ape_worst": "worst-placement |APE| (all windows)",
-    "recency": "|APE| with the change among the last inputs",
-    "ape_last": "|APE| with the newest input point changed",
-    "smape": "mean SMAPE over forecasts",
-    "mase": "mean MASE over forecasts",
-    "crps": "mean CRPS over forecasts",
-    "sign_accuracy": "mean sign accuracy over forecasts",
-    "failure_rate": "share of forecasts failed",
-    "fragility_spread": "spread of conditional effects",
-    "bias_industry": "largest gap between one industry's mean outcome and the rest, / mean outcome",
-    "bias_domain": "largest gap between one domain's mean outcome and the rest, / mean outcome",
-    "bias_company": "largest gap between one company's mean outcome and its industry's others, / mean outcome",
-}
-
-
 def estimator(score: str, draws: int | None = None) -> str:
-    """E.g. 'mean over 20 draws of |APE_adj|' for ape_company; the score's name when unknown."""
-    if score in _FIXED:
-        return _FIXED[score]
-    if score.startswith("wrs_"):
-        return f"WRS over {score.removeprefix('wrs_')} groups (Welch t, weighted pair count)"
+    """The score's estimator text (Score.estimator), e.g. 'mean over 20 draws of PIE%'; its name when unknown."""
     try:
-        column = getattr(SCORES.get(score), "column", None)
+        return estimator_text(SCORES.get(score), draws)
     except KeyError:
-        column = None
-    if column in _AGGREGATION:
-        text = _AGGREGATION[column]
-        return text.replace("draws", f"{draws} draws") if draws else text
-    return facts(score).label
+        return score
 
 
 def label(score: str) -> str:

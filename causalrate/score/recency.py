@@ -119,6 +119,7 @@ def window_differences(pairs: pd.DataFrame, n_windows: int) -> dict[tuple[str, s
 class Recency(Score):
     family = "robustness"
     label = "APE, recent corruption"
+    estimator = "|APE| with the change among the last inputs"
     description = "how much its error changes when the corrupted point is among the last input points"
     resampling = "windows"  # |mean| of the recent windows' paired differences, bootstrapped over windows
 
@@ -141,6 +142,7 @@ class Recency(Score):
 class ApeWorst(Score):
     family = "robustness"
     label = "APE, worst placement"
+    estimator = "worst-placement |APE| (all windows)"
     description = "how much its error changes when one corrupted point is placed where it hurts it most"
     resampling = "windows"  # |APE_true| of the worst placement: its paired differences, bootstrapped over windows
 
@@ -161,6 +163,7 @@ class ApeWorst(Score):
 class ApeLast(Score):
     family = "robustness"
     label = "APE, newest point"
+    estimator = "|APE| with the newest input point changed"
     description = "how much its error changes when the newest input value (today's) is the corrupted one"
     resampling = "windows"  # |mean| of the newest-point paired differences, bootstrapped over windows
     coverage_suffix = NEWEST  # its coverage: that of the newest-point forecasts

@@ -136,6 +136,9 @@ class Score:
     on_control: ClassVar[bool] = False  # also computed for the clean input (P0)
     label: ClassVar[str] = ""  # short human name for tables and cards
     description: ClassVar[str] = ""  # one plain-language line
+    # which estimator and aggregation the number is, for the report (e.g. "mean SMAPE over forecasts"; a draws
+    # score's "draws" gets their count); default: estimator_text()
+    estimator: ClassVar[str] = ""
     radar: ClassVar[bool] = False  # an axis of the radar / small multiples, and a row of the cards' tables
     # where its replicates (interval, stability, ties) come from: "windows" (block bootstrap over windows
     # within series), "draws" (the B observational draws of a scheme) or "none"; it also picks the
@@ -172,6 +175,14 @@ class Score:
 SCORES: Registry[type[Score]] = Registry("score")
 
 
+def estimator_text(cls: type[Score], draws: int | None = None) -> str:
+    """The score's `estimator`, else the mean of its metric over forecasts, else its description (else label);
+    "draws" says how many for a draws score."""
+    text = cls.estimator or (f"mean {cls.label or cls.metric} over forecasts" if cls.metric else "")
+    text = text or cls.description or cls.label
+    return text.replace("draws", f"{draws} draws") if draws and cls.resampling == "draws" else text
+
+
 def _fits(name: str, cls: type[Score]) -> None:
     """A score is a Score subclass with compute(); draws come from a scheme, so a draws score names one;
     a window-resampled score says what is resampled."""
@@ -199,6 +210,7 @@ SCORES.contract(
         "on_control",
         "label",
         "description",
+        "estimator",
         "radar",
         "resampling",
         "metric",
@@ -308,6 +320,7 @@ def perturbed_groups(
 @SCORES.register("wrs_industry")
 class WrsIndustry(WrsScore):
     attribute = "industry"
+    estimator = "WRS over industry groups (Welch t, weighted pair count)"
     radar = True
     label = "WRS industry"
     description = (
@@ -318,6 +331,7 @@ class WrsIndustry(WrsScore):
 @SCORES.register("wrs_domain")
 class WrsDomain(WrsScore):
     attribute = "domain"
+    estimator = "WRS over domain groups (Welch t, weighted pair count)"
     label = "WRS domain"
     description = "how much its errors differ between data domains (0 = not at all; each pair adds up to 2.3)"
 
@@ -325,6 +339,7 @@ class WrsDomain(WrsScore):
 @SCORES.register("wrs_company")
 class WrsCompany(WrsScore):
     attribute = "company"
+    estimator = "WRS over company groups (Welch t, weighted pair count)"
     radar = True
     label = "WRS company"
     description = "how much its errors differ between companies of the same industry (0 = not at all)"
@@ -333,6 +348,7 @@ class WrsCompany(WrsScore):
 @SCORES.register("wrs_volatility")
 class WrsVolatility(WrsScore):
     attribute = "volatility"
+    estimator = "WRS over volatility groups (Welch t, weighted pair count)"
     label = "WRS volatility"
     description = "how much its errors differ between calm, middling and volatile windows (terciles; 0 = not at all)"
 
@@ -373,6 +389,7 @@ class BiasScore(Score):
 @SCORES.register("bias_industry")
 class BiasIndustry(BiasScore):
     attribute = "industry"
+    estimator = "largest gap between one industry's mean outcome and the rest, / mean outcome"
     label = "Bias industry"
     description = "largest gap between one industry's mean error and the other industries', relative to the mean"
 
@@ -380,6 +397,7 @@ class BiasIndustry(BiasScore):
 @SCORES.register("bias_domain")
 class BiasDomain(BiasScore):
     attribute = "domain"
+    estimator = "largest gap between one domain's mean outcome and the rest, / mean outcome"
     label = "Bias domain"
     description = "largest gap between one domain's mean error and the other domains', relative to the mean"
 
@@ -387,6 +405,7 @@ class BiasDomain(BiasScore):
 @SCORES.register("bias_company")
 class BiasCompany(BiasScore):
     attribute = "company"
+    estimator = "largest gap between one company's mean outcome and its industry's others, / mean outcome"
     label = "Bias company"
     description = "largest gap between one company's mean error and its industry peers', relative to the mean"
 
@@ -397,6 +416,7 @@ class Ape(Score):
     radar = True
     resampling = "windows"
     label = "APE"
+    estimator = "|APE_true| (all windows, randomized)"
     description = "how much the perturbation changes its error, measured on every window (randomized)"
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
@@ -419,6 +439,7 @@ class Ape(Score):
 class ApeAuc(Score):
     family = "robustness"
     label = "Dose-response AUC"
+    estimator = "area under |APE_true| over severity"
     description = (
         "average |APE| over a severity grid (area under |APE| vs severity scaled to 0–1): error growth as data worsens"
     )
@@ -458,6 +479,7 @@ class FragilitySpread(Score):
 
     family = "fragility"
     label = "Fragility spread"
+    estimator = "spread of conditional effects"
     description = (
         "how unevenly the perturbation hurts: spread of its effect across the sub-populations a causal tree "
         "finds (share of the average clean error; 0 = the same effect everywhere)"
@@ -479,7 +501,7 @@ class SchemeScore(Score):
     family = "confounding"
     radar = True
     resampling = "draws"
-    column: ClassVar[str] = "abs_mean_ape_adj"  # the aggregation over draws, named on cards
+    estimator = "|mean over draws of APE_adj|"
     draw_column: ClassVar[str] = "abs_adj"  # its per-draw replicate in the draws table
     interval_column: ClassVar[str] = "ape_adj"  # the signed per-draw value whose mean's interval is shown
     rates_magnitude: ClassVar[bool] = True  # rated as |mean|: the interval of the mean, folded at 0
@@ -526,7 +548,7 @@ def _per_draw(
 class PieScore(SchemeScore):
     """Mean PIE% over the draws; undefined (NaN with a note) when APE_obs's interval covers 0."""
 
-    column = "pie"
+    estimator = "mean over draws of PIE%"
     draw_column = "pie"
     interval_column = "pie"
     rates_magnitude = False
@@ -647,6 +669,7 @@ class Wql(MetricScore):
     metric = "wql"
     radar = False
     label = "WQL"
+    estimator = "WQL"
     description = (
         "weighted quantile loss of the forecast quantiles, relative to the truth's size (point forecasts: WAPE)"
     )
@@ -657,6 +680,7 @@ class CoverageError(MetricScore):
     metric = "coverage_error"
     radar = False
     label = "Coverage error"
+    estimator = "Coverage error"
     description = "how far the share of truths inside its widest interval is from that interval's level (0 = exact)"
 
 
@@ -665,6 +689,7 @@ class SignAccuracy(MetricScore):
     metric = "sign_accuracy"
     higher_is_better = True
     label = "Sign accuracy"
+    estimator = "mean sign accuracy over forecasts"
     description = "share of forecast steps that move in the right direction (higher is better)"
 
 
@@ -677,6 +702,7 @@ class FailureRate(Score):
     resampling = "windows"
     metric = "failed"  # the per-forecast failure flag
     label = "Failure rate"
+    estimator = "share of forecasts failed"
     description = "share of forecasts that failed (crashed, timed out, wrong length, NaN)"
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
