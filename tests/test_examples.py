@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -31,3 +33,7 @@ def test_plugin_example_rates_all_four_kinds(tmp_path):
         ape = rows[(system, "ape_calm_first", "P1")]  # the plugin scheme's generated scores
         assert ape["interval"] is not None and ape["raw"] is not None
         assert (system, "pie_calm_first", "P1") in rows
+        medae = rows[(system, "medae", "P0")]  # the median-type score: its own replicates give it an interval
+        assert np.isfinite(medae["interval"]).all() and medae["interval"][0] <= medae["raw"] <= medae["interval"][1]
+        assert medae["interval"][0] < medae["interval"][1] and "stability" in medae
+        assert "medae" in doc["headlines"][system]["accuracy"]["scores"]  # it declared its headline

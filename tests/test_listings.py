@@ -25,7 +25,7 @@ PLUGIN_STUDY = ROOT / "examples" / "plugin" / "study.yaml"
 PLUGIN = {
     "perturbations": ["swap"],
     "systems": ["drift"],
-    "scores": ["mae", "ape_calm_first", "pie_calm_first"],
+    "scores": ["mae", "medae", "ape_calm_first", "pie_calm_first"],
     "metrics": [],
 }
 REGISTRIES = {"perturbations": OPERATORS, "systems": SYSTEMS, "scores": SCORES, "metrics": METRICS}
