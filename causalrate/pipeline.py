@@ -273,7 +273,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
         coverage=attach_coverage(raw, coverage, severity),
         quantity=absolute_quantities(raw, wrs_table, naive_error, naive_scores),
     )
-    rated = rate_scores(raw, settings=rating, replicates=rigor.replicates if rigor else None)
+    rated = rate_scores(raw, settings=rating, replicates=rigor.replicate_values if rigor else None)
     if rigor:
         rigor = with_stability(rigor, rated, settings=rating, control=control)
         rated, rigor = withhold_inconclusive(rated, rigor)

@@ -46,10 +46,10 @@ def assess(errors: dict[str, np.ndarray], rule: str, inconclusive: frozenset = f
     settings = RatingSettings(levels=3, rule=rule, scale="relative")
     rigor = Rigor(
         rows={("P1", "ape", s): inconclusive_row(s in inconclusive) for s in systems},
-        replicates={("ape", "P1"): {s: replicate_means(COUNTS, errors[s]) for s in systems}},
+        replicate_values={("ape", "P1"): {s: replicate_means(COUNTS, errors[s]) for s in systems}},
         bootstrap=frozenset({("ape", "P1")}),
     )
-    rated = rate_scores(raw, settings=settings, replicates=rigor.replicates)
+    rated = rate_scores(raw, settings=settings, replicates=rigor.replicate_values)
     before = rigor
     rigor = with_stability(rigor, rated, settings=settings, control="P0")
     assert before.rows == {("P1", "ape", s): inconclusive_row(s in inconclusive) for s in systems}  # a new value
@@ -151,8 +151,8 @@ def draw_stability(per_draw: dict[str, np.ndarray]) -> tuple[dict, dict]:
         }
     )
     settings = RatingSettings(levels=3, scale="relative")
-    rigor = Rigor(replicates={("ape_industry", "P1"): per_draw})  # draws: no bootstrap, no headline stability
-    rated = rate_scores(raw, settings=settings, replicates=rigor.replicates)
+    rigor = Rigor(replicate_values={("ape_industry", "P1"): per_draw})  # draws: no bootstrap, no headline stability
+    rated = rate_scores(raw, settings=settings, replicates=rigor.replicate_values)
     rigor = with_stability(rigor, rated, settings=settings, control="P0")
     shares = {s: rigor.rows[("P1", "ape_industry", s)].stability for s in systems}
     return rated.set_index("system")["rating"].to_dict(), shares

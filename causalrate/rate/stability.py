@@ -35,7 +35,7 @@ def with_stability(rigor: Rigor, rated: pd.DataFrame, *, settings: RatingSetting
     replicated, updated = {}, dict(rigor.rows)
     columns = {name: rated[name].to_numpy() for name in ROW_COLUMNS}
     groups = rated.groupby(["score", "perturbation"], sort=False).indices
-    for (score, p), per_system in rigor.replicates.items():
+    for (score, p), per_system in rigor.replicate_values.items():
         if (score, p) not in groups:
             continue
         rows = {name: values[groups[(score, p)]] for name, values in columns.items()}

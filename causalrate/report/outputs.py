@@ -165,7 +165,7 @@ def system_records(study: Study, result: Result) -> list[SystemRecord]:
     """Each system's record, with its own missing-value handling compared against imputation."""
     cfg = study.config
     accepts = {name: bool(system.accepts_nan) for name, system in study.systems.items()}
-    replicates = result.rigor.replicates if result.rigor else {}
+    replicates = result.rigor.replicate_values if result.rigor else {}
     compared = missing_values(study.suite, accepts, result.ratings, replicates)
     records = []
     for spec in cfg.systems:

@@ -70,7 +70,7 @@ class Rigor:
     rows: Mapping[Key, RowUncertainty] = field(default_factory=dict)
     # (score, perturbation) → system → paired replicates of the raw score: bootstrap over windows, or
     # the B observational draws for deconfounded APE and PIE% (what the tiers rule tests ties on)
-    replicates: Mapping[tuple[str, str], Mapping[str, np.ndarray]] = field(default_factory=dict)
+    replicate_values: Mapping[tuple[str, str], Mapping[str, np.ndarray]] = field(default_factory=dict)
     bootstrap: frozenset[tuple[str, str]] = frozenset()  # the replicates that are window resamples
     overall_stability: Mapping[str, float] = field(default_factory=dict)
     wrs_tests: tuple[dict, ...] = ()
@@ -135,7 +135,7 @@ def assess_rigor(
         bandwidth=wrs_bandwidth(config),
         estimates=tuple(estimates),
     )
-    replicates: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    values: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     intervals: dict[Key, tuple[float, float]] = {}
     bootstrap = set()
     with warnings.catch_warnings():  # a system whose forecasts all failed yields NaN intervals, by design
@@ -145,7 +145,7 @@ def assess_rigor(
                 continue
             for (system, p), row in cls().replicates(evidence, resampler).items():
                 if row.values is not None:
-                    replicates.setdefault((name, p), {})[system] = row.values
+                    values.setdefault((name, p), {})[system] = row.values
                     if cls.resampling == "windows":
                         bootstrap.add((name, p))
                 if row.interval is not None:
@@ -153,7 +153,7 @@ def assess_rigor(
         ape = ape_power(evidence, resamples, min_effect=cfg.min_effect * naive_error, alpha=cfg.alpha)
     return Rigor(
         rows={key: replace(ape.get(key, NOT_ASSESSED), interval=bounds) for key, bounds in intervals.items()},
-        replicates=replicates,
+        replicate_values=values,
         bootstrap=frozenset(bootstrap),
         wrs_tests=tuple(wrs_tests(evidence, resampler)),
         refutations=tuple(_refutations(config, evidence.table, estimates, evidence.effects, memo))
