@@ -11,11 +11,11 @@ from causalrate.causal.effects import DrawSettings, draws_table, identify_scheme
 from causalrate.causal.estimate import Estimate, estimate_all
 from causalrate.causal.selfcheck import judge
 from causalrate.causal.wrs import Grouping, wrs
-from causalrate.rate.absolute import absolute_level, load_scales
+from causalrate.rate.absolute import absolute_level, absolute_quantities, load_scales, scale_of
 from causalrate.rate.ratings import RatingSettings, rate_scores
 from causalrate.rate.tiers import PAIRED_TESTS, bootstrap_p_value, t_test_p_value, tier_ratings
 from causalrate.score.bias import observed_bias
-from causalrate.score.scores import SCORES, Evidence
+from causalrate.score.scores import SCORES, Evidence, Scale
 from tests.conftest import assert_raw_in_intervals
 
 PLANTED = """\
@@ -232,6 +232,17 @@ def test_published_scale_reads_and_cuts():
     assert [absolute_level(x, sign) for x in (1.2, 1.0, 0.6)] == [1, 2, 3]
     mase = scales["mase"]  # MASE ÷ naive's MASE on the same windows: naive itself is 1.0, level 1
     assert mase.basis == "naive_ratio" and [absolute_level(x, mase) for x in (1.0, 1.2, 2.0)] == [1, 2, 3]
+
+
+def test_a_score_declares_its_own_absolute_scale(monkeypatch):
+    """A score's `absolute_scale` (a plugin's) is its published scale; the built-ins' come from scales.yaml."""
+    own = Scale("percent", (5.0, 10.0))
+    monkeypatch.setattr(SCORES.get("wql"), "absolute_scale", own)
+    assert scale_of("wql") is own and scale_of("ape") == load_scales()["ape"] and scale_of("unknown") is None
+    raw = pd.DataFrame({"perturbation": ["P0"], "score": ["wql"], "system": ["a"], "raw": [0.07]})
+    wrs = pd.DataFrame(columns=["system", "perturbation", "attribute", "pairs"])
+    quantity = absolute_quantities(raw, wrs, naive_error=1.0, naive_scores={})
+    assert quantity.tolist() == [pytest.approx(7.0)] and absolute_level(quantity[0], own) == 2
 
 
 def _confounded_problem():

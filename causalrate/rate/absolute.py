@@ -6,28 +6,21 @@ Each raw score is first expressed against a basis that does not depend on the co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import pandas as pd
 import yaml
 
 from causalrate.causal.wrs import DEFAULT_LEVELS
+from causalrate.score.scores import SCORES, Basis, Scale
 from causalrate.systems.reference import last_observed
 
 ABSOLUTE_LEVELS = 3
-BASES = ("naive_clean_error", "naive_ratio", "wrs_max", "percent", "none")
-
-
-@dataclass(frozen=True)
-class Scale:
-    basis: str
-    thresholds: tuple[float, float]
-    higher_is_better: bool
-    rationale: str
+BASES = get_args(Basis)
 
 
 def scales_path() -> Path:
@@ -52,6 +45,12 @@ def load_scales() -> dict[str, Scale]:
             rationale=entry["rationale"],
         )
     return out
+
+
+def scale_of(score: str) -> Scale | None:
+    """The score's published scale: its own `absolute_scale`, else its entry in ratings/scales.yaml."""
+    own = SCORES.get(score).absolute_scale if score in SCORES else None
+    return own or load_scales().get(score)
 
 
 def naive_clean_error(inputs: np.ndarray, truth: np.ndarray, outcome) -> float:
@@ -86,13 +85,10 @@ def absolute_quantities(
     naive_error: the naive reference's mean clean outcome; naive_scores: score → the naive reference's value
     of that score on the same clean windows (the `naive_ratio` basis: a skill ratio, as fev and GIFT-Eval report).
     """
-    from causalrate.score.scores import SCORES
-
-    scales = load_scales()
     pairs = wrs.set_index(["system", "perturbation", "attribute"])["pairs"]
     values = []
     for r in raw.itertuples():
-        scale = scales.get(r.score)
+        scale = scale_of(r.score)
         basis = scale.basis if scale else None
         if basis == "naive_clean_error":
             values.append(r.raw / naive_error if naive_error > 0 else np.nan)

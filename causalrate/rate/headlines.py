@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from causalrate.rate.absolute import ABSOLUTE_LEVELS, load_scales
+from causalrate.rate.absolute import ABSOLUTE_LEVELS, scale_of
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.ratings import RatingSettings
 from causalrate.rate.tiers import tier_ratings
@@ -173,7 +173,7 @@ def cause_text(score: str, perturbation: str, raw: float, quantity: float, insuf
     where = f"{perturbation} ({described})" if described != perturbation else perturbation
     if insufficient:
         return f"too many of its forecasts failed to measure {label} on {where}; rated worst"
-    basis = load_scales().get(score)
+    basis = scale_of(score)
     if score == "failure_rate":
         return f"{100 * raw:.0f} % of its forecasts fail on {where}"
     if basis is not None and basis.basis == "naive_clean_error" and np.isfinite(quantity):

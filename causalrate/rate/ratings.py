@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from causalrate.rate.absolute import ABSOLUTE_LEVELS, absolute_level, load_scales
+from causalrate.rate.absolute import ABSOLUTE_LEVELS, absolute_level, scale_of
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, tier_ratings
 from causalrate.score.scores import SCORES
@@ -139,7 +139,7 @@ def _rate_group(
         relative[idx] = ratings
         for k, i in enumerate(idx):
             tied[i] = sorted(systems[idx][j] for j in ties[k])
-    scale = load_scales().get(score)
+    scale = scale_of(score)
     absolute: list[int | None] = [None] * len(group)
     if scale is not None and settings.scale != "relative":
         quantity = group["quantity"].to_numpy(dtype=float)

@@ -110,6 +110,20 @@ def percentile(values: np.ndarray) -> RowReplicates:
     return RowReplicates(values, interval(values))
 
 
+Basis = Literal["naive_clean_error", "naive_ratio", "wrs_max", "percent", "none"]
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A published absolute scale (METHOD §6): the raw score on `basis` (rate.absolute), cut by two thresholds
+    into levels 1–3 that do not depend on the systems compared."""
+
+    basis: Basis
+    thresholds: tuple[float, float]
+    higher_is_better: bool = False
+    rationale: str = ""
+
+
 # which headline a score feeds: the three headlines, or rated in none (a score that declares no family is a
 # "diagnostic": rated and shown, never part of a headline, so a plugin score cannot change `overall` by default)
 Family = Literal["robustness", "bias", "accuracy", "confounding", "fragility", "diagnostic"]
@@ -145,6 +159,8 @@ class Score:
     # tiers rule's paired test (rate.tiers.PAIRED_TESTS: bootstrap p for windows, paired t for draws)
     resampling: ClassVar[Resampling] = "none"
     metric: ClassVar[str | None] = None  # per-forecast column whose window mean is the score (bootstrapped)
+    # its published absolute scale; None: the built-ins' in ratings/scales.yaml, else absolute_rating null
+    absolute_scale: ClassVar[Scale | None] = None
     scheme: ClassVar[str | None] = None  # the assignment scheme a confounding score belongs to
     coverage_suffix: ClassVar[str] = ""  # its coverage is read from the forecasts of perturbation id + this
 
