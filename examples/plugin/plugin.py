@@ -1,4 +1,4 @@
-"""A worked plugin: one registered class of each kind, rated like the built-ins.
+"""A worked plugin: one registered class of each kind (two scores: a mean and a median), rated like the built-ins.
 
 Listed under `plugins:` in study.yaml (a path relative to the YAML), this file is imported before
 the study is read, in every forecasting worker and by `causalrate card/rate/export` on the run.
