@@ -158,7 +158,7 @@ def calibrate(phi: float, g: Geometry, count: int, replicates: int, seed: int) -
     for values in studies(phi, g, count, rng):
         observed.append(values.mean(axis=0))
         for b, length in blocks.items():
-            counts = block_counts(series, block=length, replicates=replicates, rng=rng)
+            counts = block_counts(series, block=length, bootstrap_size=replicates, rng=rng)
             means = replicate_means(counts, values, widen=small_sample_factor(series, block=length))
             for j, q in enumerate(QUANTITIES):
                 lo, hi = (abs_mean_interval if q in FOLDED else interval)(means[:, j])

@@ -100,7 +100,7 @@ def coverage(values: np.ndarray, truth: np.ndarray, series: np.ndarray, block: i
     hits = np.zeros(2)
     widen = small_sample_factor(series, block=block)
     for v in values:
-        means = replicate_means(block_counts(series, block=block, replicates=REPLICATES, rng=rng), v, widen=widen)
+        means = replicate_means(block_counts(series, block=block, bootstrap_size=REPLICATES, rng=rng), v, widen=widen)
         for j in (NAIVE, MEAN):
             lo, hi = interval(means[:, j])
             hits[j] += lo <= truth[j] <= hi
@@ -172,7 +172,7 @@ def test_block_counts_keep_every_series_size_and_draw_whole_blocks():
     """Every replicate draws each series' own window count, and its counts are a sum of circular runs of
     ℓ consecutive windows (the last one cut so the total is m), ℓ = block capped at ⌊m / 2⌋."""
     series = np.repeat([0, 1, 2], [10, 12, 7])
-    counts = block_counts(series, block=4, replicates=40, rng=np.random.default_rng(3))
+    counts = block_counts(series, block=4, bootstrap_size=40, rng=np.random.default_rng(3))
     assert counts.shape == (40, series.size)
     for s, m in ((0, 10), (1, 12), (2, 7)):
         assert (counts[:, series == s].sum(axis=1) == m).all()
@@ -187,7 +187,7 @@ def test_block_counts_keep_every_series_size_and_draw_whole_blocks():
         for row in counts[:, series == s].astype(int):
             assert tuple(row) in patterns, (s, row)
     # block 1: the independent bootstrap, still one window count per series
-    single = block_counts(series, block=1, replicates=40, rng=np.random.default_rng(3))
+    single = block_counts(series, block=1, bootstrap_size=40, rng=np.random.default_rng(3))
     assert (single[:, series == 1].sum(axis=1) == 12).all()
 
 
@@ -195,8 +195,8 @@ def test_block_counts_blocks_are_consecutive_not_scattered():
     """With ℓ = 10 of 200 windows, a drawn window's neighbour is drawn far more often than under block 1."""
     series = np.zeros(200, dtype=int)
     rng = np.random.default_rng(4)
-    blocked = block_counts(series, block=10, replicates=300, rng=rng) > 0
-    single = block_counts(series, block=1, replicates=300, rng=rng) > 0
+    blocked = block_counts(series, block=10, bootstrap_size=300, rng=rng) > 0
+    single = block_counts(series, block=1, bootstrap_size=300, rng=rng) > 0
 
     def together(drawn: np.ndarray) -> float:  # P(window i + 1 drawn | window i drawn)
         return float((drawn[:, :-1] & drawn[:, 1:]).sum() / drawn[:, :-1].sum())

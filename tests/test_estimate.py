@@ -156,7 +156,7 @@ def test_recency_and_ape_worst_bootstrap_their_own_paired_differences():
     assert np.allclose(worst, 3.0)
     assert replicate_means(np.ones((1, 6)), recent)[0] == 1.0  # unit counts: the raw score itself
     series = np.array([0, 0, 0, 1, 1, 1])
-    counts = block_counts(series, block=1, replicates=50, rng=np.random.default_rng(0))
+    counts = block_counts(series, block=1, bootstrap_size=50, rng=np.random.default_rng(0))
     resampler = Resampler(Resamples(counts), series_index=series)
     row = Recency().replicates(evidence, resampler)[("s", "P1")]  # Score's default: |mean| of window_values
     assert np.nanmin(row.values) == np.nanmax(row.values) == 1.0  # every recent window moved by exactly 1: no spread

@@ -27,7 +27,7 @@ from causalrate.uncertainty.rigor import Rigor, RowUncertainty, wrs_pairs
 
 def test_block_bootstrap_keeps_each_series_size():
     series = np.repeat([0, 1, 2], [5, 7, 3])
-    counts = block_counts(series, block=2, replicates=50, rng=np.random.default_rng(0))
+    counts = block_counts(series, block=2, bootstrap_size=50, rng=np.random.default_rng(0))
     for s, size in ((0, 5), (1, 7), (2, 3)):
         assert (counts[:, series == s].sum(axis=1) == size).all()
     values = np.arange(15.0)
@@ -45,7 +45,7 @@ def test_ape_interval_coverage_is_near_nominal():
     simulations = 300
     for _ in range(simulations):
         diffs = 0.3 + rng.normal(0, 1, series.size)
-        counts = block_counts(series, block=1, replicates=200, rng=rng)
+        counts = block_counts(series, block=1, bootstrap_size=200, rng=rng)
         lo, hi = interval(replicate_means(counts, diffs))
         hits += lo <= 0.3 <= hi
     assert 0.90 <= hits / simulations <= 0.99
@@ -95,7 +95,7 @@ def test_no_effect_is_robust_with_enough_windows_and_inconclusive_with_too_few()
 def test_stability_separated_versus_identical_systems():
     rng = np.random.default_rng(5)
     series = np.repeat(np.arange(5), 40)
-    counts = block_counts(series, block=1, replicates=400, rng=rng)
+    counts = block_counts(series, block=1, bootstrap_size=400, rng=rng)
 
     def shares(a, b):
         reps = np.column_stack([replicate_means(counts, a), replicate_means(counts, b)])
@@ -173,7 +173,7 @@ def test_replicate_means_of_many_columns_equal_each_column_alone():
     rng = np.random.default_rng(7)
     columns = rng.normal(0, 1, (300, 5))
     columns[rng.random((300, 5)) < 0.1] = np.nan  # missing values are left out per column
-    counts = block_counts(np.repeat(np.arange(6), 50), block=1, replicates=30, rng=rng)
+    counts = block_counts(np.repeat(np.arange(6), 50), block=1, bootstrap_size=30, rng=rng)
     together = replicate_means(counts, columns)
     assert together.shape == (30, 5)
     for k in range(5):

@@ -22,7 +22,7 @@ from causalrate.rate.tiers import (
 from causalrate.uncertainty.rigor import Rigor, RowUncertainty
 
 SERIES = np.repeat(np.arange(5), 40)  # 200 windows in 5 series
-COUNTS = block_counts(SERIES, block=1, replicates=400, rng=np.random.default_rng(11))
+COUNTS = block_counts(SERIES, block=1, bootstrap_size=400, rng=np.random.default_rng(11))
 
 
 def inconclusive_row(flag: bool) -> RowUncertainty:

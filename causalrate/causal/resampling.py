@@ -28,8 +28,9 @@ def dependence_block(*, input_length: int, horizon: int, stride: int) -> int:
     return max(1, math.ceil((input_length + horizon) / stride))
 
 
-def block_counts(series_index: np.ndarray, *, block: int, replicates: int, rng: np.random.Generator) -> np.ndarray:
-    """[B, W] counts: how often each window is drawn in each replicate of a circular block bootstrap.
+def block_counts(series_index: np.ndarray, *, block: int, bootstrap_size: int, rng: np.random.Generator) -> np.ndarray:
+    """[B, W] counts, B = bootstrap_size: how often each window is drawn in each replicate of a circular block
+    bootstrap.
 
     Per series of m windows (window ids ascending in time), ⌈m / ℓ⌉ blocks of ℓ consecutive windows start
     at uniform positions, wrapping round the series' end, and are cut to m windows. ℓ = block, capped at
@@ -37,16 +38,16 @@ def block_counts(series_index: np.ndarray, *, block: int, replicates: int, rng: 
     every replicate the same sample). Circular blocks weigh every window equally, so the replicates are
     centred on the observed mean. block = 1 is the per-window (independent) bootstrap.
     """
-    counts = np.zeros((replicates, series_index.size))
+    counts = np.zeros((bootstrap_size, series_index.size))
     for s in np.unique(series_index):
         members = np.flatnonzero(series_index == s)
         m = members.size
         length = max(1, min(block, m // 2))
         k = -(-m // length)
-        starts = rng.integers(0, m, size=(replicates, k))
-        drawn = ((starts[:, :, None] + np.arange(length)) % m).reshape(replicates, k * length)[:, :m]
-        flat = (drawn + (np.arange(replicates) * m)[:, None]).ravel()
-        counts[:, members] = np.bincount(flat, minlength=replicates * m).reshape(replicates, m)
+        starts = rng.integers(0, m, size=(bootstrap_size, k))
+        drawn = ((starts[:, :, None] + np.arange(length)) % m).reshape(bootstrap_size, k * length)[:, :m]
+        flat = (drawn + (np.arange(bootstrap_size) * m)[:, None]).ravel()
+        counts[:, members] = np.bincount(flat, minlength=bootstrap_size * m).reshape(bootstrap_size, m)
     return counts
 
 
