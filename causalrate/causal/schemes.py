@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.contracts import ContractError, describe, facts_of, violation
+from causalrate.data.characteristics import attribute_columns
 from causalrate.errors import UserError
 from causalrate.registry import Registry
 
@@ -28,10 +29,7 @@ class Scheme:
     def check(self, table: pd.DataFrame) -> None:
         missing = [c for c in self.confounders if c not in table.columns]
         if missing:
-            from causalrate.data.characteristics import CHARACTERISTICS
-
-            internal = {"series", "start", *CHARACTERISTICS.names()}  # the window table's own columns
-            attributes = sorted(c for c in table.columns if c not in internal and not c.endswith("_tercile"))
+            attributes = sorted(attribute_columns(table))
             raise UserError(
                 f"causal.schemes: scheme {SCHEMES.name_of(type(self))!r} needs attribute(s) {missing}; the series "
                 f"have {attributes or 'no attributes'} (give them with data.attributes or data.attribute_columns)"

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 
 from causalrate.contracts import ContractError, describe
 from causalrate.errors import UserError
@@ -160,3 +161,10 @@ def terciles(values: np.ndarray) -> np.ndarray:
     """'low' / 'mid' / 'high' by the 1/3 and 2/3 quantiles: a characteristic as a grouping attribute."""
     lo, hi = np.quantile(values, [1 / 3, 2 / 3])
     return np.where(values <= lo, "low", np.where(values <= hi, "mid", "high"))
+
+
+def attribute_columns(table: pd.DataFrame) -> list[str]:
+    """The window table's data attributes (the confounders Z, in the data's order): every column that is not
+    the window's own bookkeeping (series, start), a registered characteristic or a characteristic's tercile."""
+    internal = {"series", "start", *CHARACTERISTICS.names()}
+    return [c for c in table.columns if c not in internal and not str(c).endswith("_tercile")]

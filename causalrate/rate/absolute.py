@@ -16,7 +16,7 @@ import pandas as pd
 import yaml
 
 from causalrate.causal.wrs import DEFAULT_LEVELS
-from causalrate.score.scores import SCORES, Basis, Scale
+from causalrate.score.scores import SCORES, Basis, Scale, WrsScore
 from causalrate.systems.reference import last_observed
 
 ABSOLUTE_LEVELS = 3
@@ -96,7 +96,9 @@ def absolute_quantities(
             reference = naive_scores.get(r.score, np.nan)
             values.append(r.raw / reference if reference > 0 else np.nan)
         elif basis == "wrs_max":
-            key = (r.system, r.perturbation, SCORES.get(r.score).attribute)
+            score = SCORES.get(r.score)
+            assert issubclass(score, WrsScore), f"{r.score}: the wrs_max basis is a WRS score's"
+            key = (r.system, r.perturbation, score.attribute)
             maximum = wrs_maximum(int(pairs.get(key, 0)))
             values.append(r.raw / maximum if maximum > 0 else np.nan)
         elif basis == "percent":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,7 @@ from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.welch import two_sided_p
 from causalrate.causal.wrs import Grouping, pair_tests
 from causalrate.config import StudyConfig
+from causalrate.data.characteristics import attribute_columns
 from causalrate.memo import OFF, Memo, RunCache
 from causalrate.score.scores import SCORES, Ape, Evidence, Resampler, perturbed_groups
 from causalrate.seeding import rng
@@ -220,7 +222,7 @@ def _refutations(
         estimate = first.get((row.system, row.perturbation, row.scheme))
         if estimate is None:
             continue
-        confounders = ("company", "industry", "sector", *SCHEMES.get(row.scheme).confounders)
+        confounders = (*attribute_columns(table), *SCHEMES.get(row.scheme).confounders)
         attributes = [c for c in dict.fromkeys(confounders) if c in table]
         data = estimate.sample(table, attributes)
         inputs = (data, attributes, estimate, (row.ape_adj_lo, row.ape_adj_hi), config.seed,
@@ -228,7 +230,7 @@ def _refutations(
         found, refutations = memo(
             "refute",
             inputs,
-            lambda inputs=inputs: _refute(*inputs, cache=memo.run),
+            partial(_refute, *inputs, cache=memo.run),
             encode=lambda v: [v[0], [r.__dict__ for r in v[1]]],
             decode=lambda v: (v[0], [Refutation(**r) for r in v[1]]),
         )
