@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
 from causalrate import plugins
 from causalrate.data.spec import DataConfig, default_data
@@ -99,7 +99,12 @@ class ForecastConfig(Strict):
 class RigorConfig(Strict):
     """How sure each rating is (intervals, power, stability, refutation)."""
 
-    replicates: int = Field(200, ge=0, description="block-bootstrap replicates; 0 turns the rigor layer off")
+    bootstrap_size: int = Field(
+        200,
+        ge=0,
+        validation_alias=AliasChoices("bootstrap_size", "replicates"),  # `replicates`: its name before 2026-11
+        description="block-bootstrap replicates drawn for every interval and test; 0 turns the rigor layer off",
+    )
     block_length: int | None = Field(
         None,
         ge=1,

@@ -247,9 +247,10 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
         for name, cls in SCORES.items()
         if cls.family == "accuracy" and cls.metric is not None and cls.metric in METRICS
     }
-    resamples = run_resamples(cfg, series_index) if cfg.rigor.replicates > 0 else Resamples(np.zeros((0, len(table))))
+    resampled = cfg.rigor.bootstrap_size > 0
+    resamples = run_resamples(cfg, series_index) if resampled else Resamples(np.zeros((0, len(table))))
     rigor = None
-    if cfg.rigor.replicates > 0:
+    if resampled:
         rigor = assess_rigor(
             config=cfg,
             evidence=evidence,

@@ -47,6 +47,11 @@ def wide_csv(path: Path, *, n: int = 60, **columns) -> None:
         (("name: bad", "name: bad\ncausal: {schemes: [weather]}"), "causal.schemes", "unknown assignment scheme"),
         (("prices.csv}", "prices.csv, series: [AAA, AAA]}"), "data.series", "repeated: ['AAA']"),
         (("prices.csv}", "prices.csv, series: []}"), "data.series", "leave data.series out to use every series"),
+        (
+            ("name: bad", "name: bad\nrigor: {bootstrap_size: 20, replicates: 20}"),
+            "rigor.replicates",
+            "unknown key",
+        ),
     ],
 )
 def test_config_errors(tmp_path, cli, change, field, expected):
@@ -376,3 +381,11 @@ def test_stimuli_name_each_system_and_draw_without_warnings(monkeypatch):
     titles = [ax.get_title() for ax in figures[0].axes if ax.get_title().startswith("System")]
     assert titles == ["System A", "System B", "System C"]
     assert all(ax.get_legend() is None for ax in figures[0].axes if ax.get_title().startswith("System"))
+
+
+def test_rigor_replicates_is_read_as_the_older_name_of_bootstrap_size(tmp_path):
+    """Studies written before the rename still run: `rigor.replicates` sets rigor.bootstrap_size."""
+    from causalrate.config import load_config
+
+    config = write_yaml(tmp_path / "s.yaml", STUDY + "rigor: {replicates: 30}\n")
+    assert load_config(config)[0].rigor.bootstrap_size == 30

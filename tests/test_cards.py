@@ -469,7 +469,7 @@ def test_comparison_page_holds_twenty_systems(tmp_path):
         f'- {{name: {n}, type: python, function: "planted.py:window_{n.split("-")[1]}"}}\n' for n in names
     )
     config = make_synthetic_study(
-        tmp_path, systems, draws=2, stride=16, extra="rigor: {replicates: 0, refute: false}\n"
+        tmp_path, systems, draws=2, stride=16, extra="rigor: {bootstrap_size: 0, refute: false}\n"
     )
     assert main(["assess", str(config), "--out", str(tmp_path / "run"), "--workers", "2", "--no-cards"]) == 0
     render_cards(tmp_path / "run", png_required=True)

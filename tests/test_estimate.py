@@ -69,7 +69,7 @@ def test_a_plugin_schemes_draws_feed_effects_rigor_and_refuters_alike(fixed_shar
         draws=4,
         stride=10,
         extra="causal: {draws: 4, schemes: [fixed_share]}\n"
-        "rigor: {replicates: 20, refute_simulations: 2}\nheterogeneity: {enabled: false}\n",
+        "rigor: {bootstrap_size: 20, refute_simulations: 2}\nheterogeneity: {enabled: false}\n",
     )
     text = config.read_text().replace("causal: {draws: 4}\n", "")
     config.write_text(text)

@@ -80,7 +80,7 @@ def plugin_study(folder: Path, synthetic_study, plugins: str) -> Path:
         stride=20,
         extra=textwrap.dedent(f"""\
             plugins: {plugins}
-            rigor: {{replicates: 0}}
+            rigor: {{bootstrap_size: 0}}
             """),
     )
     (folder / "my_plugin.py").write_text(PLUGIN)

@@ -115,7 +115,7 @@ perturbations:
   - {{id: P3, operator: missing}}
 outcome: mase
 causal: {{schemes: [uniform, domain], draws: 2}}
-rigor: {{replicates: 0, refute: false}}
+rigor: {{bootstrap_size: 0, refute: false}}
 heterogeneity: {{enabled: false}}
 systems:
   - {{name: seasonal_naive, type: seasonal_naive}}

@@ -139,7 +139,7 @@ def test_planted_systems_through_the_pipeline(tmp_path, cli):
               - {id: P1, operator: drop_to_zero}
             outcome: rmax_scaled
             causal: {schemes: [uniform, level], draws: 2}
-            rigor: {replicates: 0}
+            rigor: {bootstrap_size: 0}
             heterogeneity: {covariates: [level, volatility], rules: 10}
             systems:
               - {name: high, type: python, function: "planted.py:fragile_when_high"}

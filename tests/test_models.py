@@ -60,7 +60,7 @@ perturbations:
   - {{id: P3, operator: missing, period: 12, phase: 6}}
 outcome: rmax_scaled
 causal: {{draws: 3, schemes: [uniform, industry]}}
-rigor: {{replicates: 20, refute: false}}
+rigor: {{bootstrap_size: 20, refute: false}}
 forecast: {{batch_size: 8, timeout: 120}}
 systems:
   - {{name: naive, type: naive}}
@@ -228,7 +228,7 @@ windows: {{input_length: 40, horizon: 10, stride: 10}}
 perturbations: [{{id: P0, operator: none}}, {{id: P1, operator: drop_to_zero}}]
 outcome: rmax_scaled
 causal: {{draws: 2, schemes: [uniform]}}
-rigor: {{replicates: 10, refute: false}}
+rigor: {{bootstrap_size: 10, refute: false}}
 systems:
   - {{name: naive, type: naive}}
   - {{name: moment, type: moment, model: moment, head: {head}, seq_len: 64}}

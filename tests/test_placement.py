@@ -146,7 +146,7 @@ def test_recency_profile_of_a_last_point_system_sits_in_the_first_bin(naive_quic
 
 def test_worst_case_is_at_least_the_cyclic_ape(synthetic_study, tmp_path):
     extra = """\
-rigor: {replicates: 0}
+rigor: {bootstrap_size: 0}
 forecast: {cache: true}
 """
     study = synthetic_study(

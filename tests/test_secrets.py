@@ -57,7 +57,7 @@ perturbations:
   - {{id: P1, operator: drop_to_zero}}
 outcome: rmax_scaled
 causal: {{schemes: [uniform, industry], draws: 3}}
-rigor: {{replicates: 0}}
+rigor: {{bootstrap_size: 0}}
 forecast: {{timeout: 60, retries: 0}}
 systems:
 {_systems(server.url)}
@@ -111,7 +111,7 @@ windows: {{input_length: 40, horizon: 10, stride: 60}}
 perturbations: [{{id: P0, operator: none}}, {{id: P1, operator: drop_to_zero}}]
 outcome: rmax_scaled
 causal: {{schemes: [uniform], draws: 2}}
-rigor: {{replicates: 0}}
+rigor: {{bootstrap_size: 0}}
 systems:
   - {{name: naive, type: naive}}
 {systems}

@@ -92,7 +92,7 @@ def test_a_model_yaml_on_an_hourly_csv(tmp_path, cli):
         data: {source: csv, path: load.csv, layout: long}
         windows: {input_length: 72, horizon: 24, stride: 27}
         perturbations: [{id: P0, operator: none}, {id: P1, operator: drop_to_zero}]
-        rigor: {replicates: 0, refute: false}
+        rigor: {bootstrap_size: 0, refute: false}
         heterogeneity: {enabled: false}
         causal: {draws: 2}
         """,

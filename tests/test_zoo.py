@@ -88,7 +88,7 @@ perturbations:
   - {{id: P3+ffill, operator: missing, period: 12, phase: 6, impute: ffill, for_systems: nan-accepting}}
 outcome: rmax_scaled
 causal: {{draws: 3, schemes: [uniform, industry]}}
-rigor: {{replicates: 20, refute: false}}
+rigor: {{bootstrap_size: 20, refute: false}}
 forecast: {{batch_size: 8, timeout: {timeout}}}
 systems:
   - {{name: naive, type: naive}}

@@ -106,7 +106,7 @@ def run_resamples(config: StudyConfig, series_index: np.ndarray) -> Resamples:
     """The run's block-bootstrap replicates and their small-sample widening."""
     block = resampling_block(config)
     counts = block_counts(
-        series_index, block=block, bootstrap_size=config.rigor.replicates, rng=rng(config.seed, "bootstrap")
+        series_index, block=block, bootstrap_size=config.rigor.bootstrap_size, rng=rng(config.seed, "bootstrap")
     )
     return Resamples(counts=counts, widen=small_sample_factor(series_index, block=block))
 
