@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +33,7 @@ def forecast_keys(
     horizon: int,
     *,
     seeds: np.ndarray | None = None,
-    context: list[object] | None = None,
+    context: Sequence[object] | None = None,
 ) -> list[str]:
     """One sha256 key per row of inputs [b, n]."""
     head = hashlib.sha256(json.dumps(identity, sort_keys=True).encode() + f"|h={horizon}".encode()).digest()

@@ -67,7 +67,7 @@ def metric(
     *,
     lower_is_better: bool = True,
     uses_samples: bool = False,
-    context: tuple[str, ...] = (),
+    context: tuple[Context, ...] = (),
 ) -> Callable[[MetricFn], MetricFn]:
     """Register a vectorised metric function under `name`."""
 

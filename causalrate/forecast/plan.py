@@ -232,11 +232,11 @@ def forecast_all(
 
     if jobs:
         executor.run(jobs, on_done)
-    for (system, perturbation), search in worst.items():
+    for (name, perturbation), search in worst.items():
         rows, kept = search.rows()
         if rows.size:
-            levels = study.systems[system].quantile_levels
-            _record_worst(store, wd, system, perturbation, rows, kept, season=ds.season, levels=levels)
+            levels = study.systems[name].quantile_levels
+            _record_worst(store, wd, name, perturbation, rows, kept, season=ds.season, levels=levels)
     return {**counts, "systems": tally}
 
 

@@ -160,7 +160,8 @@ def run_job(job: Job, *, cores: int = 1) -> BatchResult:
             except SYSTEM_FAULT as exc:  # a failure row keeps the error text
                 errors[i] = f"{type(exc).__name__}: {exc}"[:4000]
     for i in range(b):
-        finite = np.isfinite(forecasts[i]).all() and (samples[i] is None or np.isfinite(samples[i]).all())
+        paths = samples[i]
+        finite = np.isfinite(forecasts[i]).all() and (paths is None or np.isfinite(paths).all())
         if not finite:
             errors[i] = errors[i] or "forecast holds NaN or inf"
         if errors[i] is not None:
@@ -344,74 +345,97 @@ class LocalExecutor:
         return process, tasks
 
     def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
-        results = self.context.Queue()
-        slots = [self._start(results) for _ in range(min(self.workers, len(jobs)) or 1)]
-        devices = sorted({j.accelerator for j in jobs if j.accelerator})
-        home = {device: k % len(slots) for k, device in enumerate(devices)}  # one worker per device
-        pending = list(range(len(jobs)))[::-1]
-        attempts = [0] * len(jobs)
-        running: dict[int, tuple[int, float | None]] = {}  # slot → (job index, when the worker took it up)
-        interrupted = True
+        pool = _Pool(self, jobs)
         breaker = Breaker(on_done)
+        interrupted = True
         with Progress(jobs, label, breaker) as done:
             try:
-                while pending or running:
-                    breaker.stop(jobs, pending, done)
-                    for slot in range(len(slots)):
-                        index = next(
-                            (i for i in reversed(pending) if home.get(jobs[i].accelerator, slot) == slot), None
-                        )
-                        if slot not in running and index is not None:
-                            pending.remove(index)
-                            attempts[index] += 1
-                            slots[slot][1].put((index, jobs[index]))
-                            running[slot] = (index, None)  # the clock starts when the worker takes it up
-                    try:
-                        index, result = results.get(timeout=0.5)
-                    except queue.Empty:
-                        pass
-                    else:
-                        slot = next((s for s, (i, _) in running.items() if i == index), None)
-                        if result is None:  # the worker took the batch up
-                            if slot is not None:
-                                running[slot] = (index, time.monotonic())
-                        elif slot is not None or index in pending:  # else: a killed worker's late answer, settled
-                            if slot is None:
-                                pending.remove(index)  # it answered just before being killed: take it
-                            else:
-                                del running[slot]
-                            if isinstance(result, str):
-                                result = BatchResult.failed(jobs[index], result, 0.0)
-                            done(jobs[index], result)
-                    for slot, (index, started) in list(running.items()):
-                        process = slots[slot][0]
-                        elapsed = 0.0 if started is None else time.monotonic() - started
-                        hung = elapsed > jobs[index].timeout + GRACE_SECONDS
-                        if not hung and process.is_alive():
-                            continue
-                        process.kill()
-                        process.join()
-                        slots[slot] = self._start(results)
-                        del running[slot]
-                        why = "hung and was killed" if hung else f"crashed (exit code {process.exitcode})"
-                        if attempts[index] <= self.retries:
-                            pending.append(index)
-                        else:
-                            done(
-                                jobs[index],
-                                BatchResult.failed(jobs[index], f"worker {why} after {elapsed:.0f} s", elapsed),
-                            )
+                while pool.pending or pool.running:
+                    breaker.stop(jobs, pool.pending, done)
+                    pool.hand_out()
+                    pool.take_answer(done)
+                    pool.replace_lost(done)
                 interrupted = False
             finally:
-                for process, tasks in slots:
-                    if interrupted:  # Ctrl-C or an error: stop now, the finished batches are stored
-                        process.kill()
-                    else:
-                        tasks.put(None)
-                for process, _ in slots:
-                    process.join(timeout=5)
-                    if process.is_alive():
-                        process.kill()
+                pool.close(kill=interrupted)  # Ctrl-C or an error: stop now, the finished batches are stored
+
+
+class _Pool:
+    """One LocalExecutor.run's workers and its bookkeeping: which batch each slot holds and since when."""
+
+    def __init__(self, executor: LocalExecutor, jobs: list[Job]) -> None:
+        self.executor, self.jobs = executor, jobs
+        self.results = executor.context.Queue()
+        self.slots = [executor._start(self.results) for _ in range(min(executor.workers, len(jobs)) or 1)]
+        devices = sorted({j.accelerator for j in jobs if j.accelerator})
+        self.home = {device: k % len(self.slots) for k, device in enumerate(devices)}  # one worker per device
+        self.pending = list(range(len(jobs)))[::-1]
+        self.attempts = [0] * len(jobs)
+        self.running: dict[int, tuple[int, float | None]] = {}  # slot → (job index, when the worker took it up)
+
+    def hand_out(self) -> None:
+        """Give every idle slot the next pending batch it may run (accelerator batches only to their home)."""
+        for slot in range(len(self.slots)):
+            if slot in self.running:
+                continue
+            mine = (i for i in reversed(self.pending) if self.home.get(self.jobs[i].accelerator or "", slot) == slot)
+            index = next(mine, None)
+            if index is not None:
+                self.pending.remove(index)
+                self.attempts[index] += 1
+                self.slots[slot][1].put((index, self.jobs[index]))
+                self.running[slot] = (index, None)  # the clock starts when the worker takes it up
+
+    def take_answer(self, done: OnDone) -> None:
+        """Read one message (wait ≤ 0.5 s): a batch taken up starts its clock; a finished one is settled."""
+        try:
+            index, result = self.results.get(timeout=0.5)
+        except queue.Empty:
+            return
+        slot = next((s for s, (i, _) in self.running.items() if i == index), None)
+        if result is None:  # the worker took the batch up
+            if slot is not None:
+                self.running[slot] = (index, time.monotonic())
+            return
+        if slot is None and index not in self.pending:
+            return  # a killed worker's late answer, already settled
+        if slot is None:
+            self.pending.remove(index)  # it answered just before being killed: take it
+        else:
+            del self.running[slot]
+        if isinstance(result, str):
+            result = BatchResult.failed(self.jobs[index], result, 0.0)
+        done(self.jobs[index], result)
+
+    def replace_lost(self, done: OnDone) -> None:
+        """Kill a hung worker, restart a dead one; its batch is retried or, past the retries, a failure."""
+        for slot, (index, started) in list(self.running.items()):
+            process = self.slots[slot][0]
+            elapsed = 0.0 if started is None else time.monotonic() - started
+            hung = elapsed > self.jobs[index].timeout + GRACE_SECONDS
+            if not hung and process.is_alive():
+                continue
+            process.kill()
+            process.join()
+            self.slots[slot] = self.executor._start(self.results)
+            del self.running[slot]
+            if self.attempts[index] <= self.executor.retries:
+                self.pending.append(index)
+                continue
+            why = "hung and was killed" if hung else f"crashed (exit code {process.exitcode})"
+            failure = BatchResult.failed(self.jobs[index], f"worker {why} after {elapsed:.0f} s", elapsed)
+            done(self.jobs[index], failure)
+
+    def close(self, *, kill: bool) -> None:
+        for process, tasks in self.slots:
+            if kill:
+                process.kill()
+            else:
+                tasks.put(None)
+        for process, _ in self.slots:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
 
 
 class RayExecutor:
