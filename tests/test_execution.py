@@ -244,3 +244,51 @@ def test_without_a_terminal_progress_is_plain_lines_and_each_system_is_summarise
     assert f"causalrate: flaky: {half} forecasts ({half - failed} from the cache), {failed} failed" in second.stderr
     version = subprocess.run([sys.executable, "-m", "causalrate", "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith("causalrate 0.")
+
+
+def _job_for(spec: dict, base_dir: Path):
+    import numpy as np
+
+    from causalrate.forecast.runner import Job
+
+    return Job("m", "P0", np.arange(1), spec, base_dir, 10.0, None)  # type: ignore[arg-type]  # _system reads no batch
+
+
+def test_a_worker_builds_each_study_s_own_system_and_rebuilds_an_edited_one(tmp_path):
+    """A worker keeps the systems it built between batches, keyed by the entry, the study's folder and the stats
+    of the files the entry names: two studies whose `function:` shares a relative name get their own function,
+    and an edited file (another size or mtime) is loaded again, in a long-lived (Ray) worker too."""
+    import numpy as np
+
+    from causalrate.forecast.runner import _system
+
+    spec = {"name": "m", "type": "python", "function": "model.py:forecast"}
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, value in ((first, 1.0), (second, 2.0)):
+        folder.mkdir()
+        source = f"import numpy as np\ndef forecast(x, h):\n    return np.full((len(x), h), {value})\n"
+        (folder / "model.py").write_text(source)
+    inputs = np.zeros((1, 4))
+    a, b = _system(_job_for(spec, first)), _system(_job_for(spec, second))
+    assert a is not b
+    assert a.function(inputs, 2)[0, 0] == 1.0 and b.function(inputs, 2)[0, 0] == 2.0
+    assert _system(_job_for(spec, first)) is a  # built once per worker while its files stay
+    edited = first / "model.py"
+    edited.write_text(edited.read_text().replace("1.0", "3.25"))
+    os.utime(edited, ns=(time.time_ns(), time.time_ns() + 10**9))
+    rebuilt = _system(_job_for(spec, first))
+    assert rebuilt is not a and rebuilt.function(inputs, 2)[0, 0] == 3.25
+
+
+def test_a_checkpoint_fingerprint_follows_its_files_not_its_path(tmp_path):
+    """The checkpoint hash is cached per state of the folder's files: weights rewritten in place hash anew."""
+    from causalrate.systems.checkpoints import fingerprint
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"a" * 64)
+    before = fingerprint(folder)
+    assert fingerprint(folder) == before
+    weights.write_bytes(b"b" * 65)
+    assert fingerprint(folder) != before

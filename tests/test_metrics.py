@@ -74,3 +74,30 @@ def test_crps_metric_is_mae_for_point_forecasts():
     out = crps(truth, forecast, truth, [None, paths])
     assert out[0] == pytest.approx(mae(truth, forecast, truth)[0])
     assert out[1] == pytest.approx(0.5)  # each step: mean |x − y| = 1, minus Σ|xi − xj| / 2m² = 4 / 8
+
+
+def test_quantile_metrics_on_a_mixed_batch_equal_each_row_alone_bitwise():
+    """crps, wql and coverage_error group a batch by the form of its rows (point, paths of one shape) and
+    compute each group at once: every row's value is bit for bit what the row gives alone."""
+    rng = np.random.default_rng(11)
+    n, d = 7, 5
+    truth = rng.normal(10, 2, (n, d))
+    forecast = truth + rng.normal(0, 1, (n, d))
+    clean = rng.normal(10, 2, (n, 12))
+    forms = [None, rng.normal(10, 2, (30, d)), None, rng.normal(10, 2, (30, d)), rng.normal(10, 2, (8, d)), None,
+             rng.normal(10, 2, (8, d))]  # fmt: skip
+    for name in ("crps", "wql", "coverage_error"):
+        metric = METRICS.get(name)
+        batch = metric(truth, forecast, clean, forms)
+        alone = [metric(truth[i : i + 1], forecast[i : i + 1], clean[i : i + 1], [forms[i]])[0] for i in range(n)]
+        assert batch.tobytes() == np.array(alone).tobytes(), name
+    levels = (0.1, 0.5, 0.9)
+    quantiles = [None if i % 3 == 0 else np.sort(rng.normal(10, 2, (3, d)), axis=0) for i in range(n)]
+    for name in ("crps", "wql", "coverage_error"):
+        metric = METRICS.get(name)
+        batch = metric(truth, forecast, clean, quantiles, levels=levels)
+        alone = [
+            metric(truth[i : i + 1], forecast[i : i + 1], clean[i : i + 1], [quantiles[i]], levels=levels)[0]
+            for i in range(n)
+        ]
+        assert batch.tobytes() == np.array(alone).tobytes(), name

@@ -140,33 +140,63 @@ def crps_samples(truth: np.ndarray, samples: np.ndarray) -> np.ndarray:
     """CRPS of an ensemble per horizon step, sorted-sample estimator (O(m log m) instead of O(m²)).
 
     CRPS = mean_i |x_i − y| − (1 / 2m²) Σ_ij |x_i − x_j|, and with the samples sorted
-    Σ_ij |x_i − x_j| = 2 Σ_i (2i − m − 1) x_(i) (i = 1..m). truth [d], samples [m, d] → [d].
+    Σ_ij |x_i − x_j| = 2 Σ_i (2i − m − 1) x_(i) (i = 1..m). truth [..., d], samples [..., m, d] → [..., d].
     """
-    m = samples.shape[0]
-    ordered = np.sort(samples, axis=0)
+    m = samples.shape[-2]
+    ordered = np.sort(samples, axis=-2)
     weights = 2 * np.arange(1, m + 1) - m - 1
-    spread = 2 * (weights[:, None] * ordered).sum(axis=0)
-    return np.abs(samples - truth).mean(axis=0) - spread / (2 * m * m)
+    spread = 2 * (weights[:, None] * ordered).sum(axis=-2)
+    return np.abs(samples - truth[..., None, :]).mean(axis=-2) - spread / (2 * m * m)
 
 
 DEFAULT_LEVELS = tuple(round(0.1 * k, 1) for k in range(1, 10))  # a point forecast's degenerate quantiles
 
 
 def quantile_loss(truth: np.ndarray, quantiles: np.ndarray, levels: Sequence[float]) -> np.ndarray:
-    """Pinball loss ρ_q(y − ŷ_q) = max(q·(y − ŷ_q), (q − 1)·(y − ŷ_q)). truth [d], quantiles [q, d] → [q, d]."""
+    """Pinball loss ρ_q(y − ŷ_q) = max(q·(y − ŷ_q), (q − 1)·(y − ŷ_q)). truth [..., d], quantiles [..., q, d] →
+    [..., q, d]."""
     q = np.asarray(levels, dtype=np.float64)[:, None]
-    error = truth[None, :] - quantiles
+    error = truth[..., None, :] - quantiles
     return np.maximum(q * error, (q - 1) * error)
 
 
-def _quantiles(forecast: np.ndarray, paths: np.ndarray | None, levels: Sequence[float] | None):
-    """A row's quantile grid [q, d] and levels: the system's own; sample paths' empirical quantiles at the default
-    levels; else the point as every default level."""
-    if paths is not None and levels is not None:
-        return paths, levels
-    if paths is not None:
-        return np.quantile(paths, DEFAULT_LEVELS, axis=0), DEFAULT_LEVELS
-    return np.repeat(forecast[None, :], len(DEFAULT_LEVELS), axis=0), DEFAULT_LEVELS
+@dataclass(frozen=True)
+class Group:
+    """Rows of a batch whose forecasts have the same form, stacked: `rows` [r]; `point` [r, d]; `paths` [r, s, d]
+    (sample paths or quantiles), None for point forecasts; `levels`: the paths' quantile levels, None for samples."""
+
+    rows: np.ndarray
+    point: np.ndarray
+    paths: np.ndarray | None
+    levels: tuple[float, ...] | None
+
+    def quantiles(self) -> tuple[np.ndarray, tuple[float, ...]]:
+        """The rows' quantile grid [r, q, d] and its levels: the system's own; sample paths' empirical quantiles at
+        the default levels; else the point as every default level."""
+        if self.paths is not None and self.levels is not None:
+            return self.paths, self.levels
+        if self.paths is not None:
+            grid = np.quantile(self.paths, DEFAULT_LEVELS, axis=1).transpose(1, 0, 2)
+            return np.ascontiguousarray(grid), DEFAULT_LEVELS  # C order: each row's sums run as they do alone
+        return np.repeat(self.point[:, None, :], len(DEFAULT_LEVELS), axis=1), DEFAULT_LEVELS
+
+
+def groups(forecast: np.ndarray, samples: Sequence[np.ndarray | None], levels: Sequence[float] | None) -> list[Group]:
+    """A batch split by the form of its rows (point, or paths of one shape), so each form is one array operation."""
+    arrays = [None if paths is None else np.asarray(paths) for paths in samples]
+    forms: dict[tuple | None, list[int]] = {}  # (shape, dtype) of the paths; None: a point forecast
+    for i, paths in enumerate(arrays):
+        forms.setdefault(None if paths is None else (paths.shape, paths.dtype.str), []).append(i)
+    kept = None if levels is None else tuple(levels)
+    return [
+        Group(
+            rows=np.array(rows),
+            point=forecast[rows],
+            paths=None if form is None else np.stack([a for a in (arrays[i] for i in rows) if a is not None]),
+            levels=None if form is None else kept,
+        )
+        for form, rows in forms.items()
+    ]
 
 
 @metric(
@@ -188,11 +218,12 @@ def crps(
     Sample paths: the ensemble estimator; quantiles at stated levels: CRPS ≈ (2/|Q|) Σ_q ρ_q (the quantile
     decomposition of Gneiting & Raftery 2007, as GluonTS and fev compute it)."""
     out = np.abs(truth - forecast).mean(axis=1)
-    for i, paths in enumerate(samples):
-        if paths is not None and levels is not None:
-            out[i] = 2 * quantile_loss(truth[i], paths, levels).mean()
-        elif paths is not None:
-            out[i] = crps_samples(truth[i], paths).mean()
+    for g in groups(forecast, samples, levels):
+        if g.paths is not None and g.levels is not None:
+            loss = quantile_loss(truth[g.rows], g.paths, g.levels)
+            out[g.rows] = 2 * loss.reshape(len(g.rows), -1).mean(axis=1)
+        elif g.paths is not None:
+            out[g.rows] = crps_samples(truth[g.rows], g.paths).mean(axis=1)
     return out
 
 
@@ -212,10 +243,13 @@ def wql(
     levels: Sequence[float] | None = None,
 ) -> np.ndarray:
     out = np.empty(len(truth))
-    for i, paths in enumerate(samples):
-        grid, kept = _quantiles(forecast[i], paths, levels)
-        scale = np.abs(truth[i]).sum()
-        out[i] = 2 * quantile_loss(truth[i], grid, kept).sum(axis=1).mean() / scale if scale > 0 else np.nan
+    for g in groups(forecast, samples, levels):
+        grid, kept = g.quantiles()
+        y = truth[g.rows]
+        scale = np.abs(y).sum(axis=1)
+        loss = 2 * quantile_loss(y, grid, kept).sum(axis=2).mean(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[g.rows] = np.where(scale > 0, loss / scale, np.nan)
     return out
 
 
@@ -235,9 +269,10 @@ def coverage_error(
     levels: Sequence[float] | None = None,
 ) -> np.ndarray:
     out = np.empty(len(truth))
-    for i, paths in enumerate(samples):
-        grid, kept = _quantiles(forecast[i], paths, levels)
+    for g in groups(forecast, samples, levels):
+        grid, kept = g.quantiles()
         lo, hi = int(np.argmin(kept)), int(np.argmax(kept))
-        inside = (grid[lo] <= truth[i]) & (truth[i] <= grid[hi])
-        out[i] = abs(inside.mean() - (kept[hi] - kept[lo]))
+        y = truth[g.rows]
+        inside = (grid[:, lo] <= y) & (y <= grid[:, hi])
+        out[g.rows] = np.abs(inside.mean(axis=1) - (kept[hi] - kept[lo]))
     return out

@@ -15,6 +15,7 @@ Ctrl-C, which the main process handles: it kills them and keeps the finished bat
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import queue
@@ -37,7 +38,10 @@ from causalrate import plugins
 from causalrate.errors import UserError
 from causalrate.redact import scrub
 from causalrate.systems.base import Batch, Prediction, System, TransportError
+from causalrate.systems.checkpoints import Stats, file_stats
 from causalrate.systems.spec import SystemSpec, build_system
+
+log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
 # What a system's code may raise. Workers ignore Ctrl-C, so there even a KeyboardInterrupt or SystemExit comes
@@ -103,15 +107,42 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-_SYSTEMS: dict[str, System] = {}  # per-process cache: build each system once per worker
+SystemKey = tuple[str, str, tuple[str, ...]]  # the system's entry, its resolved base_dir, the plugins
+# The systems this worker process built, kept between its batches (a model is loaded once per worker, not per
+# batch). It lives as long as the process: a local pool's worker (one run) or a Ray worker (many runs, studies).
+_BUILT: dict[SystemKey, tuple[Stats, System]] = {}
 
 
 def _system(job: Job) -> System:
-    key = json.dumps(job.spec, sort_keys=True, default=str)
-    if key not in _SYSTEMS:
+    """The job's system, built in this process once per (entry, folder, plugins) and again when a file it names
+    changes: two studies sharing a relative `function:` file name, or a file edited between two runs of a
+    long-lived (Ray) worker, never get another study's or an older build."""
+    base_dir = job.base_dir.resolve()
+    key = (json.dumps(job.spec, sort_keys=True, default=str), str(base_dir), job.plugins)
+    stats = named_files(job.spec, base_dir)
+    built = _BUILT.get(key)
+    if built is None or built[0] != stats:
         plugins.load(job.plugins)
-        _SYSTEMS[key] = build_system(SystemSpec.model_validate(job.spec), base_dir=job.base_dir)
-    return _SYSTEMS[key]
+        built = _BUILT[key] = stats, build_system(SystemSpec.model_validate(job.spec), base_dir=job.base_dir)
+    return built[1]
+
+
+def named_files(spec: object, base_dir: Path) -> Stats:
+    """The stats of every file or folder a system entry names relative to `base_dir` (`file.py:function` by its
+    file), read from its settings' strings: what building the system may load."""
+    if isinstance(spec, dict):
+        return tuple(s for value in spec.values() for s in named_files(value, base_dir))
+    if isinstance(spec, list):
+        return tuple(s for value in spec for s in named_files(value, base_dir))
+    if not isinstance(spec, str) or not spec or "\n" in spec or len(spec) > 1024:
+        return ()
+    path = base_dir / spec.split(":")[0]
+    try:
+        if not path.exists():
+            return ()
+    except OSError:  # not a path at all (e.g. a component too long)
+        return ()
+    return tuple((f"{spec}/{name}", size, mtime) for name, size, mtime in file_stats(path))
 
 
 def _use_cores(system: System, cores: int) -> None:
@@ -191,10 +222,12 @@ class Breaker:
         if self.streak[job.system] >= BREAKER_BATCHES and job.system not in self.open:
             reason = scrub(next((e for e in result.errors if e), "unreachable"))
             self.open[job.system] = f"not sent: {BREAKER_BATCHES} batches in a row could not reach it ({reason})"
-            print(
-                f"causalrate: warning: {job.system}: {BREAKER_BATCHES} batches in a row could not reach it; its "
-                f"remaining forecasts are recorded as failed, unsent. Last error: {reason}",
-                file=sys.stderr,
+            log.warning(
+                "%s: %d batches in a row could not reach it; its remaining forecasts are recorded as failed, "
+                "unsent. Last error: %s",
+                job.system,
+                BREAKER_BATCHES,
+                reason,
             )
         self.on_done(job, result)
 
@@ -234,11 +267,14 @@ class Progress:
     def line(self) -> None:
         self.printed = time.monotonic()
         share = self.done / self.total if self.total else 1.0
-        print(
-            f"causalrate: {self.label}: {self.done}/{self.total} forecasts ({share:.0%}), {self.failed} failed, "
-            f"{self.printed - self.started:.0f} s",
-            file=sys.stderr,
-            flush=True,
+        log.info(
+            "%s: %d/%d forecasts (%.0f%%), %d failed, %.0f s",
+            self.label,
+            self.done,
+            self.total,
+            100 * share,
+            self.failed,
+            self.printed - self.started,
         )
 
     def __enter__(self) -> Progress:

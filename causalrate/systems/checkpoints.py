@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from functools import cache, cached_property
+from functools import cached_property, lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -102,7 +102,27 @@ def folder_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-fingerprint = cache(folder_digest)  # a checkpoint's, once per process: its weights do not change during a run
+Stats = tuple[tuple[str, int, int], ...]  # (relative path, size, mtime_ns) per file
+
+
+def file_stats(path: Path) -> Stats:
+    """(relative path, size, mtime_ns) of a file, or of every file in a folder (the files `folder_digest` reads):
+    cheap to take, and changed by any rewrite."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.parts)
+    stats = [(f.relative_to(path).as_posix() if f != path else f.name, f.stat()) for f in files]
+    return tuple((name, st.st_size, st.st_mtime_ns) for name, st in stats)
+
+
+def fingerprint(folder: Path) -> str:
+    """A checkpoint's `folder_digest`, hashed once per state of its files: weights rewritten in place (another
+    size or mtime) are hashed again, in a long-lived worker too."""
+    return _digest(folder.resolve(), file_stats(folder))
+
+
+@lru_cache(maxsize=64)
+def _digest(folder: Path, stats: Stats) -> str:
+    """Keyed by the folder and its files' stats, which decide what folder_digest reads."""
+    return folder_digest(folder)
 
 
 def cuda_present() -> bool:
