@@ -194,10 +194,10 @@ def _study_export(args: argparse.Namespace) -> int:
 
 
 def _study_analyze(args: argparse.Namespace) -> int:
-    from causalrate.userstudy.analyze import analyze
+    from causalrate.userstudy.analyze import analyze_responses
 
     out = Path(args.out) if args.out else Path(args.kit_dir) / "report"
-    summary = analyze(Path(args.kit_dir), Path(args.responses), out=out)
+    summary = analyze_responses(Path(args.kit_dir), Path(args.responses), out=out)
     problems = summary["problems"]
     print(f"{summary['participants']} participants; wrote {out}/report.md, report.html, summary.json, responses.csv")
     if problems:

@@ -197,7 +197,7 @@ def _num(value: float) -> float | None:
     return None if pd.isna(value) else float(value)
 
 
-def analyze(kit_dir: Path, responses_dir: Path, *, out: Path) -> dict:
+def analyze_responses(kit_dir: Path, responses_dir: Path, *, out: Path) -> dict:
     """Write report.md, report.html, summary.json, responses.csv (tidy) and problems.csv to `out`."""
     from causalrate.userstudy.report import write_report
 
