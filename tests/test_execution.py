@@ -292,3 +292,41 @@ def test_a_checkpoint_fingerprint_follows_its_files_not_its_path(tmp_path):
     assert fingerprint(folder) == before
     weights.write_bytes(b"b" * 65)
     assert fingerprint(folder) != before
+
+
+def test_forecasting_draws_jobs_as_it_goes_not_all_planned_first(synthetic_study, tmp_path, monkeypatch):
+    """forecast_all hands the executor a generator: when the first batch runs, the rest of the factorial
+    (cache lookups, batches, a plot system's charts) is not planned yet, and every job still runs once."""
+    from causalrate.config import load_config
+    from causalrate.forecast import plan
+    from causalrate.forecast.metrics import METRICS
+    from causalrate.forecast.runner import run_job
+    from causalrate.forecast.store import ForecastStore
+    from causalrate.study import prepare
+
+    keyed = []
+    real_keys = plan.forecast_keys
+    monkeypatch.setattr(plan, "forecast_keys", lambda *a, **k: keyed.append(1) or real_keys(*a, **k))
+
+    class InProcess:
+        """An executor that records how much was planned when each job was drawn, then runs it here."""
+
+        def __init__(self) -> None:
+            self.planned_at_draw: list[int] = []
+
+        def run(self, jobs, on_done, *, expected, label="forecasting"):
+            assert not isinstance(jobs, list | tuple)
+            for job in jobs:
+                self.planned_at_draw.append(len(keyed))
+                on_done(job, run_job(job))
+
+    config, base_dir = load_config(synthetic_study("- {name: naive, type: naive}\n", draws=2, stride=20))
+    study = prepare(config, base_dir=base_dir)
+    store = ForecastStore.create(tmp_path / "f.sqlite", metrics=METRICS.names())
+    plan.store_windows(store, study)
+    executor = InProcess()
+    counts = plan.forecast_all(study, store, cache=None, executor=executor)
+    groups = len(keyed)  # one (perturbation, variant, system) group is keyed once
+    assert groups > 1 and executor.planned_at_draw[0] == 1  # the first job ran with one group planned
+    assert executor.planned_at_draw == sorted(executor.planned_at_draw) and executor.planned_at_draw[-1] == groups
+    assert counts["made"] == len(store.forecasts()) == 4 * 36  # perturbations × windows, each once

@@ -2,13 +2,16 @@
 
 Per (perturbation, placement variant, system): perturb, impute, seed, render charts, look the
 forecasts up in the cache, batch the misses into jobs; each finished batch is scored by the
-per-forecast metrics and written to the store (and the cache). Worst-case placement keeps only
-each window's worst candidate.
+per-forecast metrics and written to the store (and the cache). Jobs are planned as the executor
+draws them (a generator), so forecasting starts at once and memory never holds every job of a run.
+Worst-case placement keeps only each window's worst candidate.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -131,72 +134,82 @@ def forecast_all(
 
     cfg_plugins = plugins.resolve(cfg.plugins, base_dir=study.base_dir, where=study.base_dir)
     tally = {s.name: {"forecasts": 0, "cached": 0, "failed": 0, "seconds": 0.0} for s in cfg.systems}
-    jobs = []
     history = series_history(ds, wd)
-    for p, variant in ((q, v) for q in study.forecast_suite for v in range(placed[q.id].shape[1])):
-        perturbed, dates = perturbed_inputs(study, p, placed[p.id][:, variant], history=history)
-        charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
-        for spec in cfg.systems:
-            system = study.systems[spec.name]
-            if not p.applies_to(system):
-                continue
-            todo = np.array([i for i in range(len(wd)) if (spec.name, i, p.id) not in done], dtype=int)
-            if todo.size == 0:
-                continue
-            seen = seen_inputs(perturbed[todo], imputation_of(p, system, cfg.forecast.imputation))
-            seeds = row_seeds(cfg.seed, spec.name, keys=[(*origins[i], p.id) for i in todo])
-            images = None
-            if system.modality == "plot":
-                chart_key = seen.tobytes() + todo.tobytes()
-                if chart_key not in charts:
-                    charts[chart_key] = render_windows(seen, dates[todo])
-                images = charts[chart_key]
-            context = None
-            if system.wants_context or images:
-                context = [
-                    {
-                        "context": [attributes[i], dates[i].astype(str).tolist()] if system.wants_context else None,
-                        "image": hashlib.sha256(images[j]).hexdigest() if images else None,
-                    }
-                    for j, i in enumerate(todo)
-                ]
-            identity = system.identity()
-            if system.seasonal or system.wants_context:  # what it reads of the data's calendar
-                identity |= {"frequency": ds.frequency, "season": ds.season}
-            keys = forecast_keys(
-                identity, seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
-            )
-            hits = cache.get(keys) if cache and not refresh else {}
-            hit = np.array([k in hits for k in keys], dtype=bool)
-            tally[spec.name]["forecasts"] += int(todo.size)
-            tally[spec.name]["cached"] += int(hit.sum())
-            if hit.any():
-                cached = [hits[k] for k in keys if k in hits]
-                result = BatchResult(
-                    forecasts=np.array([c.forecast for c in cached]),
-                    errors=[None] * len(cached),
-                    seconds=0.0,
-                    samples=[c.samples for c in cached],
-                    info=[c.info for c in cached],
+    todo_of = {  # per (system, perturbation): the windows whose forecasts the store lacks
+        (s.name, p.id): np.array([i for i in range(len(wd)) if (s.name, i, p.id) not in done], dtype=int)
+        for p in study.forecast_suite
+        for s in cfg.systems
+        if p.applies_to(study.systems[s.name])
+    }
+    wanted = sum(placed[p].shape[1] * todo.size for (_, p), todo in todo_of.items())
+    found = {"cached": 0, "made": 0}
+
+    def planned() -> Iterator[Job]:
+        """Per (perturbation, variant, system): its cache hits recorded at once, its misses yielded as jobs (the
+        executor draws them as workers free up, so charts are rendered only then)."""
+        for p, variant in ((q, v) for q in study.forecast_suite for v in range(placed[q.id].shape[1])):
+            perturbed, dates = perturbed_inputs(study, p, placed[p.id][:, variant], history=history)
+            charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
+            for spec in cfg.systems:
+                system = study.systems[spec.name]
+                todo = todo_of.get((spec.name, p.id))
+                if todo is None or todo.size == 0:
+                    continue
+                seen = seen_inputs(perturbed[todo], imputation_of(p, system, cfg.forecast.imputation))
+                seeds = row_seeds(cfg.seed, spec.name, keys=[(*origins[i], p.id) for i in todo])
+                images = None
+                if system.modality == "plot":
+                    chart_key = seen.tobytes() + todo.tobytes()
+                    if chart_key not in charts:
+                        charts[chart_key] = render_windows(seen, dates[todo])
+                    images = charts[chart_key]
+                context = None
+                if system.wants_context or images:
+                    context = [
+                        {
+                            "context": [attributes[i], dates[i].astype(str).tolist()] if system.wants_context else None,
+                            "image": hashlib.sha256(images[j]).hexdigest() if images else None,
+                        }
+                        for j, i in enumerate(todo)
+                    ]
+                identity = system.identity()
+                if system.seasonal or system.wants_context:  # what it reads of the data's calendar
+                    identity |= {"frequency": ds.frequency, "season": ds.season}
+                keys = forecast_keys(
+                    identity, seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
                 )
-                record(spec.name, p.id, todo[hit], result, np.array([c.seconds for c in cached]), variant)
-            miss = np.flatnonzero(~hit)
-            size = system.batch_size or cfg.forecast.batch_size  # a model's own batch, not capped by the run's
-            for chunk in np.array_split(miss, max(1, -(-miss.size // size))) if miss.size else []:
-                rows = todo[chunk]
-                batch = Batch(
-                    inputs=seen[chunk],
-                    horizon=wd.horizon,
-                    frequency=ds.frequency,
-                    season=ds.season,
-                    seeds=seeds[chunk],
-                    attributes=tuple(attributes[i] for i in rows),
-                    input_dates=dates[rows],
-                    truth_dates=wd.truth_dates[rows],
-                    images=None if images is None else tuple(images[c] for c in chunk),
-                )
-                jobs.append(
-                    Job(
+                hits = cache.get(keys) if cache and not refresh else {}
+                hit = np.array([k in hits for k in keys], dtype=bool)
+                tally[spec.name]["forecasts"] += int(todo.size)
+                tally[spec.name]["cached"] += int(hit.sum())
+                found["cached"] += int(hit.sum())
+                if hit.any():
+                    cached = [hits[k] for k in keys if k in hits]
+                    result = BatchResult(
+                        forecasts=np.array([c.forecast for c in cached]),
+                        errors=[None] * len(cached),
+                        seconds=0.0,
+                        samples=[c.samples for c in cached],
+                        info=[c.info for c in cached],
+                    )
+                    record(spec.name, p.id, todo[hit], result, np.array([c.seconds for c in cached]), variant)
+                miss = np.flatnonzero(~hit)
+                size = system.batch_size or cfg.forecast.batch_size  # a model's own batch, not capped by the run's
+                for chunk in np.array_split(miss, max(1, -(-miss.size // size))) if miss.size else []:
+                    rows = todo[chunk]
+                    batch = Batch(
+                        inputs=seen[chunk],
+                        horizon=wd.horizon,
+                        frequency=ds.frequency,
+                        season=ds.season,
+                        seeds=seeds[chunk],
+                        attributes=tuple(attributes[i] for i in rows),
+                        input_dates=dates[rows],
+                        truth_dates=wd.truth_dates[rows],
+                        images=None if images is None else tuple(images[c] for c in chunk),
+                    )
+                    found["made"] += int(rows.size)
+                    yield Job(
                         system=spec.name,
                         perturbation=p.id,
                         window_ids=rows,
@@ -209,13 +222,6 @@ def forecast_all(
                         plugins=tuple(cfg_plugins),
                         variant=variant,
                     )
-                )
-
-    counts = {"made": sum(j.size for j in jobs), "cached": 0}
-    needed = sum(  # worst: m candidates per window
-        placed[p.id].size for p in study.forecast_suite for s in cfg.systems if p.applies_to(study.systems[s.name])
-    )
-    counts["cached"] = needed - sum(placed[k[2]].shape[1] for k in done if k[2] in placed) - counts["made"]
 
     def on_done(job: Job, result: BatchResult) -> None:
         tally[job.system]["failed"] += sum(e is not None for e in result.errors)
@@ -230,8 +236,15 @@ def forecast_all(
             ]
             cache.put(made, replace=refresh)
 
-    if jobs:
-        executor.run(jobs, on_done)
+    jobs = planned()
+    first = next(jobs, None)  # plans until the first miss: a run answered by the cache starts no worker
+    if first is not None:
+        executor.run(chain([first], jobs), on_done, expected=lambda: wanted - found["cached"])
+    needed = sum(  # worst: m candidates per window
+        placed[p.id].size for p in study.forecast_suite for s in cfg.systems if p.applies_to(study.systems[s.name])
+    )
+    counts = {"made": found["made"], "cached": 0}
+    counts["cached"] = needed - sum(placed[k[2]].shape[1] for k in done if k[2] in placed) - counts["made"]
     for (name, perturbation), search in worst.items():
         rows, kept = search.rows()
         if rows.size:

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,23 +231,64 @@ class Breaker:
             )
         self.on_done(job, result)
 
-    def stop(self, jobs: list[Job], pending: list[int], done: OnDone) -> None:
-        """Record the pending batches of every stopped system as failed, unsent, and take them out of `pending`."""
-        for index in [i for i in pending if jobs[i].system in self.open]:
-            pending.remove(index)
-            done(jobs[index], BatchResult.failed(jobs[index], self.open[jobs[index].system], 0.0))
+    def stop(self, feed: Feed, done: OnDone) -> None:
+        """Record the waiting batches of every stopped system as failed, unsent, and settle them."""
+        for index in [i for i in feed.pending if feed.jobs[i].system in self.open]:
+            feed.pending.remove(index)
+            job = feed.settle(index)
+            done(job, BatchResult.failed(job, self.open[job.system], 0.0))
+
+
+class Feed:
+    """The jobs an executor runs, drawn from their iterable only as it needs them: planning (cache lookups,
+    rendered charts) goes on while the first batches run, and memory holds the jobs in flight and `ahead`
+    waiting, never every job of a run. `expected()` is how many forecasts the run still expects to make."""
+
+    def __init__(self, jobs: Iterable[Job], *, ahead: int, expected: Callable[[], int] | None = None) -> None:
+        if expected is None:  # a finished list: its own size
+            jobs = list(jobs)
+            total = sum(j.size for j in jobs)
+            expected = lambda: total  # noqa: E731
+        self.source, self.ahead, self.expected = iter(jobs), max(ahead, 1), expected
+        self.jobs: dict[int, Job] = {}  # drawn and not yet settled, by the order they were drawn in
+        self.pending: list[int] = []  # drawn and not sent: the next one last (pop()); a retried one is appended
+        self.attempts: dict[int, int] = {}
+        self.drawn = 0
+        self.exhausted = False
+
+    def fill(self) -> None:
+        """Draw jobs until `ahead` wait or the iterable is spent."""
+        while not self.exhausted and len(self.pending) < self.ahead:
+            job = next(self.source, None)
+            if job is None:
+                self.exhausted = True
+                return
+            self.jobs[self.drawn] = job
+            self.attempts[self.drawn] = 0
+            self.pending.insert(0, self.drawn)
+            self.drawn += 1
+
+    @property
+    def unfinished(self) -> bool:
+        """Jobs wait to be sent or to be drawn."""
+        return bool(self.pending) or not self.exhausted
+
+    def settle(self, index: int) -> Job:
+        """The job, finished: forgotten here (its answer goes to the caller)."""
+        del self.attempts[index]
+        return self.jobs.pop(index)
 
 
 class Progress:
     """Forecasting progress on stderr with the failures so far: tqdm's bar on a terminal; elsewhere (CI,
     nohup, a notebook) a plain line at the start, every PLAIN_SECONDS and at the end."""
 
-    def __init__(self, jobs: list[Job], label: str, on_done: OnDone) -> None:
-        self.total, self.label, self.on_done = sum(j.size for j in jobs), label, on_done
+    def __init__(self, expected: Callable[[], int], label: str, on_done: OnDone) -> None:
+        self.expected, self.label, self.on_done = expected, label, on_done
         self.done = self.failed = 0
         self.terminal = sys.stderr.isatty()
         self.bar = tqdm(
-            total=self.total, desc=label, unit="fc", file=sys.stderr, disable=not self.terminal, smoothing=0.1
+            total=expected(), desc=label, unit="fc", file=sys.stderr, disable=not self.terminal, smoothing=0.1
         )
         self.started = self.printed = time.monotonic()
 
@@ -258,6 +299,7 @@ class Progress:
         failed = sum(e is not None for e in result.errors)
         self.failed += failed
         if self.terminal:
+            self.bar.total = self.expected()  # cache hits found while planning go on lower it
             self.bar.update(job.size)
             if failed:
                 self.bar.set_postfix(failed=self.failed, refresh=False)
@@ -266,12 +308,13 @@ class Progress:
 
     def line(self) -> None:
         self.printed = time.monotonic()
-        share = self.done / self.total if self.total else 1.0
+        total = self.expected()
+        share = self.done / total if total else 1.0
         log.info(
             "%s: %d/%d forecasts (%.0f%%), %d failed, %.0f s",
             self.label,
             self.done,
-            self.total,
+            total,
             100 * share,
             self.failed,
             self.printed - self.started,
@@ -380,14 +423,27 @@ class LocalExecutor:
             process.start()
         return process, tasks
 
-    def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
-        pool = _Pool(self, jobs)
+    def run(
+        self,
+        jobs: Iterable[Job],
+        on_done: OnDone,
+        *,
+        expected: Callable[[], int] | None = None,
+        label: str = "forecasting",
+    ) -> None:
+        """Run every job, drawn as workers free up; on_done(job, result) once per job, in the main process.
+        `expected()`: the forecasts still expected (for progress) while `jobs` is a generator still planning."""
+        feed = Feed(jobs, ahead=2 * self.workers, expected=expected)
+        pool = _Pool(self, feed)
         breaker = Breaker(on_done)
         interrupted = True
-        with Progress(jobs, label, breaker) as done:
+        with Progress(feed.expected, label, breaker) as done:
             try:
-                while pool.pending or pool.running:
-                    breaker.stop(jobs, pool.pending, done)
+                while True:
+                    feed.fill()
+                    if not (feed.unfinished or pool.running):
+                        break
+                    breaker.stop(feed, done)
                     pool.hand_out()
                     pool.take_answer(done)
                     pool.replace_lost(done)
@@ -397,30 +453,37 @@ class LocalExecutor:
 
 
 class _Pool:
-    """One LocalExecutor.run's workers and its bookkeeping: which batch each slot holds and since when."""
+    """One LocalExecutor.run's workers, started as jobs arrive, and which batch each holds since when."""
 
-    def __init__(self, executor: LocalExecutor, jobs: list[Job]) -> None:
-        self.executor, self.jobs = executor, jobs
+    def __init__(self, executor: LocalExecutor, feed: Feed) -> None:
+        self.executor, self.feed = executor, feed
         self.results = executor.context.Queue()
-        self.slots = [executor._start(self.results) for _ in range(min(executor.workers, len(jobs)) or 1)]
-        devices = sorted({j.accelerator for j in jobs if j.accelerator})
-        self.home = {device: k % len(self.slots) for k, device in enumerate(devices)}  # one worker per device
-        self.pending = list(range(len(jobs)))[::-1]
-        self.attempts = [0] * len(jobs)
+        self.slots: list[tuple[Any, multiprocessing.Queue]] = []
+        self.home: dict[str, int] = {}  # device → the one slot that runs its batches
         self.running: dict[int, tuple[int, float | None]] = {}  # slot → (job index, when the worker took it up)
 
+    def _slot_of(self, job: Job, slot: int) -> int:
+        """The slot the job must run in: its device's home (assigned on first sight), else any (`slot`)."""
+        if not job.accelerator:
+            return slot
+        return self.home.setdefault(job.accelerator, len(self.home) % max(self.executor.workers, 1))
+
     def hand_out(self) -> None:
-        """Give every idle slot the next pending batch it may run (accelerator batches only to their home)."""
-        for slot in range(len(self.slots)):
+        """Give every idle slot the next waiting batch it may run (accelerator batches only to their home),
+        starting the slot's worker the first time it has one."""
+        jobs, pending = self.feed.jobs, self.feed.pending
+        for slot in range(max(self.executor.workers, 1)):
             if slot in self.running:
                 continue
-            mine = (i for i in reversed(self.pending) if self.home.get(self.jobs[i].accelerator or "", slot) == slot)
-            index = next(mine, None)
-            if index is not None:
-                self.pending.remove(index)
-                self.attempts[index] += 1
-                self.slots[slot][1].put((index, self.jobs[index]))
-                self.running[slot] = (index, None)  # the clock starts when the worker takes it up
+            index = next((i for i in reversed(pending) if self._slot_of(jobs[i], slot) == slot), None)
+            if index is None:
+                continue
+            while len(self.slots) <= slot:
+                self.slots.append(self.executor._start(self.results))
+            pending.remove(index)
+            self.feed.attempts[index] += 1
+            self.slots[slot][1].put((index, jobs[index]))
+            self.running[slot] = (index, None)  # the clock starts when the worker takes it up
 
     def take_answer(self, done: OnDone) -> None:
         """Read one message (wait ≤ 0.5 s): a batch taken up starts its clock; a finished one is settled."""
@@ -433,34 +496,33 @@ class _Pool:
             if slot is not None:
                 self.running[slot] = (index, time.monotonic())
             return
-        if slot is None and index not in self.pending:
+        if slot is None and index not in self.feed.pending:
             return  # a killed worker's late answer, already settled
         if slot is None:
-            self.pending.remove(index)  # it answered just before being killed: take it
+            self.feed.pending.remove(index)  # it answered just before being killed: take it
         else:
             del self.running[slot]
-        if isinstance(result, str):
-            result = BatchResult.failed(self.jobs[index], result, 0.0)
-        done(self.jobs[index], result)
+        job = self.feed.settle(index)
+        done(job, BatchResult.failed(job, result, 0.0) if isinstance(result, str) else result)
 
     def replace_lost(self, done: OnDone) -> None:
         """Kill a hung worker, restart a dead one; its batch is retried or, past the retries, a failure."""
         for slot, (index, started) in list(self.running.items()):
             process = self.slots[slot][0]
             elapsed = 0.0 if started is None else time.monotonic() - started
-            hung = elapsed > self.jobs[index].timeout + GRACE_SECONDS
+            hung = elapsed > self.feed.jobs[index].timeout + GRACE_SECONDS
             if not hung and process.is_alive():
                 continue
             process.kill()
             process.join()
             self.slots[slot] = self.executor._start(self.results)
             del self.running[slot]
-            if self.attempts[index] <= self.executor.retries:
-                self.pending.append(index)
+            if self.feed.attempts[index] <= self.executor.retries:
+                self.feed.pending.append(index)
                 continue
             why = "hung and was killed" if hung else f"crashed (exit code {process.exitcode})"
-            failure = BatchResult.failed(self.jobs[index], f"worker {why} after {elapsed:.0f} s", elapsed)
-            done(self.jobs[index], failure)
+            job = self.feed.settle(index)
+            done(job, BatchResult.failed(job, f"worker {why} after {elapsed:.0f} s", elapsed))
 
     def close(self, *, kill: bool) -> None:
         for process, tasks in self.slots:
@@ -494,43 +556,55 @@ class RayExecutor:
                     configure_logging=False,
                 )  # fmt: skip
 
-    def run(self, jobs: list[Job], on_done: OnDone, *, label: str = "forecasting") -> None:
+    def run(
+        self,
+        jobs: Iterable[Job],
+        on_done: OnDone,
+        *,
+        expected: Callable[[], int] | None = None,
+        label: str = "forecasting",
+    ) -> None:
+        """As LocalExecutor.run, with at most 2 × workers batches submitted at a time."""
         ray = self.ray
         remote = ray.remote(max_retries=self.retries, num_cpus=1)(_ray_job)
         on_gpu = remote.options(num_gpus=1)  # Ray places accelerator batches on a worker that holds a device
-        pending = list(range(len(jobs)))[::-1]
-        attempts = [0] * len(jobs)
-        running: dict[Any, tuple[int, float]] = {}
         limit = max(2 * self.workers, 1)  # few in flight: submission time ≈ start time
+        feed = Feed(jobs, ahead=limit, expected=expected)
+        running: dict[Any, tuple[int, float]] = {}
         breaker = Breaker(on_done)
-        with Progress(jobs, label, breaker) as done:
+        with Progress(feed.expected, label, breaker) as done:
             try:
-                while pending or running:
-                    breaker.stop(jobs, pending, done)
-                    while pending and len(running) < limit:
-                        index = pending.pop()
-                        attempts[index] += 1
-                        task = on_gpu if jobs[index].accelerator else remote
-                        running[task.remote(jobs[index])] = (index, time.monotonic())
+                while True:
+                    feed.fill()
+                    if not (feed.unfinished or running):
+                        break
+                    breaker.stop(feed, done)
+                    while feed.pending and len(running) < limit:
+                        index = feed.pending.pop()
+                        feed.attempts[index] += 1
+                        task = on_gpu if feed.jobs[index].accelerator else remote
+                        running[task.remote(feed.jobs[index])] = (index, time.monotonic())
                     ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
                     for ref in ready:
                         index, _ = running.pop(ref)
+                        job = feed.settle(index)
                         try:
                             result = ray.get(ref)
                         except Exception as exc:  # a worker that died after its retries
-                            result = BatchResult.failed(jobs[index], f"Ray task failed: {type(exc).__name__}", 0.0)
-                        done(jobs[index], result)
+                            result = BatchResult.failed(job, f"Ray task failed: {type(exc).__name__}", 0.0)
+                        done(job, result)
                     for ref, (index, started) in list(running.items()):
                         elapsed = time.monotonic() - started
-                        if elapsed <= jobs[index].timeout * 2 + GRACE_SECONDS:  # queued time counts: be lenient
+                        if elapsed <= feed.jobs[index].timeout * 2 + GRACE_SECONDS:  # queued time counts: be lenient
                             continue
                         ray.cancel(ref, force=True)
                         del running[ref]
-                        if attempts[index] <= self.retries:
-                            pending.append(index)
+                        if feed.attempts[index] <= self.retries:
+                            feed.pending.append(index)
                         else:
                             why = f"Ray worker hung and was killed after {elapsed:.0f} s"
-                            done(jobs[index], BatchResult.failed(jobs[index], why, elapsed))
+                            job = feed.settle(index)
+                            done(job, BatchResult.failed(job, why, elapsed))
             finally:  # after Ctrl-C or an error, nothing keeps running for this run
                 for ref in running:
                     ray.cancel(ref, force=True)
