@@ -21,7 +21,7 @@ from causalrate.data import Windows
 from causalrate.forecast.cache import Cached, ForecastCache, forecast_keys
 from causalrate.forecast.impute import impute
 from causalrate.forecast.metrics import METRICS
-from causalrate.forecast.runner import BatchResult, Job
+from causalrate.forecast.runner import BatchResult, Executor, Job
 from causalrate.forecast.store import ForecastStore
 from causalrate.perturb.placement import offsets_of
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
@@ -75,7 +75,7 @@ def seen_inputs(perturbed: np.ndarray, imputation: str | None) -> np.ndarray:
 
 
 def forecast_all(
-    study: Study, store: ForecastStore, *, cache: ForecastCache | None, executor, refresh: bool = False
+    study: Study, store: ForecastStore, *, cache: ForecastCache | None, executor: Executor, refresh: bool = False
 ) -> dict:
     """The full factorial: every system × window × perturbation not yet in the store.
 

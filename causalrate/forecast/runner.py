@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from tqdm import tqdm
@@ -201,6 +201,21 @@ def run_job(job: Job, *, cores: int = 1) -> BatchResult:
 
 
 OnDone = Callable[[Job, BatchResult], None]
+
+
+class Executor(Protocol):
+    """What forecast_all runs its jobs on (LocalExecutor, RayExecutor, or your own): every job run once, its
+    result handed to on_done(job, result) in the calling process; `jobs` may be a generator still planning,
+    `expected()` the forecasts the run still expects (for progress)."""
+
+    def run(
+        self,
+        jobs: Iterable[Job],
+        on_done: OnDone,
+        *,
+        expected: Callable[[], int] | None = None,
+        label: str = "forecasting",
+    ) -> None: ...
 
 
 PLAIN_SECONDS = 30.0  # between two progress lines when stderr is not a terminal
