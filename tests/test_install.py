@@ -89,3 +89,15 @@ def test_wheel_installs_and_runs_a_study_from_another_folder(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert (work / "runs" / "installed" / "ratings.json").is_file()
+
+
+def test_every_python_package_is_in_the_wheel():
+    """Each folder of causalrate/ with an __init__.py is listed in pyproject's packages: a new stage package left
+    out installs fine in editable mode and fails only from a regular install (as causalrate.uncertainty once did)."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / "causalrate").rglob("__init__.py")}
+    assert found - listed == set(), f"add to [tool.setuptools] packages in pyproject.toml: {sorted(found - listed)}"
+
