@@ -28,9 +28,10 @@ from causalrate.errors import UserError
 from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.store import ForecastStore
 from causalrate.memo import Memo
-from causalrate.rate.absolute import absolute_quantities, naive_clean_error
+from causalrate.rate.absolute import absolute_margins, absolute_quantities, naive_clean_error
 from causalrate.rate.headlines import headline_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
+from causalrate.rate.practical import effects_without_pie, pie_undefined, rigor_without_pie, without_pie
 from causalrate.rate.ratings import RatingSettings, attach_coverage, coverage_table, rate_scores
 from causalrate.rate.stability import with_stability
 from causalrate.report.outputs import write_outputs
@@ -265,7 +266,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
             rigor,
             wrs_tests=tuple(t for t in rigor.wrs_tests if (t["system"], t["perturbation"]) not in left_out(study)),
         )
-    # rate: coverage, absolute quantities, levels, stability, inconclusive APEs, headlines
+    # rate: coverage, absolute quantities, margins, levels, harm and inconclusive APEs, stability, headlines
     rating = RatingSettings(
         levels=cfg.rating.levels, rule=cfg.rating.rule, scale=cfg.rating.scale, min_coverage=cfg.rating.min_coverage
     )
@@ -273,18 +274,27 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     raw = raw.assign(
         coverage=attach_coverage(raw, coverage, severity),
         quantity=absolute_quantities(raw, wrs_table, naive_error, naive_scores),
+        margin=absolute_margins(raw, wrs_table, naive_error, naive_scores),
     )
-    rated = rate_scores(raw, settings=rating, replicates=rigor.replicate_values if rigor else None)
+    # PIE% only where the rated APE shows an effect to explain (METHOD §5.3)
+    no_pie = pie_undefined(raw, rigor)
+    raw = without_pie(raw, no_pie)
+    points = frozenset(name for name, system in study.systems.items() if system.output == "point")
+    rated = rate_scores(
+        raw, settings=rating, replicates=rigor.replicate_values if rigor else None, point_systems=points
+    )
     if rigor:
+        rated, rigor = withhold_inconclusive(rated, rigor_without_pie(rigor, rated), naive_error=naive_error)
         rigor = with_stability(rigor, rated, settings=rating, control=control)
-        rated, rigor = withhold_inconclusive(rated, rigor)
     headlines = headline_ratings(
         rated,
         settings=rating,
         control=control,
         descriptions={p.id: p.description for p in study.suite},
         stability=rigor.overall_stability if rigor else None,
+        point_systems=points,
     )
+    evidence = replace(evidence, effects=effects_without_pie(evidence.effects, no_pie))
     return Result(
         evidence=evidence,
         effect_draws=draws,

@@ -128,6 +128,9 @@ class RatingRow(Section):
     min_effect: Number = None
     n_min: Number = None
     ape_true_interval: Interval | None = None
+    improves: bool = False  # the APE's interval lies wholly below 0: the perturbation lowers its error (level 1)
+    cannot_rule_out: Number = None  # inconclusive APE: the harm its interval leaves open (raw units)
+    cannot_rule_out_share: Number = None  # the same as a share of the naive reference's clean error
 
 
 class HeadlineCause(Section):
@@ -149,6 +152,8 @@ class Headline(Section):
     tied_with: list[str] = Field(default_factory=list)
     scores: list[str] = Field(default_factory=list)
     cause: HeadlineCause | None = None
+    largest: HeadlineCause | None = None  # no practically relevant row: the largest effect (not a cause)
+    verdict: str | None = None  # the published scale's verdict, where it leads the sentence (worst, or ≥ 2 apart)
 
 
 class Check(Section):
@@ -213,6 +218,7 @@ class Effect(Section):
     pie: Number = None
     pie_lo: Number = None
     pie_hi: Number = None
+    pie_note: str | None = None  # why PIE% is undefined (no effect to explain)
     smd_before: Number = None
     smd_after: Number = None
     unmatched: Number = None

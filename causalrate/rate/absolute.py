@@ -6,6 +6,7 @@ Each raw score is first expressed against a basis that does not depend on the co
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -16,7 +17,7 @@ import pandas as pd
 import yaml
 
 from causalrate.causal.wrs import DEFAULT_LEVELS
-from causalrate.score.scores import SCORES, Basis, Scale, WrsScore
+from causalrate.score.scores import SCORES, Basis, Margin, Scale, WrsScore
 from causalrate.systems.reference import last_observed
 
 ABSOLUTE_LEVELS = 3
@@ -44,6 +45,20 @@ def load_scales() -> dict[str, Scale]:
             higher_is_better=bool(entry.get("higher_is_better", False)),
             rationale=entry["rationale"],
         )
+    return out
+
+
+@cache
+def published_margins() -> dict[str, Margin | None]:
+    """score → the margin δ ratings/scales.yaml publishes for it (beside its thresholds, or under `margins:`);
+    None where it publishes `margin: null`. Each must equal the score's own `margin` fact (tested)."""
+    doc = yaml.safe_load(scales_path().read_text(encoding="utf-8"))
+    entries = {name: entry.get("margin") for name, entry in doc["scores"].items()} | (doc.get("margins") or {})
+    out: dict[str, Margin | None] = {}
+    for name, entry in entries.items():
+        if entry is not None and entry["basis"] not in BASES:
+            raise ValueError(f"scales.yaml: {name}: margin: unknown basis {entry['basis']!r}; expected one of {BASES}")
+        out[name] = None if entry is None else Margin(basis=entry["basis"], value=float(entry["value"]))
     return out
 
 
@@ -76,33 +91,81 @@ def absolute_level(value: float, scale: Scale) -> int | None:
     return 1 if value <= first else 2 if value <= second else 3
 
 
+def basis_unit(basis: Basis, *, score: str, pairs: int, naive_error: float, naive_scores: Mapping[str, float]) -> float:
+    """One unit of `basis` in the raw score's units, for one row (NaN: undefined here).
+
+    naive_error: the naive reference's mean clean outcome; naive_scores: score → the naive reference's value of
+    that score on the same clean windows (the `naive_ratio` basis: a skill ratio, as fev and GIFT-Eval report);
+    pairs: the row's WRS pairs (the `wrs_max` basis).
+    """
+    if basis == "naive_clean_error":
+        return naive_error if naive_error > 0 else np.nan
+    if basis == "naive_ratio":
+        reference = naive_scores.get(score, np.nan)
+        return reference if reference > 0 else np.nan
+    if basis == "wrs_max":
+        maximum = wrs_maximum(pairs)
+        return maximum if maximum > 0 else np.nan
+    return 0.01 if basis == "percent" else 1.0
+
+
 def absolute_quantities(
     raw: pd.DataFrame, wrs: pd.DataFrame, naive_error: float, naive_scores: dict[str, float]
 ) -> pd.Series:
     """Each raw row expressed on its scale's basis (NaN where the score has no published scale).
 
-    raw: perturbation, score, system, raw; wrs: the WRS table (system, perturbation, attribute, pairs);
-    naive_error: the naive reference's mean clean outcome; naive_scores: score → the naive reference's value
-    of that score on the same clean windows (the `naive_ratio` basis: a skill ratio, as fev and GIFT-Eval report).
+    raw: perturbation, score, system, raw; wrs: the WRS table (system, perturbation, attribute, pairs).
     """
-    pairs = wrs.set_index(["system", "perturbation", "attribute"])["pairs"]
-    values = []
+    units = _units(raw, wrs, naive_error, naive_scores, _scale_basis)
+    return pd.Series(
+        [r / u if scale_of(name) else np.nan for name, r, u in zip(raw["score"], raw["raw"], units, strict=True)],
+        index=raw.index,
+        dtype=float,
+    )
+
+
+def absolute_margins(
+    raw: pd.DataFrame, wrs: pd.DataFrame, naive_error: float, naive_scores: dict[str, float]
+) -> pd.Series:
+    """Each row's practical-equivalence margin δ (METHOD §6.2) in the raw score's units: its score's `margin`
+    on the margin's basis; 0 where the score declares none or its basis is undefined here (naive error 0)."""
+    units = _units(raw, wrs, naive_error, naive_scores, _margin_basis)
+    values = [
+        (m.value * u if (m := SCORES.get(name).margin) is not None and np.isfinite(u) else 0.0)
+        for name, u in zip(raw["score"], units, strict=True)
+    ]
+    return pd.Series(values, index=raw.index, dtype=float)
+
+
+def _scale_basis(score: str) -> Basis | None:
+    scale = scale_of(score)
+    return None if scale is None else scale.basis
+
+
+def _margin_basis(score: str) -> Basis | None:
+    margin = SCORES.get(score).margin
+    return None if margin is None else margin.basis
+
+
+def _units(
+    raw: pd.DataFrame,
+    wrs: pd.DataFrame,
+    naive_error: float,
+    naive_scores: Mapping[str, float],
+    basis_of: Callable[[str], Basis | None],
+) -> list[float]:
+    """basis_unit of every raw row on the basis `basis_of(score)` picks (NaN where it picks none)."""
+    pairs = wrs.set_index(["system", "perturbation", "attribute"])["pairs"] if len(wrs) else pd.Series(dtype=int)
+    out = []
     for r in raw.itertuples():
-        scale = scale_of(r.score)
-        basis = scale.basis if scale else None
-        if basis == "naive_clean_error":
-            values.append(r.raw / naive_error if naive_error > 0 else np.nan)
-        elif basis == "naive_ratio":
-            reference = naive_scores.get(r.score, np.nan)
-            values.append(r.raw / reference if reference > 0 else np.nan)
-        elif basis == "wrs_max":
+        basis = basis_of(r.score)
+        if not basis:
+            out.append(np.nan)
+            continue
+        n = 0
+        if basis == "wrs_max":
             score = SCORES.get(r.score)
             assert issubclass(score, WrsScore), f"{r.score}: the wrs_max basis is a WRS score's"
-            key = (r.system, r.perturbation, score.attribute)
-            maximum = wrs_maximum(int(pairs.get(key, 0)))
-            values.append(r.raw / maximum if maximum > 0 else np.nan)
-        elif basis == "percent":
-            values.append(100 * r.raw)
-        else:
-            values.append(r.raw if scale else np.nan)
-    return pd.Series(values, index=raw.index, dtype=float)
+            n = int(pairs.get((r.system, r.perturbation, score.attribute), 0))
+        out.append(basis_unit(basis, score=r.score, pairs=n, naive_error=naive_error, naive_scores=naive_scores))
+    return out

@@ -1,15 +1,20 @@
 """Three headline ratings per system, kept apart (METHOD §6.5): robustness, bias, accuracy.
 
 - robustness — the weakest link: the worst of the system's robustness-family levels (ape, ape_last,
-  recency, ape_worst, failure rate) on any perturbation. A model that collapses under one perturbation,
-  or at the newest point, is rated by that collapse, not by its average;
+  recency, ape_worst, failure rate) on any perturbation, over the rows where its effect is practically
+  relevant (≥ the score's margin δ). A model that collapses under one perturbation, or at the newest
+  point, is rated by that collapse, not by its average; one with no relevant row is 1, "no practical
+  effect on any perturbation tested (largest: …)";
 - bias — the weakest link likewise over the bias-family rows (WRS and bias scores, perturbed inputs);
-- accuracy — the mean of its clean-input accuracy levels, re-tiered (accuracy is not a worst case).
+- accuracy — the mean of its clean-input accuracy levels, re-tiered (accuracy is not a worst case); WQL
+  and coverage error join only for a system whose forecasts are distributions.
 
 Rows on which every compared system has the same raw value carry no information and are left out
-(undefined rows too). Each weakest-link headline names the row that set it (`cause`), in words and on
-the absolute scale's basis. The absolute headline follows the same rule on absolute levels. `overall`
-is the robustness headline.
+(undefined rows too). Each weakest-link headline names the row that set it (`cause`: among the rows at
+its level, the largest effect on the absolute scale's basis). The absolute headline follows the same
+rule on absolute levels. When every compared system has the same level the sentence says "all N systems
+tied", never "best"; where the published scale's level is the worst, or two or more from the relative
+one, the sentence starts with the published verdict (`verdict`). `overall` is the robustness headline.
 """
 
 from __future__ import annotations
@@ -34,17 +39,21 @@ HEADLINES = {
 WEAKEST_LINK = ("robustness", "bias")  # the others are a mean of levels
 
 
-def headline_rows(rated: pd.DataFrame, family: str, *, control: str) -> pd.DataFrame:
+def headline_rows(
+    rated: pd.DataFrame, family: str, *, control: str, point_systems: frozenset[str] = frozenset()
+) -> pd.DataFrame:
     """The rating rows a headline is built from: its family's, defined, and informative — a (score,
     perturbation) on which every compared system has the same raw value (and none is insufficient) tells
     them apart no better than leaving it out. With a single system every defined row is kept. Only the
-    headline families have headline rows: a score of another family (a plugin's "diagnostic") joins none."""
+    headline families have headline rows: a score of another family (a plugin's "diagnostic") joins none.
+    A point forecast's rows of a score that is only for distributions (`point_forecasts`) are left out."""
     if family not in HEADLINE_FAMILIES:
         raise ValueError(f"no headline {family!r}; the headlines are {', '.join(HEADLINE_FAMILIES)}")
     in_family = rated["score"].map(lambda s: SCORES.get(s).family) == family
     on_control = rated["perturbation"] == control
     where = on_control if family == "accuracy" else (~on_control if family == "bias" else True)
-    rows = rated[in_family & where & rated["display"].ne("—")]
+    for_points = rated["score"].map(lambda s: SCORES.get(s).point_forecasts == "rated")
+    rows = rated[in_family & where & rated["display"].ne("—") & (for_points | ~rated["system"].isin(point_systems))]
     if rows["system"].nunique() < 2:
         return rows
     key = ["score", "perturbation"]
@@ -54,7 +63,14 @@ def headline_rows(rated: pd.DataFrame, family: str, *, control: str) -> pd.DataF
 
 
 def robustness_rows(rated: pd.DataFrame, *, control: str) -> pd.DataFrame:
-    return headline_rows(rated, "robustness", control=control)
+    """The robustness headline's weakest-link rows: its headline rows where the effect is practically relevant."""
+    rows = headline_rows(rated, "robustness", control=control)
+    return rows[relevant(rows)]
+
+
+def relevant(rows: pd.DataFrame) -> pd.Series:
+    """Rows where the system's effect is practically relevant (≥ δ; insufficient rows always are)."""
+    return rows["relevant"].astype(bool) if "relevant" in rows else pd.Series(True, index=rows.index)
 
 
 @dataclass(frozen=True)
@@ -89,38 +105,67 @@ def headline_ratings(
     control: str,
     descriptions: dict[str, str] | None = None,
     stability: Mapping[str, float] | None = None,
+    point_systems: frozenset[str] = frozenset(),
 ) -> dict[str, dict[str, dict]]:
-    """{system: {family: H}}, H = rating, absolute_rating, meaning, stability, tied_with, scores, cause.
+    """{system: {family: H}}, H = rating, absolute_rating, meaning, stability, tied_with, scores, and for a
+    weakest-link headline its cause (or, with no practically relevant row, the largest effect) and the
+    published verdict where it must lead the sentence.
 
-    rated: the rating rows (rate.ratings.COLUMNS); descriptions: perturbation id → what it does, in words.
+    rated: the rating rows (rate.ratings.COLUMNS); descriptions: perturbation id → what it does, in words;
+    point_systems: the systems whose forecasts are points (WQL and coverage error stay out of their accuracy).
     """
     systems = sorted(rated["system"].unique())
+    described = descriptions or {}
     out: dict[str, dict[str, dict]] = {s: {} for s in systems}
     for family, what in HEADLINES.items():
-        rows = headline_rows(rated, family, control=control)
+        rows = headline_rows(rated, family, control=control, point_systems=point_systems)
         if rows.empty:
             continue
         hopeless = rows.groupby("system")["insufficient"].all()
         names = list(hopeless.index)
         ties: list[list[int]] | None
         if family in WEAKEST_LINK:
-            ratings = rows.groupby("system")["rating"].max().reindex(names).to_numpy()
+            counted = rows[relevant(rows)]
+            # no practically relevant row: no practical effect, level 1 on both scales (where it has one)
+            ratings = counted.groupby("system")["rating"].max().reindex(names).fillna(1).to_numpy(dtype=int)
             ties = [[j for j in range(len(names)) if j != i and ratings[j] == ratings[i]] for i in range(len(names))]
-            absolute = rows.dropna(subset=["absolute_rating"]).groupby("system")["absolute_rating"].max()
+            scaled = rows.dropna(subset=["absolute_rating"])
+            absolute = (
+                scaled[relevant(scaled)].groupby("system")["absolute_rating"].max()
+                .reindex(scaled["system"].unique()).fillna(1)
+            )  # fmt: skip
         else:
+            counted = rows
             means = rows.groupby("system")["rating"].mean().reindex(names)
             ratings, ties = mean_levels(means.to_numpy(), hopeless.to_numpy(), settings)
             absolute = rows.dropna(subset=["absolute_rating"]).groupby("system")["absolute_rating"].mean()
+        measured = [s for s in names if not hopeless[s]]
         for k, system in enumerate(names):
             rating, lost = int(ratings[k]), bool(hopeless[system])
             # a system that was never measured is worst by rule, not tied with the worst measured one
             tied = [] if ties is None or lost else sorted(names[j] for j in ties[k] if not hopeless.iloc[j])
             abs_rating = _level(absolute.get(system), lost)
-            cause = weakest(rows[rows["system"] == system], descriptions or {}) if family in WEAKEST_LINK else None
-            meaning = _meaning(what, rating, settings.levels, len(systems), tied, lost, cause)
+            mine, all_mine = counted[counted["system"] == system], rows[rows["system"] == system]
+            cause = largest = None
+            if family in WEAKEST_LINK:
+                cause = weakest(mine, described, by="rating")
+                largest = None if cause else weakest(all_mine, described, by="quantity")
+            everyone = len(measured) >= 2 and len(tied) == len(measured) - 1 and not lost
+            verdict = None
+            if (
+                family in WEAKEST_LINK
+                and abs_rating is not None
+                and not lost
+                and (abs_rating == ABSOLUTE_LEVELS or abs(abs_rating - rating) >= 2)
+            ):
+                found = weakest(mine.dropna(subset=["absolute_rating"]), described, by="absolute_rating")
+                verdict = published_verdict(abs_rating, found)
+            meaning = _meaning(what, rating, settings.levels, len(systems), tied, lost, cause, largest, everyone)
             published = settings.scale == "absolute" and abs_rating is not None
             if published:  # the number shown is the published scale's: the sentence starts with it
                 meaning = f"{abs_rating} of {ABSOLUTE_LEVELS} on the published scale; relative to the others, {meaning}"
+            elif verdict:
+                meaning = f"{verdict[:1].upper()}{verdict[1:]}; relative to the others, {meaning}"
             out[system][family] = {
                 "rating": abs_rating if published else rating,
                 "absolute_rating": abs_rating,
@@ -129,8 +174,18 @@ def headline_ratings(
                 "tied_with": tied,
                 "scores": sorted(rows["score"].unique()),
                 **({"cause": cause.record()} if cause else {}),
+                **({"largest": largest.record()} if largest else {}),
+                **({"verdict": verdict} if verdict and not published else {}),
             }
     return out
+
+
+def published_verdict(level: int, cause: Cause | None) -> str:
+    """The published scale's verdict in words, with the row that set it: "on the published scale the worst
+    level (3 of 3): its error rises …"."""
+    place = "the best level" if level == 1 else "the worst level" if level == ABSOLUTE_LEVELS else "a middle level"
+    text = f"on the published scale {place} ({level} of {ABSOLUTE_LEVELS})"
+    return f"{text}: {cause.text}" if cause else text
 
 
 def mean_levels(
@@ -145,15 +200,17 @@ def mean_levels(
     return np.where(hopeless, settings.levels, ratings), ties
 
 
-def weakest(rows: pd.DataFrame, descriptions: dict[str, str]) -> Cause | None:
-    """The system's row that sets its weakest-link headline: its worst level, and among rows at that level the
-    largest on the absolute basis (insufficient ones first: a failure is never outranked)."""
+def weakest(rows: pd.DataFrame, descriptions: dict[str, str], *, by: str = "rating") -> Cause | None:
+    """The system's row that sets its weakest-link headline: its worst level (`by`: the relative "rating" or the
+    "absolute_rating"; "quantity": no level, the largest effect), and among rows at that level the largest on
+    the absolute basis (insufficient ones first: a failure is never outranked)."""
     if rows.empty:
         return None
     quantity = rows["quantity"].to_numpy(dtype=float) if "quantity" in rows else np.full(len(rows), np.nan)
+    level = np.zeros(len(rows)) if by == "quantity" else rows[by].to_numpy(dtype=float)
     order = np.lexsort(
         (-np.nan_to_num(rows["raw"].to_numpy(dtype=float), nan=np.inf), -np.nan_to_num(quantity, nan=-np.inf),
-         -rows["insufficient"].to_numpy(dtype=int), -rows["rating"].to_numpy(dtype=int))
+         -rows["insufficient"].to_numpy(dtype=int), -level)
     )  # fmt: skip
     row, q = rows.iloc[order[0]], float(quantity[order[0]])
     return Cause(
@@ -182,13 +239,18 @@ def cause_text(score: str, perturbation: str, raw: float, quantity: float, insuf
             "recency": "when a corrupted point is among the last input points",
             "ape_worst": "when the corrupted point is placed where it hurts it most",
         }.get(score, "")
-        change = f"its error changes by {100 * quantity:.0f} % of the naive reference's clean error"
+        change = f"its error rises by {_percent(quantity)} of the naive reference's clean error"
         return " ".join(part for part in (change, context, f"on {where}") if part)
     if basis is not None and basis.basis == "wrs_max" and np.isfinite(quantity):
         return f"{label} {raw:.3g} ({100 * quantity:.0f} % of its maximum) on {where}"
     if score.startswith("bias_"):
         return f"one group's mean error differs from its peers' by {100 * raw:.0f} % of the mean ({label}) on {where}"
     return f"{label} {raw:.3g} on {where}"
+
+
+def _percent(share: float) -> str:
+    """A share as a percentage a reader can tell from 0: whole percents, or two significant digits below 1 %."""
+    return f"{100 * share:.0f} %" if abs(share) >= 0.01 or share == 0 else f"{100 * share:.2g} %"
 
 
 def _level(value: float | None, hopeless: bool) -> int | None:
@@ -198,12 +260,26 @@ def _level(value: float | None, hopeless: bool) -> int | None:
     return None if value is None or not np.isfinite(value) else int(np.floor(value + 0.5))
 
 
-def _meaning(what: str, rating: int, levels: int, n: int, tied: list[str], hopeless: bool, cause: Cause | None) -> str:
+def _meaning(
+    what: str,
+    rating: int,
+    levels: int,
+    n: int,
+    tied: list[str],
+    hopeless: bool,
+    cause: Cause | None,
+    largest: Cause | None,
+    everyone: bool,
+) -> str:
     if hopeless:
         return f"{rating} of {levels} on {what}: too many of its forecasts failed to rate it (worst level)."
     place = "the best level" if rating == 1 else "the worst level" if rating == levels else "a middle level"
+    if everyone:  # one group for all: a tie, not a verdict
+        place, tied = f"all {len(tied) + 1} systems tied", []
     tie = f"; the same level as {', '.join(tied)}" if tied else ""
     head = f"{rating} of {levels} (1 = best, {levels} = worst of the {n} systems compared) on {what}: {place}"
+    if largest is not None:
+        return f"{head}{tie}; no practical effect on any perturbation tested (largest: {largest.text})."
     if cause is None:
         return f"{head}{tie} (the mean of its accuracy levels)." if "accuracy" in what else f"{head}{tie}."
     return f"{head}, set by its weakest result: {cause.text}{tie}."

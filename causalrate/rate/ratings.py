@@ -2,9 +2,12 @@
 
 - insufficient: computed on fewer than rating.min_coverage of the system's windows (or not at all):
   the worst level, relative and absolute, with the reason in `note` — failures are never rewarded;
-- undefined (raw NaN with a note, e.g. PIE% with nothing to explain): the middle level ⌈L/2⌉, shown
-  as "—", left out of the binning of the others and of every headline;
-- the rest: binned by `rule` (tiers or paper) and, beside it, the published absolute scale.
+- undefined (raw NaN with a note, e.g. PIE% with nothing to explain, a point forecast's coverage error):
+  the middle level ⌈L/2⌉, shown as "—", left out of the binning of the others and of every headline;
+- the rest: binned by `rule` (tiers or paper) and, beside it, the published absolute scale. Under tiers
+  two systems differ only when significantly AND by more than the score's margin δ (`margin`, raw units),
+  and a robustness or bias effect below δ has no practical effect: level 1 on that row (`relevant` False:
+  left out of the weakest-link headlines).
 """
 
 from __future__ import annotations
@@ -35,7 +38,12 @@ COLUMNS = [
     "note",
     "display",
     "quantity",
+    "margin",
+    "relevant",
+    "improves",
 ]
+NO_EFFECT_FAMILIES = ("robustness", "bias")  # where an effect below δ is "no practical effect"
+NOT_APPLICABLE = "not applicable: a point forecast has no interval (its coverage is 0 by construction); not rated"
 
 
 @dataclass(frozen=True)
@@ -103,9 +111,20 @@ def rate_scores(
     *,
     settings: RatingSettings,
     replicates: Mapping[tuple[str, str], Mapping[str, np.ndarray]] | None = None,
+    point_systems: frozenset[str] = frozenset(),
 ) -> pd.DataFrame:
-    """raw: perturbation, score, system, raw, coverage, quantity (the absolute-scale value) [, note]."""
-    raw = raw.assign(note=raw.get("note"))
+    """raw: perturbation, score, system, raw, coverage, quantity (the absolute-scale value) [, note, margin (δ in
+    raw units; absent: 0)]. point_systems: the systems whose forecasts are points (no samples or quantiles), not
+    rated on a score whose `point_forecasts` is "not_applicable"."""
+    raw = raw.assign(note=raw.get("note"), margin=raw.get("margin", 0.0))
+    applicable = np.array(
+        [
+            not (SCORES.get(score).point_forecasts == "not_applicable" and system in point_systems)
+            for score, system in zip(raw["score"], raw["system"], strict=True)
+        ],
+        dtype=bool,
+    )
+    raw = raw.assign(raw=raw["raw"].where(applicable), note=raw["note"].where(applicable, NOT_APPLICABLE))
     parts = [
         _rate_group(group.sort_values("system"), score, settings, (replicates or {}).get((score, p)))
         for (p, score), group in raw.groupby(["perturbation", "score"], sort=True)
@@ -135,7 +154,10 @@ def _rate_group(
         matrix, test = None, PAIRED_TESTS.get(cls.resampling, BOOTSTRAP)
         if reps is not None and all(s in reps for s in systems[idx]):
             matrix = np.column_stack([reps[s] for s in systems[idx]])
-        ratings, ties = tier_ratings(values[idx], matrix, levels=levels, higher_is_better=higher, test=test)
+        margin = group["margin"].to_numpy(dtype=float)[idx]
+        ratings, ties = tier_ratings(
+            values[idx], matrix, levels=levels, higher_is_better=higher, test=test, margin=margin
+        )
         relative[idx] = ratings
         for k, i in enumerate(idx):
             tied[i] = sorted(systems[idx][j] for j in ties[k])
@@ -150,6 +172,13 @@ def _rate_group(
                 absolute[row] = middle_level(ABSOLUTE_LEVELS)
             else:
                 absolute[row] = absolute_level(quantity[row], scale)
+    # an effect below δ is no practical effect (METHOD §6.2): level 1 on the row, not a weakest link
+    relevant = np.ones(len(group), dtype=bool)
+    if cls.family in NO_EFFECT_FAMILIES and not higher:
+        with np.errstate(invalid="ignore"):
+            relevant = ~(eligible & (values < group["margin"].to_numpy(dtype=float)))
+        if settings.rule == "tiers":
+            relative[~relevant] = 1
     use_absolute = settings.scale == "absolute" and scale is not None
     coverage = group["coverage"].to_numpy()
     notes = [
@@ -166,4 +195,6 @@ def _rate_group(
         insufficient=insufficient,
         note=notes,
         display=["—" if u and not bad else None for u, bad in zip(undefined, insufficient, strict=True)],
+        relevant=relevant,
+        improves=False,  # set from the signed APE's interval where the rigor layer ran (rate.practical)
     )

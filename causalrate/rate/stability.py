@@ -5,7 +5,8 @@ scores — is rated by the rule that rated the row: `paper` bins the replicate's
 `tiers` re-runs the tiering on it (tiers.replicate_tier_ratings) with the score's own paired test
 (bootstrap or, for draws, t-test), so systems the rule ties stay tied unless the replicate makes their
 difference significant. An inconclusive APE is floored (never the best level) in every replicate as it
-is in the report. Rows rated on the absolute scale, insufficient and undefined rows have no stability.
+is in the report, and a robustness or bias value below its margin δ is level 1 (no practical effect) in
+every replicate. Rows rated on the absolute scale, insufficient and undefined rows have no stability.
 The robustness headline (the worst of a system's robustness levels) is re-derived in every bootstrap
 replicate the same way it is derived from the reported ratings.
 """
@@ -21,9 +22,9 @@ import pandas as pd
 
 from causalrate.causal.resampling import stability
 from causalrate.rate.binning import bin_ratings
-from causalrate.rate.headlines import robustness_rows
+from causalrate.rate.headlines import headline_rows, robustness_rows
 from causalrate.rate.inconclusive import inconclusive_level
-from causalrate.rate.ratings import RatingSettings
+from causalrate.rate.ratings import NO_EFFECT_FAMILIES, RatingSettings
 from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, replicate_tier_ratings
 from causalrate.score.scores import SCORES
 from causalrate.uncertainty.rigor import Rigor
@@ -52,7 +53,7 @@ def with_stability(rigor: Rigor, rated: pd.DataFrame, *, settings: RatingSetting
 
 
 # the rating rows' columns stability reads; `Rows` is a DataFrame of them or a dict of their arrays
-ROW_COLUMNS = ("score", "perturbation", "system", "rule", "raw", "rating", "insufficient", "display")
+ROW_COLUMNS = ("score", "perturbation", "system", "rule", "raw", "rating", "insufficient", "display", "margin")
 Rows: TypeAlias = pd.DataFrame | dict[str, np.ndarray]
 
 
@@ -77,7 +78,13 @@ def replicate_levels(
         per_replicate = np.vstack([bin_ratings(row, levels=levels, higher_is_better=higher) for row in matrix])
     else:
         test = PAIRED_TESTS.get(cls.resampling, BOOTSTRAP)
-        per_replicate = replicate_tier_ratings(raw, matrix, levels=levels, higher_is_better=higher, test=test)
+        margin = rated["margin"].astype(float)
+        per_replicate = replicate_tier_ratings(
+            raw, matrix, levels=levels, higher_is_better=higher, test=test, margin=margin
+        )
+        if cls.family in NO_EFFECT_FAMILIES and not higher:  # no practical effect in the replicate: level 1
+            with np.errstate(invalid="ignore"):
+                per_replicate = np.where(matrix < margin[None, :], 1, per_replicate)
     floored = np.array([rigor.row((p, score, s)).inconclusive for s in systems], dtype=bool)
     per_replicate = np.where(floored[None, :], inconclusive_level(per_replicate), per_replicate)
     return systems, reported_levels(rated, rigor).to_numpy(dtype=int), per_replicate
@@ -94,21 +101,22 @@ def reported_levels(rows: Rows, rigor: Rigor) -> pd.Series:
 def _overall_stability(
     rigor: Rigor, rated: pd.DataFrame, replicated: dict, settings: RatingSettings, control: str
 ) -> dict[str, float]:
-    """Re-derive the robustness headline (the worst of the system's robustness levels) in every bootstrap
-    replicate from the rows' replicate levels (replicated: (score, perturbation) → systems, [B, n]); rows
-    without replicates keep their level."""
+    """Re-derive the robustness headline (the worst of the system's practically relevant robustness levels; 1
+    with none) in every bootstrap replicate from the rows' replicate levels (replicated: (score, perturbation) →
+    systems, [B, n]); rows without replicates keep their level."""
     robust = robustness_rows(rated, control=control)
-    systems = sorted(robust["system"].unique())
+    systems = sorted(headline_rows(rated, "robustness", control=control)["system"].unique())
     b = next((matrix.shape[0] for _, matrix in replicated.values()), 0)
     if not systems or b == 0 or settings.scale == "absolute":
         return {}
-    worst, reported_worst = np.zeros((b, len(systems))), np.zeros(len(systems))
+    worst, reported_worst = np.ones((b, len(systems))), np.ones(len(systems))  # no relevant row: level 1
     for (score, p), group in robust.groupby(["score", "perturbation"]):
         reported = reported_levels(group, rigor)
         per_replicate = pd.DataFrame(np.tile(reported.to_numpy(), (b, 1)), columns=reported.index)
         if (score, p) in replicated:
             found_systems, matrix = replicated[(score, p)]
-            per_replicate[found_systems] = matrix
-        worst = np.fmax(worst, per_replicate.reindex(columns=systems).fillna(0.0).to_numpy())
-        reported_worst = np.fmax(reported_worst, reported.reindex(systems).fillna(0.0).to_numpy())
+            kept = [k for k, name in enumerate(found_systems) if name in reported.index]  # its relevant rows
+            per_replicate[[found_systems[k] for k in kept]] = matrix[:, kept]
+        worst = np.fmax(worst, per_replicate.reindex(columns=systems).fillna(1.0).to_numpy())
+        reported_worst = np.fmax(reported_worst, reported.reindex(systems).fillna(1.0).to_numpy())
     return {s: float(v) for s, v in zip(systems, stability(worst, reported_worst), strict=True)}

@@ -1,14 +1,16 @@
-"""The default rating rule (METHOD §6, `rule: tiers`): ties by significance, tie groups into levels.
+"""The default rating rule (METHOD §6, `rule: tiers`): ordered groups of practically equal systems, as levels.
 
-Two systems are tied on a score when their paired difference is not significant after
-Benjamini–Hochberg over all pairs (5 %). The test follows where the score's replicates come from
-(its `resampling` fact, PAIRED_TESTS): window-block bootstrap replicates of the rated value get the
-bootstrap p-value; observational draws, whose *mean* is the rated value, get a paired t-test (their
-standard error is sd/√B, not the spread of one draw). Systems, sorted best first, are cut into tie
-groups of mutually indistinguishable systems; the groups — not the systems — are positions on the L
-levels: the best group 1, the worst group L, the others spread evenly between (group_levels), so a
-system is never rated better than one whose score is significantly better and "L" always means the
-worst of the systems compared.
+Two systems differ on a score when their paired difference is significant after Benjamini–Hochberg over
+all pairs (5 %) AND larger than the score's margin δ (practical equivalence, Score.margin). The test
+follows where the score's replicates come from (its `resampling` fact, PAIRED_TESTS): window-block
+bootstrap replicates of the rated value get the bootstrap p-value; observational draws, whose *mean* is
+the rated value, get a paired t-test (their standard error is sd/√B, not the spread of one draw).
+Systems, sorted best first, are cut into ordered groups (tie_groups): the best opens the first group and
+each next system joins the current group unless it differs from that group's FIRST member, so groups are
+contiguous in the order, a better raw never gets a worse level and ties do not chain in whatever order
+they happen to be found. The groups — not the systems — are positions on the L levels: the best group 1,
+the worst group L, the others spread evenly between (group_levels), so "L" always means the worst of the
+systems compared.
 """
 
 from __future__ import annotations
@@ -136,12 +138,23 @@ def significance(
     return sig
 
 
-def tie_groups(order: np.ndarray, sig: np.ndarray) -> list[list[int]]:
-    """Indices taken best first (`order`, a stable argsort of the keys) cut into groups: a system joins
-    the current group unless it differs from a member."""
+def practically_different(values: np.ndarray, sig: np.ndarray, margin: np.ndarray | float = 0.0) -> np.ndarray:
+    """[..., S, S] True where two systems differ significantly (sig) AND by more than δ (METHOD §6.2): values
+    [..., S] on the raw scale, margin δ per system [S] (a pair uses the larger) or one for all."""
+    values = np.asarray(values, dtype=float)
+    delta = np.broadcast_to(np.asarray(margin, dtype=float), values.shape[-1:])
+    gap = np.abs(values[..., :, None] - values[..., None, :])
+    with np.errstate(invalid="ignore"):
+        return sig & (gap > np.maximum(delta[:, None], delta[None, :]))
+
+
+def tie_groups(order: np.ndarray, differ: np.ndarray) -> list[list[int]]:
+    """Indices taken best first (`order`, a stable argsort of the keys) cut into ordered groups: the best opens
+    the first; each next joins the current group unless it differs (practically_different) from the group's
+    first member, else it opens the next group."""
     groups: list[list[int]] = []
     for i in order:
-        if groups and not any(sig[i, j] for j in groups[-1]):
+        if groups and not differ[i, groups[-1][0]]:
             groups[-1].append(int(i))
         else:
             groups.append([int(i)])
@@ -158,9 +171,9 @@ def group_levels(n_groups: int, levels: int) -> np.ndarray:
     return 1 + np.floor(g * (levels - 1) / (n_groups - 1) + 0.5).astype(int)
 
 
-def levels_of(order: np.ndarray, sig: np.ndarray, levels: int) -> np.ndarray:
-    """Level of every system [S] (1 = best) from their order best first and the significance matrix."""
-    groups = tie_groups(order, sig)
+def levels_of(order: np.ndarray, differ: np.ndarray, levels: int) -> np.ndarray:
+    """Level of every system [S] (1 = best) from their order best first and which pairs differ."""
+    groups = tie_groups(order, differ)
     ratings = np.empty(order.size, dtype=int)
     for group, level in zip(groups, group_levels(len(groups), levels), strict=True):
         ratings[group] = level
@@ -174,17 +187,25 @@ def tier_ratings(
     levels: int,
     higher_is_better: bool = False,
     test: PairedTest = BOOTSTRAP,
+    margin: np.ndarray | float = 0.0,
 ) -> tuple[np.ndarray, list[list[int]]]:
-    """Ratings [S] (1 = best) and, per system, the systems it is statistically indistinguishable from.
+    """Ratings [S] (1 = best) and, per system, the other members of its group (the systems it is tied with).
 
     raw [S] holds only rateable (finite) values; replicates [B, S] are paired resamples of the
-    same score (None: only equal values tie), tested by `test` (PAIRED_TESTS[the score's replicates]).
+    same score (None: only equal values tie), tested by `test` (PAIRED_TESTS[the score's replicates]);
+    margin: δ in the raw score's units (one, or per system).
     """
     key = -np.asarray(raw, dtype=float) if higher_is_better else np.asarray(raw, dtype=float)
     reps = None if replicates is None else (-replicates if higher_is_better else replicates)
-    sig = significance(key, reps, test=test)
-    tied = [[j for j in range(key.size) if j != i and not sig[i, j]] for i in range(key.size)]
-    return levels_of(np.argsort(key, kind="stable"), sig, levels), tied
+    differ = practically_different(key, significance(key, reps, test=test), margin)
+    groups = tie_groups(np.argsort(key, kind="stable"), differ)
+    ratings = np.empty(key.size, dtype=int)
+    tied: list[list[int]] = [[] for _ in range(key.size)]
+    for group, level in zip(groups, group_levels(len(groups), levels), strict=True):
+        ratings[group] = level
+        for i in group:
+            tied[i] = sorted(j for j in group if j != i)
+    return ratings, tied
 
 
 def replicate_tier_ratings(
@@ -195,11 +216,12 @@ def replicate_tier_ratings(
     higher_is_better: bool = False,
     test: PairedTest = BOOTSTRAP,
     alpha: float = ALPHA,
+    margin: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """[B, S] the tiers rule re-run on every replicate: the replicate's values (test.replicate_values) order
     the systems, each pair is re-tested on its translated paired differences (test.replicate_p_values), BH
-    over the pairs, tie groups, levels. Under the bootstrap test a replicate equal to the observed values
-    gives exactly tier_ratings."""
+    over the pairs, differs only beyond the margin δ on the replicate's values, ordered groups, levels. Under
+    the bootstrap test a replicate equal to the observed values gives exactly tier_ratings."""
     key = -np.asarray(raw, dtype=float) if higher_is_better else np.asarray(raw, dtype=float)
     reps = -replicates if higher_is_better else np.asarray(replicates, dtype=float)
     n, b = key.size, reps.shape[0]
@@ -210,9 +232,11 @@ def replicate_tier_ratings(
         differ = benjamini_hochberg(p, axis=1) < alpha
         first, second = (np.array(side) for side in zip(*pairs, strict=True))
         sig[:, first, second] = sig[:, second, first] = differ
-    # a replicate's levels depend only on its order and its significance matrix, and replicates repeat
-    # few of those: each distinct pattern is tiered once
-    order = np.argsort(test.replicate_values(key, reps), axis=1, kind="stable")
+    values = test.replicate_values(key, reps)
+    sig = practically_different(values, sig, margin)
+    # a replicate's levels depend only on its order and which pairs differ, and replicates repeat few of
+    # those: each distinct pattern is tiered once
+    order = np.argsort(values, axis=1, kind="stable")
     patterns, inverse = np.unique(np.column_stack([order, sig.reshape(b, -1)]), axis=0, return_inverse=True)
     tiered = [levels_of(row[:n], row[n:].reshape(n, n).astype(bool), levels) for row in patterns]
     return np.vstack(tiered)[inverse.ravel()]

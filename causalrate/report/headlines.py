@@ -33,6 +33,15 @@ def level_words(rating: int | None, levels: int) -> str:
     return f"middle level ({rating} of {levels})" if levels > 3 else "middle level"
 
 
+def headline_words(h: dict[str, Any], levels: int, n_systems: int) -> str:
+    """The words beside a headline's big number: its level in words, or "all N systems tied" when every other
+    compared system shares its level (one group for all is a tie, never "best")."""
+    tied = h.get("tied_with") or []
+    if n_systems >= 2 and h.get("rating") is not None and len(tied) == n_systems - 1:
+        return f"all {n_systems} systems tied"
+    return level_words(h.get("rating"), levels)
+
+
 def level_class(rating: int | None, levels: int) -> str:
     """CSS class of a level: best, worst, middle (colour is never the only cue: the words say it too)."""
     if rating is None:
@@ -95,6 +104,21 @@ def _fallback(doc: RatingsDocument, system: str, kind: str) -> dict[str, Any]:
     }
 
 
+def _rise(row) -> str:
+    """The harm an inconclusive APE's interval leaves open, in words: "a rise of 7 % of the naive reference's clean
+    error" (or in the outcome's units where no share was recorded)."""
+    if row.cannot_rule_out_share is not None:
+        share = 100 * row.cannot_rule_out_share
+        return (
+            f"a rise of {share:.0f} % of the naive reference's clean error"
+            if share >= 1
+            else (f"a rise of {share:.2g} % of the naive reference's clean error")
+        )
+    if row.cannot_rule_out is not None:
+        return f"a rise of {fmt(row.cannot_rule_out, 3)} in its error"
+    return "a practical effect"
+
+
 def top_fragility_rule(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
     """The subgroup rule with the largest effect over the perturbations (heterogeneity section), or None."""
     per = doc.heterogeneity.get(system) or {}
@@ -121,12 +145,21 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     if insufficient:
         names = sorted({f"{r.score} ({r.perturbation})" for r in insufficient})
         out.append(f"Insufficient data, rated worst: {', '.join(names[:4])}{' …' if len(names) > 4 else '.'}")
-    inconclusive = [r for r in mine if r.inconclusive]
+    improves = sorted((r for r in mine if r.improves), key=lambda r: (r.perturbation, r.score))
+    if improves:
+        said = [
+            f"{r.perturbation} lowers its error"
+            + (f" (APE interval [{fmt(r.ape_true_interval[0], 3)}, {fmt(r.ape_true_interval[1], 3)}])"
+               if r.ape_true_interval else "")
+            for r in improves
+        ]  # fmt: skip
+        out.append(f"Improves, rated 1 on that row (an improvement is no harm): {'; '.join(said[:3])}.")
+    inconclusive = sorted((r for r in mine if r.inconclusive), key=lambda r: (r.perturbation, r.score))
     if inconclusive:
-        names = sorted({f"{r.score} ({r.perturbation})" for r in inconclusive})
+        said = [f"{r.score} ({r.perturbation}): cannot rule out {_rise(r)}" for r in inconclusive]
         out.append(
-            f"Inconclusive (too few windows to rule out an effect; best level withheld): "
-            f"{', '.join(names[:4])}{' …' if len(names) > 4 else '.'}"
+            f"Inconclusive (too few windows; best level withheld): {'; '.join(said[:3])}"
+            f"{' …' if len(said) > 3 else '.'}"
         )
     unstable = [r for r in mine if r.stable is False]
     if unstable:

@@ -11,7 +11,14 @@ from typing import Any
 
 from causalrate.config import REFERENCE_SYSTEMS
 from causalrate.rate.absolute import ABSOLUTE_LEVELS
-from causalrate.report.headlines import QUESTIONS, TITLES, headlines, level_class, level_words, top_fragility_rule
+from causalrate.report.headlines import (
+    QUESTIONS,
+    TITLES,
+    headline_words,
+    headlines,
+    level_class,
+    top_fragility_rule,
+)
 from causalrate.report.headlines import warnings as label_warnings
 from causalrate.run import RatingsDocument
 
@@ -54,14 +61,18 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
 
 def label_sentence(h: dict) -> str:
     """The headline's sentence without what the badge beside it already says (level, scale, systems): its
-    cause for a weakest-link headline, else the meaning after its level."""
+    cause for a weakest-link headline, else the meaning after its level; led by the published scale's verdict
+    where it is the worst or two levels from the big number (`verdict`)."""
+    verdict = h.get("verdict")
+    lead = f"{verdict[:1].upper()}{verdict[1:]}. Relative to the others: " if verdict else ""
     cause = (h.get("cause") or {}).get("text")
     tied = h.get("tied_with") or []
     if cause:
-        return f"Set by its weakest result: {cause}" + (f"; the same level as {', '.join(tied)}." if tied else ".")
+        sentence = f"set by its weakest result: {cause}" + (f"; the same level as {', '.join(tied)}." if tied else ".")
+        return lead + (sentence if lead else sentence[:1].upper() + sentence[1:])
     meaning = h.get("meaning") or ""
     rest = meaning.partition(") on ")[2].partition(": ")[2]  # "N of L (1 = best, …) on WHAT: REST"
-    return (rest[:1].upper() + rest[1:]) if rest else meaning
+    return lead + ((rest[:1].upper() + rest[1:]) if rest else meaning)
 
 
 def absolute_note(relative: int | None, absolute: int | None, levels: int, n: int) -> str | None:
@@ -92,7 +103,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
                 "question": QUESTIONS[kind],
                 "rating": h.get("rating"),
                 "css": level_class(h.get("rating"), levels),
-                "words": level_words(h.get("rating"), levels),
+                "words": headline_words(h, levels, len(doc.systems)),
                 "absolute": h.get("absolute_rating"),
                 "absolute_levels": ABSOLUTE_LEVELS,
                 "absolute_note": absolute_note(h.get("rating"), h.get("absolute_rating"), levels, len(doc.systems)),

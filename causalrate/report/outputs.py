@@ -211,6 +211,12 @@ def rating_row(r: Any, uncertainty: RowUncertainty) -> RatingRow:
     if (power := uncertainty.power) is not None:
         fields |= {name: clean_float(getattr(power, name)) for name in ("p_value", "power", "n_min", "min_effect")}
         fields["inconclusive"] = bool(power.inconclusive)
+    if bool(getattr(r, "improves", False)):
+        fields["improves"] = True
+    for name in ("cannot_rule_out", "cannot_rule_out_share"):
+        value = getattr(r, name, None)
+        if value is not None and math.isfinite(value):
+            fields[name] = clean_float(value)
     if uncertainty.stability is not None:
         fields["stability"] = clean_float(uncertainty.stability)
         fields["stable"] = fields["stability"] is not None and fields["stability"] >= 0.8
@@ -234,6 +240,7 @@ def effect_record(r: Any) -> Effect:
             for col in ("ape_obs", "ape_adj", "pie")
             for suffix in ("", "_lo", "_hi")
         },
+        pie_note=note if isinstance(note := getattr(r, "pie_note", None), str) else None,
         smd_before=clean_float(r.smd_before),
         smd_after=clean_float(r.smd_after),
         unmatched=clean_float(r.unmatched),

@@ -15,7 +15,7 @@ import pandas as pd
 
 from causalrate.causal.resampling import Resamples, interval
 from causalrate.perturb.suite import NEWEST
-from causalrate.score.scores import SCORES, Evidence, Score, Unavailable
+from causalrate.score.scores import APE_MARGIN, SCORES, Evidence, Score, Unavailable
 from causalrate.score.wide import positions, window_cube
 
 
@@ -118,17 +118,19 @@ def window_differences(pairs: pd.DataFrame, n_windows: int) -> dict[tuple[str, s
 @SCORES.register("recency")
 class Recency(Score):
     family = "robustness"
+    margin = APE_MARGIN
+    harm = True  # max(mean, 0): an improvement is no harm
     label = "APE, recent corruption"
-    estimator = "|APE| with the change among the last inputs"
+    estimator = "harm, max(APE, 0), with the change among the last inputs"
     description = "how much its error changes when the corrupted point is among the last input points"
-    resampling = "windows"  # |mean| of the recent windows' paired differences, bootstrapped over windows
+    resampling = "windows"  # max(mean, 0) of the recent windows' paired differences, bootstrapped over windows
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         pairs = paired_effects(evidence)
         if pairs.empty:
             return Unavailable("no positional perturbation with a fixed placement (or a run stored before v3)")
         recent = pairs[pairs["distance"] <= evidence.recency_k]
-        raw = recent.groupby(["system", "perturbation"], sort=True)["diff"].mean().abs()
+        raw = recent.groupby(["system", "perturbation"], sort=True)["diff"].mean().clip(lower=0)
         index = pd.MultiIndex.from_frame(pairs[["system", "perturbation"]].drop_duplicates())
         return raw.reindex(index.sort_values()).rename("raw").reset_index().astype({"raw": np.float64})
 
@@ -141,17 +143,19 @@ class Recency(Score):
 @SCORES.register("ape_worst")
 class ApeWorst(Score):
     family = "robustness"
+    margin = APE_MARGIN
+    harm = True  # max(mean, 0): an improvement is no harm
     label = "APE, worst placement"
-    estimator = "worst-placement |APE| (all windows)"
+    estimator = "worst-placement harm, max(APE, 0) (all windows)"
     description = "how much its error changes when one corrupted point is placed where it hurts it most"
-    resampling = "windows"  # |APE_true| of the worst placement: its paired differences, bootstrapped over windows
+    resampling = "windows"  # max(APE_true, 0) of the worst placement: its paired differences, bootstrapped over windows
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         if not evidence.worst_perturbations:
             return Unavailable("the suite has no perturbation with placement: worst")
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         first = first[first["perturbation"].isin(evidence.worst_perturbations)]
-        return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
+        return first[["system", "perturbation"]].assign(raw=first["ape_true"].clip(lower=0).to_numpy())
 
     def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
         if not evidence.worst_perturbations or evidence.table is None:
@@ -162,17 +166,19 @@ class ApeWorst(Score):
 @SCORES.register("ape_last")
 class ApeLast(Score):
     family = "robustness"
+    margin = APE_MARGIN
+    harm = True  # max(mean, 0): an improvement is no harm
     label = "APE, newest point"
-    estimator = "|APE| with the newest input point changed"
+    estimator = "harm, max(APE, 0), with the newest input point changed"
     description = "how much its error changes when the newest input value (today's) is the corrupted one"
-    resampling = "windows"  # |mean| of the newest-point paired differences, bootstrapped over windows
+    resampling = "windows"  # max(mean, 0) of the newest-point paired differences, bootstrapped over windows
     coverage_suffix = NEWEST  # its coverage: that of the newest-point forecasts
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         pairs = newest_effects(evidence)
         if pairs.empty:
             return Unavailable("the suite forecasts no perturbation at the newest point (newest_point: true)")
-        raw = pairs.groupby(["system", "perturbation"], sort=True)["diff"].mean().abs()
+        raw = pairs.groupby(["system", "perturbation"], sort=True)["diff"].mean().clip(lower=0)
         return raw.rename("raw").reset_index().astype({"raw": np.float64})
 
     def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:

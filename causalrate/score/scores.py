@@ -105,6 +105,13 @@ def absolute_mean(signed: np.ndarray) -> RowReplicates:
     return RowReplicates(np.abs(signed), abs_mean_interval(signed))
 
 
+def harm_of(signed: np.ndarray) -> RowReplicates:
+    """A harm score (max(mean, 0): an improvement counts as no effect) from its signed mean's replicates: their
+    harms and the mean's percentile interval cut at 0 (METHOD §6.6, harm, not change)."""
+    lo, hi = interval(signed)
+    return RowReplicates(np.maximum(signed, 0.0), (max(lo, 0.0), max(hi, 0.0)))
+
+
 def percentile(values: np.ndarray) -> RowReplicates:
     """A score whose replicates are its own value resampled: them and their percentile interval."""
     return RowReplicates(values, interval(values))
@@ -122,6 +129,25 @@ class Scale:
     thresholds: tuple[float, float]
     higher_is_better: bool = False
     rationale: str = ""
+
+
+@dataclass(frozen=True)
+class Margin:
+    """A score's practical-equivalence margin δ (METHOD §6.2) on `basis` (rate.absolute converts it to the raw
+    score's units): two systems closer than δ are tied, and a robustness or bias effect below δ has no practical
+    effect. The built-ins' are published beside their thresholds in ratings/scales.yaml (checked equal)."""
+
+    basis: Basis
+    value: float
+
+
+APE_MARGIN = Margin("naive_clean_error", 0.05)  # 5 % of the naive reference's clean error (the minimal effect)
+SKILL_MARGIN = Margin("naive_ratio", 0.02)  # 2 % of the naive reference's value of the same score
+
+# how a score treats a point forecast (no distribution): rated like any other ("rated"), rated but kept out of
+# the accuracy headline ("not_in_headline": WQL is a point forecast's WAPE) or not applicable ("not_applicable":
+# a point forecast's coverage is 0 by construction)
+PointForecasts = Literal["rated", "not_in_headline", "not_applicable"]
 
 
 # which headline a score feeds: the three headlines, or rated in none (a score that declares no family is a
@@ -163,6 +189,11 @@ class Score:
     absolute_scale: ClassVar[Scale | None] = None
     scheme: ClassVar[str | None] = None  # the assignment scheme a confounding score belongs to
     coverage_suffix: ClassVar[str] = ""  # its coverage is read from the forecasts of perturbation id + this
+    # its practical-equivalence margin δ; None: 0, any significant difference counts (a plugin's default)
+    margin: ClassVar[Margin | None] = None
+    # rated on harm, max(mean effect, 0): a perturbation that lowers the error is no worse than none (§6.6)
+    harm: ClassVar[bool] = False
+    point_forecasts: ClassVar[PointForecasts] = "rated"
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         raise NotImplementedError
@@ -184,8 +215,8 @@ class Score:
                 means = resampler.resamples.means(table.to_numpy())
                 out.update({(system, p): percentile(means[:, j]) for j, p in enumerate(table.columns)})
             return out
-        resamples = resampler.resamples
-        return {key: absolute_mean(resamples.means(values)) for key, values in self.window_values(evidence).items()}
+        resamples, of = resampler.resamples, harm_of if self.harm else absolute_mean
+        return {key: of(resamples.means(values)) for key, values in self.window_values(evidence).items()}
 
 
 SCORES: Registry[type[Score]] = Registry("score")
@@ -232,6 +263,8 @@ SCORES.contract(
         "metric",
         "scheme",
         "coverage_suffix",
+        "harm",
+        "point_forecasts",
     ),
     _fits,
 )
@@ -297,6 +330,7 @@ class WrsScore(Score):
     family = "bias"
     coverage = "perturbed"
     resampling = "windows"
+    margin = Margin("wrs_max", 0.1)  # 0.1 of its maximum (2.3 per pair)
     attribute: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
@@ -380,6 +414,7 @@ class BiasScore(Score):
     family = "bias"
     coverage = "perturbed"
     resampling = "windows"
+    margin = Margin("none", 0.05)  # a gap of 5 % of the mean (the score is already a share of the mean)
     attribute: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
@@ -431,14 +466,16 @@ class Ape(Score):
     family = "robustness"
     radar = True
     resampling = "windows"
+    margin = APE_MARGIN
+    harm = True
     label = "APE"
-    estimator = "|APE_true| (all windows, randomized)"
-    description = "how much the perturbation changes its error, measured on every window (randomized)"
+    estimator = "max(APE_true, 0) (all windows, randomized): the harm"
+    description = "how much the perturbation raises its error, measured on every window (randomized)"
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         first = first[~first["perturbation"].isin(evidence.worst_perturbations)]
-        return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
+        return first[["system", "perturbation"]].assign(raw=first["ape_true"].clip(lower=0).to_numpy())
 
     def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
         """The paired differences outcome − clean outcome of every window (APE_true is their mean)."""
@@ -454,6 +491,7 @@ class Ape(Score):
 @SCORES.register("ape_auc")
 class ApeAuc(Score):
     family = "robustness"
+    margin = APE_MARGIN
     label = "Dose-response AUC"
     estimator = "area under |APE_true| over severity"
     description = (
@@ -517,6 +555,7 @@ class SchemeScore(Score):
     family = "confounding"
     radar = True
     resampling = "draws"
+    margin: ClassVar[Margin | None] = APE_MARGIN
     estimator = "|mean over draws of APE_adj|"
     draw_column: ClassVar[str] = "abs_adj"  # its per-draw replicate in the draws table
     interval_column: ClassVar[str] = "ape_adj"  # the signed per-draw value whose mean's interval is shown
@@ -565,6 +604,7 @@ class PieScore(SchemeScore):
     """Mean PIE% over the draws; undefined (NaN with a note) when APE_obs's interval covers 0."""
 
     estimator = "mean over draws of PIE%"
+    margin = None
     draw_column = "pie"
     interval_column = "pie"
     rates_magnitude = False
@@ -649,6 +689,7 @@ class MetricScore(Score):
     on_control = True
     radar = True
     resampling = "windows"
+    margin = SKILL_MARGIN
     metric: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
@@ -684,6 +725,7 @@ class Crps(MetricScore):
 class Wql(MetricScore):
     metric = "wql"
     radar = False
+    point_forecasts = "not_in_headline"
     label = "WQL"
     estimator = "WQL"
     description = (
@@ -695,6 +737,8 @@ class Wql(MetricScore):
 class CoverageError(MetricScore):
     metric = "coverage_error"
     radar = False
+    margin = Margin("none", 0.01)  # one percentage point of coverage
+    point_forecasts = "not_applicable"
     label = "Coverage error"
     estimator = "Coverage error"
     description = "how far the share of truths inside its widest interval is from that interval's level (0 = exact)"
@@ -704,6 +748,7 @@ class CoverageError(MetricScore):
 class SignAccuracy(MetricScore):
     metric = "sign_accuracy"
     higher_is_better = True
+    margin = Margin("none", 0.01)
     label = "Sign accuracy"
     estimator = "mean sign accuracy over forecasts"
     description = "share of forecast steps that move in the right direction (higher is better)"
@@ -717,6 +762,7 @@ class FailureRate(Score):
     radar = True
     resampling = "windows"
     metric = "failed"  # the per-forecast failure flag
+    margin = Margin("percent", 1.0)  # one percentage point
     label = "Failure rate"
     estimator = "share of forecasts failed"
     description = "share of forecasts that failed (crashed, timed out, wrong length, NaN)"
