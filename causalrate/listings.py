@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from causalrate import plugins
 
 if TYPE_CHECKING:
-    from causalrate.score.scores import Score
+    from causalrate.score.scores import Margin, Score
 
 PLACEHOLDER = re.compile(r"\{(\w+)(:[^}]*)?\}")
 E = TypeVar("E")  # a registry's entry type
@@ -127,6 +127,34 @@ def _score_module(cls: type[Score]) -> str:
     return cls.__module__
 
 
+MARGIN_BASES = {
+    "naive_clean_error": "of the naive reference's clean error",
+    "naive_ratio": "of the naive reference's value",
+    "wrs_max": "of its maximum",
+    "percent": "percentage point(s)",
+    "none": "",
+}
+
+
+POINT_FORECASTS = {
+    "not_in_headline": "in the accuracy headline only for forecast distributions (samples or quantiles)",
+    "not_applicable": "not applicable to point forecasts (not rated for them)",
+}
+
+
+def margin_text(margin: Margin | None) -> str:
+    """A score's practical-equivalence margin δ (METHOD §6.2) in words, as `causalrate scores` lists it."""
+    if margin is None:
+        return "margin δ: none (0: any significant difference counts)"
+    if margin.basis in ("naive_clean_error", "naive_ratio"):
+        return f"margin δ: {100 * margin.value:g} % {MARGIN_BASES[margin.basis]}"
+    if margin.basis == "percent":
+        return f"margin δ: {margin.value:g} {MARGIN_BASES['percent']}"
+    if margin.basis == "wrs_max":
+        return f"margin δ: {margin.value:g} {MARGIN_BASES['wrs_max']}"
+    return f"margin δ: {margin.value:g}"
+
+
 def scores(study: StudyPlugins) -> list[str]:
     from causalrate.score.scores import HEADLINE_FAMILIES, SCORES
 
@@ -137,6 +165,8 @@ def scores(study: StudyPlugins) -> list[str]:
         facts = [cls.label or name, headline, better, f"interval: {INTERVAL[cls.resampling]}"]
         facts += [f"window mean of the per-forecast {cls.metric}"] if cls.metric else []
         facts += [f"scheme: {cls.scheme}"] if cls.scheme else []
+        facts += [margin_text(cls.margin)]
+        facts += [POINT_FORECASTS[cls.point_forecasts]] if cls.point_forecasts != "rated" else []
         description = cls.description or (cls.__doc__ or "").strip().split("\n")[0]
         rows.append((name, f"{cls.family:13}{description}  [{'; '.join(facts)}]{mark}"))
     return aligned(rows)

@@ -25,9 +25,11 @@ SERIES = np.repeat(np.arange(5), 40)  # 200 windows in 5 series
 COUNTS = block_counts(SERIES, block=1, bootstrap_size=400, rng=np.random.default_rng(11))
 
 
-def inconclusive_row(flag: bool) -> RowUncertainty:
-    """An APE row whose test of "no effect" was (or was not) inconclusive."""
-    return RowUncertainty(power=Power(np.nan, np.nan, np.nan, 0.1, detected=False, inconclusive=flag))
+def inconclusive_row(flag: bool, upper: float = 0.2) -> RowUncertainty:
+    """An APE row whose test of "no effect" was (or was not) inconclusive, its signed interval reaching `upper`."""
+    return RowUncertainty(
+        power=Power(np.nan, np.nan, np.nan, 0.1, detected=False, inconclusive=flag), ape_true_interval=(-0.05, upper)
+    )
 
 
 def assess(errors: dict[str, np.ndarray], rule: str, inconclusive: frozenset = frozenset()):
@@ -127,12 +129,14 @@ def test_inconclusive_shows_the_level_it_is_reported_at_and_its_stability_is_of_
         ),
         settings=RatingSettings(levels=3, rule="paper", scale="relative"),
     )
-    published, shown = withhold_inconclusive(rated, rigor)
+    published, shown = withhold_inconclusive(rated, rigor, naive_error=2.0)
     assert published.set_index("system")["rating"].to_dict() == {"a": 2, "b": 2, "c": 3}
     assert rated["rating"].tolist() == [1, 2, 3]  # the input is left as it was
     assert shown.rows[("P1", "ape", "a")].display == "≥ 2"  # not "≥ 1": the best level is withheld
     assert shown.rows[("P1", "ape", "c")].display == "≥ 3"
     assert shown.rows[("P1", "ape", "b")].display is None and rigor.rows[("P1", "ape", "a")].display is None
+    # the harm its interval leaves open, in raw units and as a share of the naive reference's clean error
+    assert published.set_index("system").loc["a", ["cannot_rule_out", "cannot_rule_out_share"]].tolist() == [0.2, 0.1]
     # a reads "≥ 2" in every replicate (1 or 2 by rank, floored): fully stable; b still flips with a
     assert shares["a"] == 1.0 and 0.3 <= shares["b"] <= 0.7 and shares["c"] == 1.0
 
@@ -183,3 +187,28 @@ def test_draw_scores_are_stable_when_clearly_apart_and_mostly_when_tied():
         if ratings == {"a": 1, "b": 1}:
             kept.append(shares["a"])
     assert len(kept) > 85 and np.mean(kept) > 0.85
+
+
+def test_an_underpowered_ape_whose_interval_stays_below_the_margin_is_conclusive():
+    """Inconclusive ("≥ k") only when the interval reaches a harm ≥ δ (METHOD §6.6): an underpowered test whose
+    interval stays under δ leaves no practical harm to find; one reaching δ is floored; one wholly below 0
+    improves the system (level 1, "improves")."""
+    raw = pd.DataFrame(
+        {"perturbation": "P1", "score": "ape", "system": ["below", "reaches", "better"], "coverage": 1.0}
+        | {"quantity": np.nan, "raw": [0.01, 0.01, 0.0], "margin": 0.1}
+    )
+    rated = rate_scores(raw, settings=RatingSettings(levels=3))
+    rows = {
+        ("P1", "ape", "below"): inconclusive_row(True, upper=0.09),
+        ("P1", "ape", "reaches"): inconclusive_row(True, upper=0.1),
+        ("P1", "ape", "better"): RowUncertainty(
+            power=Power(1.0, 0.99, 10.0, 0.1, detected=False, inconclusive=False), ape_true_interval=(-0.9, -0.4)
+        ),
+    }
+    published, shown = withhold_inconclusive(rated, Rigor(rows=rows), naive_error=1.0)
+    out = published.set_index("system")
+    assert not shown.rows[("P1", "ape", "below")].inconclusive and out.loc["below", "rating"] == 1
+    assert shown.rows[("P1", "ape", "reaches")].inconclusive and out.loc["reaches", "rating"] == 2
+    assert out.loc["reaches", "cannot_rule_out_share"] == pytest.approx(0.1) and out.loc["reaches", "relevant"]
+    assert out.loc["better", "improves"] and out.loc["better", "rating"] == 1 and not out.loc["better", "relevant"]
+    assert not out.loc["below", "improves"] and not out.loc["below", "relevant"]  # 0.01 < δ: no practical effect
