@@ -181,3 +181,11 @@ def collapses_on_missing(inputs, horizon):
 def window_mean_nan_as_zero(inputs, horizon):
     """Takes NaN itself, badly: a missing value counts as 0, so forward-fill does better."""
     return np.repeat(np.nan_to_num(inputs, nan=0.0).mean(axis=1)[:, None], horizon, axis=1)
+
+
+def helped_by_zeros(inputs, horizon):
+    """Naive 30 % too high, except where its input holds a zero: then the window median. A perturbation that
+    drops a point to zero therefore lowers its error: it improves the system (harm, not change)."""
+    median = np.nanmedian(np.where(inputs == 0, np.nan, inputs), axis=1)
+    high = 1.3 * inputs[:, -1]
+    return np.repeat(np.where((inputs == 0).any(axis=1), median, high)[:, None], horizon, axis=1)

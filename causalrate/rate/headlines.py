@@ -52,14 +52,14 @@ def headline_rows(
     in_family = rated["score"].map(lambda s: SCORES.get(s).family) == family
     on_control = rated["perturbation"] == control
     where = on_control if family == "accuracy" else (~on_control if family == "bias" else True)
-    for_points = rated["score"].map(lambda s: SCORES.get(s).point_forecasts == "rated")
-    rows = rated[in_family & where & rated["display"].ne("—") & (for_points | ~rated["system"].isin(point_systems))]
-    if rows["system"].nunique() < 2:
-        return rows
-    key = ["score", "perturbation"]
-    spread = rows.groupby(key)["raw"].transform(lambda v: np.nanmax(v) - np.nanmin(v) if v.notna().any() else 0.0)
-    failed = rows.groupby(key)["insufficient"].transform("any")
-    return rows[(spread > 0) | failed | rows["raw"].isna()]
+    rows = rated[in_family & where & rated["display"].ne("—")]
+    if rows["system"].nunique() >= 2:
+        key = ["score", "perturbation"]
+        spread = rows.groupby(key)["raw"].transform(lambda v: np.nanmax(v) - np.nanmin(v) if v.notna().any() else 0.0)
+        failed = rows.groupby(key)["insufficient"].transform("any")
+        rows = rows[(spread > 0) | failed | rows["raw"].isna()]
+    for_points = np.array([SCORES.get(s).point_forecasts == "rated" for s in rows["score"]], dtype=bool)
+    return rows[for_points | ~rows["system"].isin(point_systems).to_numpy(dtype=bool)]
 
 
 def robustness_rows(rated: pd.DataFrame, *, control: str) -> pd.DataFrame:
@@ -172,7 +172,7 @@ def headline_ratings(
                 "meaning": meaning,
                 "stability": (stability or {}).get(system) if family == "robustness" else None,
                 "tied_with": tied,
-                "scores": sorted(rows["score"].unique()),
+                "scores": sorted(all_mine["score"].unique()),
                 **({"cause": cause.record()} if cause else {}),
                 **({"largest": largest.record()} if largest else {}),
                 **({"verdict": verdict} if verdict and not published else {}),
