@@ -187,7 +187,7 @@ def test_a_perturbation_that_improves_a_system_rates_it_1_and_the_label_says_imp
     assert not row.get("inconclusive") and row.get("display") is None
     cause = doc["headlines"]["helped"]["robustness"].get("cause") or {}
     assert cause.get("perturbation") != "P1"  # an improvement never sets the weakest link
-    label = (run / "cards" / "helped" / "label.html").read_text()
+    label = (run / "cards" / "helped.html").read_text()
     assert "Improves" in label and "P1 lowers its error" in label
 
 
