@@ -81,12 +81,20 @@ def test_no_effect_is_robust_with_enough_windows_and_inconclusive_with_too_few()
             "system": ["few", "many"],
             "raw": [0.01, 0.02],
             "rating": [1, 2],
+            "insufficient": False,
+            "margin": 0.1,
+            "relevant": False,
+            "improves": False,
         }
     )
+    # the scarce test's interval reaches a harm ≥ δ (0.1): inconclusive; the ample one's stays below it
     rigor = Rigor(
-        rows={("P1", "ape", "few"): RowUncertainty(power=scarce), ("P1", "ape", "many"): RowUncertainty(power=enough)}
+        rows={
+            ("P1", "ape", "few"): RowUncertainty(power=scarce, ape_true_interval=(-0.4, 0.45)),
+            ("P1", "ape", "many"): RowUncertainty(power=enough, ape_true_interval=(-0.03, 0.03)),
+        }
     )
-    published, shown = withhold_inconclusive(rated, rigor)
+    published, shown = withhold_inconclusive(rated, rigor, naive_error=2.0)
     assert published["rating"].tolist() == [2, 2]  # the best level is withheld from the inconclusive one
     assert shown.rows[("P1", "ape", "few")].display == "≥ 2"  # the level it is reported at, not its pre-floor 1
     assert rigor.rows[("P1", "ape", "few")].display is None  # a new value: the rigor results are not changed
