@@ -161,6 +161,8 @@ def headline_ratings(
                 found = weakest(mine.dropna(subset=["absolute_rating"]), described, by="absolute_rating")
                 verdict = published_verdict(abs_rating, found)
             meaning = _meaning(what, rating, settings.levels, len(systems), tied, lost, cause, largest, everyone)
+            if verdict and cause and verdict.endswith(cause.text):  # one row sets both: named once
+                meaning = meaning.replace(f"set by its weakest result: {cause.text}", "set by the same result")
             published = settings.scale == "absolute" and abs_rating is not None
             if published:  # the number shown is the published scale's: the sentence starts with it
                 meaning = f"{abs_rating} of {ABSOLUTE_LEVELS} on the published scale; relative to the others, {meaning}"

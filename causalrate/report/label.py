@@ -67,6 +67,8 @@ def label_sentence(h: dict) -> str:
     lead = f"{verdict[:1].upper()}{verdict[1:]}. Relative to the others: " if verdict else ""
     cause = (h.get("cause") or {}).get("text")
     tied = h.get("tied_with") or []
+    if cause and verdict and cause in verdict:  # one row sets both: said once
+        return f"{verdict[:1].upper()}{verdict[1:]}." + (f" The same level as {', '.join(tied)}." if tied else "")
     if cause:
         sentence = f"set by its weakest result: {cause}" + (f"; the same level as {', '.join(tied)}." if tied else ".")
         return lead + (sentence if lead else sentence[:1].upper() + sentence[1:])
