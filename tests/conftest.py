@@ -148,10 +148,43 @@ def private_forecast_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CAUSALRATE_CACHE_DIR", str(tmp_path / "forecast-cache"))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def module_forecast_cache(tmp_path_factory):
+    """A module's shared fixtures (a run its tests read) get a forecast cache of their own too, never the user's:
+    autouse, so it is set before them."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CAUSALRATE_CACHE_DIR", str(tmp_path_factory.mktemp("module-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def quickstart(tmp_path_factory) -> Path:
-    """The README's quickstart run (with cards), made once per test session."""
-    out = tmp_path_factory.mktemp("qs") / "run"
+    """The README's quickstart run (with cards), made once per test session with a forecast cache of its own (the
+    reference systems' forecasts come from the published ones, as on a user's first run)."""
+    folder = tmp_path_factory.mktemp("qs")
     study = Path(__file__).parent.parent / "studies" / "quickstart.yaml"
-    assert main(["assess", str(study), "--out", str(out), "--workers", "2"]) == 0
-    return out
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CAUSALRATE_CACHE_DIR", str(folder / "forecast-cache"))
+        assert main(["assess", str(study), "--out", str(folder / "run"), "--workers", "2"]) == 0
+    return folder / "run"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the session's quickstart run is end to end (`-m e2e`), whatever its file."""
+    for item in items:
+        if "quickstart" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Each tier's time (setup, call and teardown of its tests): `-m "not e2e"` is the fast tier."""
+    spent = {"fast": [0, 0.0], "e2e": [0, 0.0]}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                tier = spent["e2e" if "e2e" in report.keywords else "fast"]
+                tier[0] += report.when == "call"
+                tier[1] += report.duration
+    if spent["fast"][0] or spent["e2e"][0]:
+        line = ", ".join(f"{name}: {n} tests in {seconds:.0f} s" for name, (n, seconds) in spent.items())
+        terminalreporter.write_line(f"tiers (wall of the tests, collection apart): {line}")

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ def _dependency_paths() -> list[str]:
     return keep
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_wheel_installs_and_runs_a_study_from_another_folder(tmp_path):
     source, dist, work = tmp_path / "src", tmp_path / "dist", tmp_path / "work"
     for folder in (source, dist, work):
@@ -62,6 +63,8 @@ def test_wheel_installs_and_runs_a_study_from_another_folder(tmp_path):
     with tarfile.open(sdist) as tar:
         shipped = {Path(*Path(n).parts[1:]).as_posix() for n in tar.getnames()}
     assert {"docs/method.md", "README.md", "perturbations/paper.yaml"} <= shipped
+    with zipfile.ZipFile(wheel) as whl:  # the published reference forecasts are package data
+        assert {"causalrate/forecast/published/quickstart.npz"} <= set(whl.namelist())
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

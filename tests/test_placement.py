@@ -102,44 +102,34 @@ def test_level_shift_and_combined():
     assert z3.severity == 3 and z3.family == "Z"
 
 
-@pytest.fixture(scope="module")
-def naive_quickstart(tmp_path_factory):
-    """The quickstart's data and windows at the default placement, with naive and a planted median system."""
-    folder = tmp_path_factory.mktemp("place")
-    (folder / "planted.py").write_text((Path(__file__).parent / "planted.py").read_text())
-    config, _ = load_config(ROOT / "studies" / "quickstart.yaml")
-    config = config.model_validate(
-        {
-            **config.model_dump(),
-            "systems": [
-                {"name": "naive", "type": "naive"},
-                {"name": "median", "type": "python", "function": "planted.py:window_median"},
-            ],
-            "rigor": {"replicates": 100, "refute": False},
-            "causal": {"schemes": ["uniform"], "draws": 2},
-            "forecast": {"cache": False},
-        }
-    )
-    return assess(config, base_dir=folder, out=folder / "run", workers=1)
-
-
-def test_naive_is_hurt_at_the_default_placement(naive_quickstart):
-    doc = json.loads((naive_quickstart / "ratings.json").read_text())
+def test_naive_is_hurt_at_the_default_placement(quickstart):
+    doc = json.loads((quickstart / "ratings.json").read_text())
     ape = {(r["system"], r["perturbation"]): r["raw"] for r in doc["ratings"] if r["score"] == "ape"}
     assert ape[("naive", "P1")] > 0 and ape[("naive", "P2")] > 0
-    with sqlite3.connect(naive_quickstart / "forecasts.sqlite") as conn:
+    with sqlite3.connect(quickstart / "forecasts.sqlite") as conn:
         offsets = [json.loads(o) for (o,) in conn.execute("SELECT offsets FROM forecasts WHERE perturbation = 'P1'")]
     assert all(len(o) == 1 for o in offsets) and max(o[0] for o in offsets) == 79
 
 
-def test_recency_profile_of_a_last_point_system_sits_in_the_first_bin(naive_quickstart):
-    doc = json.loads((naive_quickstart / "ratings.json").read_text())
+def test_recency_profile_of_a_last_point_system_sits_in_the_first_bin(quickstart):
+    doc = json.loads((quickstart / "ratings.json").read_text())
     profile = pd.DataFrame(doc["recency_profile"])
     naive = profile[(profile["system"] == "naive") & (profile["perturbation"] == "P1")].set_index("bin")
     assert list(naive.index) == [b for b, _, _ in recency_bins(80)] == ["1", "2-5", "6-20", "21-80"]
     assert naive.loc["1", "ape"] > 0 and naive.loc["1", "interval"][0] > 0
     assert (naive.drop(index="1")["ape"] == 0).all()  # naive sees only the last point
     assert naive["n"].sum() == doc["counts"]["windows"]
+
+
+def test_a_last_point_system_is_more_recency_sensitive_than_a_median(synthetic_study, tmp_path):
+    study = synthetic_study(
+        "- {name: naive, type: naive}\n- {name: median, type: python, function: planted.py:window_median}\n",
+        extra="rigor: {bootstrap_size: 0, refute: false}\n",
+        draws=2,
+        stride=5,
+    )
+    config, base = load_config(study)
+    doc = json.loads((assess(config, base_dir=base, out=tmp_path / "run", workers=1) / "ratings.json").read_text())
     recency = {(r["system"], r["perturbation"]): r["raw"] for r in doc["ratings"] if r["score"] == "recency"}
     assert recency[("naive", "P1")] > recency[("median", "P1")]
 
@@ -158,7 +148,7 @@ forecast: {cache: true}
 - {name: nanmed, type: python, function: planted.py:window_median, accepts_nan: true}
 """,
         extra=extra,
-        stride=10,
+        stride=40,  # 18 windows: 40 candidates each for W1, ARIMA among the systems
     )
     text = study.read_text().replace(
         "  - {id: P3, operator: missing}\n",

@@ -39,7 +39,7 @@ def _systems(url: str) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_no_error_path_of_any_remote_system_leaks_a_secret(tmp_path, monkeypatch, cli):
     monkeypatch.setenv("ECHO_TOKEN", TOKEN)
     monkeypatch.setenv("ECHO_KEY", KEY)
