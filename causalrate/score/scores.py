@@ -18,7 +18,6 @@ from causalrate.causal.estimate import Estimate
 from causalrate.causal.resampling import (
     GroupedCounts,
     Resamples,
-    abs_mean_interval,
     bias_corrected_interval,
     folded,
     group_sums,
@@ -100,9 +99,10 @@ class RowReplicates:
     interval: tuple[float, float] | None
 
 
-def absolute_mean(signed: np.ndarray) -> RowReplicates:
-    """A |mean| score from its signed mean's replicates: their magnitudes and the folded interval of the mean."""
-    return RowReplicates(np.abs(signed), abs_mean_interval(signed))
+def absolute_mean(signed: np.ndarray, bounds: tuple[float, float]) -> RowReplicates:
+    """A |mean| score from its signed mean's replicates and that mean's interval (Resamples.intervals): the
+    replicates' magnitudes and the interval folded at 0, so the rated |mean| lies inside it."""
+    return RowReplicates(np.abs(signed), folded(*bounds))
 
 
 def percentile(values: np.ndarray) -> RowReplicates:
@@ -175,17 +175,22 @@ class Score:
 
     def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
         """Per (system, perturbation), the raw score's replicates and interval. Default: a `metric` score's
-        window mean under every resample (percentile interval), else the |mean| of window_values() (folded
-        interval of the mean). A score that is another statistic (a median, a quantile) overrides this."""
-        if self.metric:
-            wide = wide_column(evidence, self.metric)
-            out = {}
-            for system, table in wide.items():
-                means = resampler.resamples.means(table.to_numpy())
-                out.update({(system, p): percentile(means[:, j]) for j, p in enumerate(table.columns)})
-            return out
+        window mean under every resample (the mean's BCa interval, Resamples.intervals), else the |mean| of
+        window_values() (that interval of the signed mean, folded). A score that is another statistic (a median,
+        a quantile) overrides this."""
         resamples = resampler.resamples
-        return {key: absolute_mean(resamples.means(values)) for key, values in self.window_values(evidence).items()}
+        out = {}
+        if self.metric:
+            for system, table in wide_column(evidence, self.metric).items():
+                values = table.to_numpy()
+                means = resamples.means(values)
+                bounds = resamples.intervals(values, means)
+                out.update({(system, p): RowReplicates(means[:, j], bounds[j]) for j, p in enumerate(table.columns)})
+            return out
+        for key, values in self.window_values(evidence).items():
+            signed = resamples.means(values)
+            out[key] = absolute_mean(signed, resamples.intervals(values, signed)[0])
+        return out
 
 
 SCORES: Registry[type[Score]] = Registry("score")

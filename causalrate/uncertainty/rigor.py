@@ -31,7 +31,7 @@ from causalrate.causal.resampling import (
     benjamini_hochberg,
     block_counts,
     dependence_block,
-    interval,
+    jackknife_counts,
     power_analysis,
     small_sample_factor,
 )
@@ -103,12 +103,17 @@ def wrs_bandwidth(config: StudyConfig) -> int:
 
 
 def run_resamples(config: StudyConfig, series_index: np.ndarray) -> Resamples:
-    """The run's block-bootstrap replicates and their small-sample widening."""
+    """The run's block-bootstrap replicates, their small-sample widening and the delete-a-block jackknife of
+    the same blocks (the BCa intervals' acceleration)."""
     block = resampling_block(config)
     counts = block_counts(
         series_index, block=block, bootstrap_size=config.rigor.bootstrap_size, rng=rng(config.seed, "bootstrap")
     )
-    return Resamples(counts=counts, widen=small_sample_factor(series_index, block=block))
+    return Resamples(
+        counts=counts,
+        widen=small_sample_factor(series_index, block=block),
+        jackknife=jackknife_counts(series_index, block=block),
+    )
 
 
 def assess_rigor(
@@ -167,12 +172,13 @@ def assess_rigor(
 def ape_power(
     evidence: Evidence, resamples: Resamples, *, min_effect: float, alpha: float
 ) -> dict[Key, RowUncertainty]:
-    """Every APE row's signed mean effect interval and its test of "no effect" with its power."""
+    """Every APE row's signed mean effect interval (BCa) and its test of "no effect" with its power."""
     out = {}
     for (system, p), diff in Ape().window_values(evidence).items():
         reps = resamples.means(diff)
         power = power_analysis(diff, standard_error=float(np.nanstd(reps, ddof=1)), min_effect=min_effect, alpha=alpha)
-        out[(p, "ape", system)] = RowUncertainty(ape_true_interval=interval(reps), power=power)
+        bounds = resamples.intervals(diff, reps)[0]
+        out[(p, "ape", system)] = RowUncertainty(ape_true_interval=bounds, power=power)
     return out
 
 
