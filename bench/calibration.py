@@ -17,14 +17,14 @@ metric functions (forecast.metrics), all autocorrelated across neighbouring wind
 True means: a Monte Carlo over independent windows (each cut from its own path, started in the stationary
 distribution or after a burn-in for t innovations), its standard error printed beside. Every replicate study
 gets the tool's interval (block_counts with the block of dependence_block, capped at half a series, widened by
-small_sample_factor, then Resamples.intervals: BCa with the delete-a-block jackknife's acceleration) and the
-percentile interval of the same replicates (the rule before issue 40): coverage of the true value, misses
-below and above, and the width ratio.
+small_sample_factor, then Resamples.intervals: the studentized block-bootstrap interval) and the percentile
+interval of the same replicates (the rule before issue 40): coverage of the true value, misses below and
+above, and the width ratio.
 
 WRS: the series split into two groups with the same true mean, one Welch test per study at 95 % through
-grouped_wrs with the design effects the tool uses, (a) two groups of two series and (b) two single-series
-groups (series 0 against series 1), on the accuracy scores: the false-rejection rate should be 5 %
-(METHOD §4: 2–8 %, also on t(3) outcomes).
+grouped_wrs with the design effects and df sizes the tool uses (the test on block means of METHOD §4),
+(a) two groups of two series and (b) two single-series groups (series 0 against series 1), on the accuracy
+scores: the false-rejection rate should be 5 % (METHOD §4: 2–8 %, also on t(3) outcomes).
 
 Placebo: planted data on which the matching estimator is correct (three industries, confounded
 treatment, effect 0.5 everywhere), refuted by causal.refute.refute with the default 5 simulations; the
@@ -52,7 +52,6 @@ from causalrate.causal.resampling import (
     dependence_block,
     folded,
     interval,
-    jackknife_counts,
     small_sample_factor,
 )
 from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled
@@ -137,7 +136,10 @@ def window_values(windows: np.ndarray, n: int) -> np.ndarray:
 def monte_carlo(s: Setting, draws: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """The true means [q] (a simulation over `draws` independent windows) and their standard errors."""
     n, d = s.geometry.input_length, s.geometry.horizon
-    out = [window_values(ar1(s.phi, s.tails, (size,), n + d, rng), n) for size in np.diff(np.linspace(0, draws, 11).astype(int))]
+    out = [
+        window_values(ar1(s.phi, s.tails, (size,), n + d, rng), n)
+        for size in np.diff(np.linspace(0, draws, 11).astype(int))
+    ]
     v = np.concatenate(out)
     return v.mean(axis=0), v.std(axis=0, ddof=1) / math.sqrt(v.shape[0])
 
@@ -154,7 +156,7 @@ def studies(s: Setting, count: int, rng: np.random.Generator, chunk: int = 50):
 
 
 def calibrate(s: Setting, truth: np.ndarray, count: int, replicates: int, seed: int) -> dict:
-    """Over `count` studies: coverage of the tool's interval (BCa) and of the percentile interval of the same
+    """Over `count` studies: coverage of the tool's interval (studentized) and of the percentile interval of the same
     replicates, their misses below / above the truth and widths, and the WRS test's false rejections with two
     groups of two series and with two single-series groups."""
     g = s.geometry
@@ -165,16 +167,15 @@ def calibrate(s: Setting, truth: np.ndarray, count: int, replicates: int, seed: 
         "1 × 1 series": (Grouping.of(np.where(series == 0, "A", "B")[series < 2]), np.flatnonzero(series < 2)),
     }
     widen = small_sample_factor(series, block=g.block)
-    jackknife = jackknife_counts(series, block=g.block)
-    hits = {(m, q): np.zeros(3) for m in ("bca", "percentile") for q in QUANTITIES}  # below, inside, above
-    width = {(m, q): 0.0 for m in ("bca", "percentile") for q in QUANTITIES}
+    hits = {(m, q): np.zeros(3) for m in ("studentized", "percentile") for q in QUANTITIES}  # below, inside, above
+    width = {(m, q): 0.0 for m in ("studentized", "percentile") for q in QUANTITIES}
     rejected = {(label, q): 0 for label in pairs for q in ACCURACY}
     for values in studies(s, count, rng):
-        resamples = Resamples(block_counts(series, block=g.block, bootstrap_size=replicates, rng=rng), widen, jackknife)
+        resamples = Resamples(block_counts(series, block=g.block, bootstrap_size=replicates, rng=rng), widen)
         means = resamples.means(values)
         tool = resamples.intervals(values, means)
         for j, q in enumerate(QUANTITIES):
-            for method, bounds in (("bca", tool[j]), ("percentile", interval(means[:, j]))):
+            for method, bounds in (("studentized", tool[j]), ("percentile", interval(means[:, j]))):
                 lo, hi = folded(*bounds) if q in FOLDED else bounds
                 target = abs(truth[j]) if q in FOLDED else truth[j]
                 hits[(method, q)][0 if target < lo else 2 if target > hi else 1] += 1
@@ -183,7 +184,8 @@ def calibrate(s: Setting, truth: np.ndarray, count: int, replicates: int, seed: 
             for label, (plan, ids) in pairs.items():
                 v = unit_scaled(values[ids, j])
                 deff = plan.design_effects(v, series[ids], bandwidth=g.block)
-                rejected[(label, q)] += grouped_wrs(plan.samples(v), AT_95, design_effects=deff)[0] >= 1
+                sizes = plan.df_sizes(v, series[ids], bandwidth=g.block)
+                rejected[(label, q)] += grouped_wrs(plan.samples(v), AT_95, deff, sizes)[0] >= 1
     return {
         "coverage": {k: h / count for k, h in hits.items()},
         "width": {k: w / count for k, w in width.items()},
@@ -249,8 +251,8 @@ def main() -> None:
     print(machine())
     print(f"\n{count} replicate studies per setting, {replicates} bootstrap replicates each; seeds fixed\n")
     print("| setting | φ | n, d, s | windows × series | block | score | true mean (MC ± se) "
-          "| coverage, BCa (tool) | misses below / above | coverage, percentile (before) | misses below / above "
-          "| width BCa / percentile |")  # fmt: skip
+          "| coverage, studentized (tool) | misses below / above | coverage, percentile (before) "
+          "| misses below / above | width studentized / percentile |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     sizes = []
     for k, s in enumerate(settings):
@@ -260,10 +262,12 @@ def main() -> None:
         block = max(1, min(g.block, g.windows // 2))
         for j, q in enumerate(QUANTITIES):
             cells = []
-            for method in ("bca", "percentile"):
+            for method in ("studentized", "percentile"):
                 below, inside, above = result["coverage"][(method, q)]
-                cells.append(f"{inside:.3f} ± {binomial_se(inside, count):.3f} | {below * count:.0f} / {above * count:.0f}")
-            ratio = result["width"][("bca", q)] / result["width"][("percentile", q)]
+                cells.append(
+                    f"{inside:.3f} ± {binomial_se(inside, count):.3f} | {below * count:.0f} / {above * count:.0f}"
+                )
+            ratio = result["width"][("studentized", q)] / result["width"][("percentile", q)]
             print(
                 f"| {s.label} | {s.phi} | {g.input_length}, {g.horizon}, {g.stride} | {g.windows} × {g.series} "
                 f"| {block} | {q} | {truth[j]:.4f} ± {se[j]:.4f} | {cells[0]} | {cells[1]} | {ratio:.2f} |"

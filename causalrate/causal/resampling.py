@@ -9,9 +9,8 @@ product. With few blocks per series a block bootstrap's spread is too small (mea
 bench/calibration.py: 0.6–0.8 of the true standard error), so mean replicates are widened about the
 observed mean by one study-wide factor (small_sample_factor) before any interval, tie, power or
 stability figure reads them. A mean of skewed, heavy-tailed errors has a skewed sampling distribution,
-where percentile intervals miss on one side (bench/calibration.py: 0.87–0.90 on t(3) innovations), so a
-mean's interval is the BCa interval (bca_interval): the percentiles moved by the replicates' median bias
-and by the acceleration of a delete-a-block jackknife (jackknife_counts), the same blocks as the bootstrap's.
+where percentile intervals miss on one side (bench/calibration.py, t(3) innovations), so a mean's interval
+is the studentized block-bootstrap interval (studentized_interval), from the same replicates' means and sds.
 """
 
 from __future__ import annotations
@@ -54,51 +53,22 @@ def block_counts(series_index: np.ndarray, *, block: int, bootstrap_size: int, r
     return counts
 
 
-def jackknife_counts(series_index: np.ndarray, *, block: int) -> np.ndarray:
-    """[J, W] 0/1 weights of the delete-a-block jackknife (Künsch 1989): per series, its windows cut into
-    consecutive runs of ℓ (as block_counts: block capped at ⌊m / 2⌋; the last run may be shorter), and each run
-    left out once. J = the number of runs in all; block = 1 is the delete-one jackknife."""
-    rows = []
-    for s in np.unique(series_index):
-        members = np.flatnonzero(series_index == s)
-        length = max(1, min(block, members.size // 2))
-        for start in range(0, members.size, length):
-            row = np.ones(series_index.size)
-            row[members[start : start + length]] = 0.0
-            rows.append(row)
-    return np.array(rows).reshape(len(rows), series_index.size)
-
-
-def acceleration(jackknife: np.ndarray) -> float:
-    """BCa's acceleration from jackknife values θ_(i): Σ u³ / (6 (Σ u²)^{3/2}), u = mean θ_(·) − θ_(i)
-    (Efron 1987; arch's _get_acceleration, scipy.stats.bootstrap's); 0 when they do not vary."""
-    finite = jackknife[np.isfinite(jackknife)]
-    u = finite.mean() - finite if finite.size else finite
-    spread = float(np.sum(u**2))
-    return float(np.sum(u**3) / (6 * spread**1.5)) if spread > 0 else 0.0
-
-
-def bca_interval(
-    observed: float, replicates: np.ndarray, jackknife: np.ndarray, *, level: float = 0.95
+def studentized_interval(
+    observed: float, sd: float, replicates: np.ndarray, replicate_sds: np.ndarray, *, level: float = 0.95
 ) -> tuple[float, float]:
-    """The bias-corrected and accelerated percentile interval (Efron 1987; Efron & Tibshirani 1993, §14.3):
-    the replicates' quantiles at Φ(z₀ + (z₀ + z_α) / (1 − a (z₀ + z_α))) for z_α = Φ⁻¹((1 ∓ level) / 2), with
-    z₀ = Φ⁻¹(share of replicates below the observed value, ties counted half) and a = acceleration(jackknife).
-    With z₀ = a = 0 it is the percentile interval. It corrects the one-sided misses of a skewed statistic's
-    percentile interval; it always contains the observed value (the rated value lies inside its interval)."""
-    finite = replicates[np.isfinite(replicates)]
-    if finite.size == 0 or not np.isfinite(observed):
-        return interval(finite, level=level)
-    share = (np.sum(finite < observed) + 0.5 * np.sum(finite == observed)) / finite.size
-    z0 = float(special.ndtri(np.clip(share, 1 / (finite.size + 1), finite.size / (finite.size + 1))))
-    a = acceleration(jackknife)
-    z = z0 + special.ndtri(np.array([(1 - level) / 2, (1 + level) / 2]))
-    denominator = 1 - a * z
-    if np.any(denominator <= 0):  # past the correction's domain (|a| beyond 1 / |z|): the percentile interval
-        lo, hi = interval(finite, level=level)
-    else:
-        lo, hi = np.quantile(finite, special.ndtr(z0 + z / denominator))
-    return float(min(lo, observed)), float(max(hi, observed))
+    """The studentized (bootstrap-t) interval of a mean (Efron & Tibshirani 1993, §12.5; Hall 1992):
+    [m − t*_{(1+level)/2}·s, m − t*_{(1−level)/2}·s] with t* = (m* − m) / s* over the replicates, m the
+    observed mean, s its sample sd and s* a replicate's. A mean of skewed, heavy-tailed values is low in a
+    sample that lacks the tail, and so is that sample's sd: t* carries that link, so the interval reaches
+    further towards the tail than the percentile interval, which misses on that side. s's constant factors
+    (1/√n, the windows' design effect) cancel between t* and the interval. Replicates whose sd is 0 are left
+    out; where none is left (no spread at all) the percentile interval. It contains the observed mean."""
+    ok = np.isfinite(replicates) & np.isfinite(replicate_sds) & (replicate_sds > 0)
+    if not (np.isfinite(observed) and np.isfinite(sd) and sd > 0 and ok.any()):
+        return interval(replicates[np.isfinite(replicates)], level=level)
+    t = (replicates[ok] - observed) / replicate_sds[ok]
+    low, high = np.quantile(t, [(1 - level) / 2, (1 + level) / 2])
+    return float(min(observed - high * sd, observed)), float(max(observed - low * sd, observed))
 
 
 def small_sample_factor(series_index: np.ndarray, *, block: int, level: float = 0.95) -> float:
@@ -120,7 +90,7 @@ def small_sample_factor(series_index: np.ndarray, *, block: int, level: float = 
 def replicate_means(counts: np.ndarray, values: np.ndarray, *, widen: float = 1.0) -> np.ndarray:
     """[B] weighted means of values [W] (NaN = missing, left out) under each replicate's counts; [B, k] for the
     k columns of values [W, k] at once. widen: their deviations from the observed mean are multiplied by it.
-    The one kernel of every resampled mean: bootstrap replicates and jackknife values alike."""
+    The one kernel of every resampled mean (and of the replicate sds the studentized interval reads)."""
     valid = np.isfinite(values)
     with np.errstate(invalid="ignore", divide="ignore"):  # no [B, W] copy: missing values weigh 0 as zeros
         means = (counts @ np.where(valid, values, 0.0)) / (counts @ valid.astype(float))
@@ -133,27 +103,30 @@ def replicate_means(counts: np.ndarray, values: np.ndarray, *, widen: float = 1.
 @dataclass(frozen=True)
 class Resamples:
     """The run's one set of block-bootstrap replicates, shared by every score, system and the recency profile
-    (so every comparison between systems is paired): counts [B, W], the widening of their means, and the
-    delete-a-block jackknife's weights [J, W] (jackknife_counts) for the BCa intervals (none: percentile)."""
+    (so every comparison between systems is paired): counts [B, W] and the widening of their means."""
 
     counts: np.ndarray
     widen: float = 1.0
-    jackknife: np.ndarray | None = None
 
     def means(self, values: np.ndarray) -> np.ndarray:
         return replicate_means(self.counts, values, widen=self.widen)
 
     def intervals(self, values: np.ndarray, means: np.ndarray | None = None, *, level: float = 0.95) -> list:
-        """The 95 % interval of the mean of values [W] ([(lo, hi)], one entry), or of each column of [W, k]
-        (k entries): BCa with the jackknife's acceleration. means: self.means(values) when already made."""
-        means = self.means(values) if means is None else means
+        """The interval of the mean of values [W] ([(lo, hi)], one entry), or of each column of [W, k] (k
+        entries): studentized_interval, on the widened replicate means (means: self.means(values), when
+        already made) and each replicate's sd, both from replicate_means (the sd from centred squares)."""
         wide = values.reshape(values.shape[0], -1)
-        reps = means.reshape(means.shape[0], -1)
-        observed = replicate_means(np.ones((1, wide.shape[0])), wide)[0]
-        if self.jackknife is None:
-            return [interval(reps[:, j], level=level) for j in range(wide.shape[1])]
-        jack = replicate_means(self.jackknife, wide)
-        return [bca_interval(observed[j], reps[:, j], jack[:, j], level=level) for j in range(wide.shape[1])]
+        reps = (self.means(values) if means is None else means).reshape(self.counts.shape[0], -1)
+        valid = np.isfinite(wide)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            observed = np.where(valid, wide, 0.0).sum(axis=0) / valid.sum(axis=0)
+            centred = wide - observed
+            sd = np.sqrt(np.where(valid, centred**2, 0.0).sum(axis=0) / valid.sum(axis=0))
+            shift = (reps - observed) / self.widen  # each replicate's own mean, before the widening
+            sds = np.sqrt(np.maximum(replicate_means(self.counts, centred**2) - shift**2, 0.0))
+        return [
+            studentized_interval(observed[j], sd[j], reps[:, j], sds[:, j], level=level) for j in range(wide.shape[1])
+        ]
 
 
 def interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float]:
@@ -246,10 +219,12 @@ def replicate_wrs(
     sums: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
     levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS,
     design_effects: list[list[float]] | None = None,
+    df_sizes: list[list[float]] | None = None,
 ) -> np.ndarray:
     """[B] WRS of each replicate from group_sums(): level_weighted Welch tests (causal.welch) on count-weighted
-    group means and variances, each group's size divided by its design effect (Grouping.design_effects, as
-    the observed WRS), every pair × replicate at once."""
+    group means and variances, each group's size divided by its design effect and its df read from its
+    number of blocks (Grouping.design_effects, Grouping.df_sizes, as the observed WRS), every pair × replicate
+    at once."""
     width = sums[0][0].shape[1] if sums else 0
     ts, dfs = [np.empty((0, width))], [np.empty((0, width))]
     for k, (n, s1, s2) in enumerate(sums):
@@ -257,7 +232,11 @@ def replicate_wrs(
         var = np.maximum(s2 - n * mean**2, 0) / np.maximum(n - 1, 1)
         deff = np.asarray(design_effects[k] if design_effects is not None else np.ones(len(n)), dtype=float)[:, None]
         a, b = np.triu_indices(len(n), 1)
-        t, df = welch(mean[a], var[a], n[a], mean[b], var[b], n[b], deff[a], deff[b])
+        if df_sizes is None:
+            t, df = welch(mean[a], var[a], n[a], mean[b], var[b], n[b], deff[a], deff[b])
+        else:
+            size = np.asarray(df_sizes[k], dtype=float)[:, None]
+            t, df = welch(mean[a], var[a], n[a], mean[b], var[b], n[b], deff[a], deff[b], size[a], size[b])
         ts.append(t)
         dfs.append(df)
     return level_weighted(np.concatenate(ts), np.concatenate(dfs), levels)

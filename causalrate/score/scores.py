@@ -175,7 +175,7 @@ class Score:
 
     def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
         """Per (system, perturbation), the raw score's replicates and interval. Default: a `metric` score's
-        window mean under every resample (the mean's BCa interval, Resamples.intervals), else the |mean| of
+        window mean under every resample (the mean's studentized interval, Resamples.intervals), else the |mean| of
         window_values() (that interval of the signed mean, folded). A score that is another statistic (a median,
         a quantile) overrides this."""
         resamples = resampler.resamples
@@ -308,16 +308,19 @@ class WrsScore(Score):
         rows = evidence.wrs[evidence.wrs["attribute"] == self.attribute]
         if rows.empty:
             return Unavailable(f"the run has no {self.attribute!r} grouping (data attribute or causal.wrs_groups)")
-        return rows[["system", "perturbation"]].assign(raw=rows["wrs"].to_numpy())
+        frame = rows[["system", "perturbation"]].assign(raw=rows["wrs"].to_numpy())
+        return frame.assign(note=rows["note"].to_numpy()) if "note" in rows else frame
 
     def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
-        """The WRS under every resample's group counts, on the observed test's design effects; the
+        """The WRS under every resample's group counts, on the observed test's design effects and df; the
         bias-corrected percentile interval."""
         out = {}
         for key, values, plan in perturbed_groups(evidence, resampler, self.attribute):
             deff = plan.design_effects(values, resampler.series_index, bandwidth=resampler.bandwidth)
-            reps = replicate_wrs(group_sums(resampler.grouped[self.attribute], values), design_effects=deff)
-            observed = grouped_wrs(plan.samples(values), design_effects=deff)[0]
+            sizes = plan.df_sizes(values, resampler.series_index, bandwidth=resampler.bandwidth)
+            sums = group_sums(resampler.grouped[self.attribute], values)
+            reps = replicate_wrs(sums, design_effects=deff, df_sizes=sizes)
+            observed = grouped_wrs(plan.samples(values), design_effects=deff, df_sizes=sizes)[0]
             out[key] = RowReplicates(reps, bias_corrected_interval(observed, reps))
         return out
 

@@ -31,7 +31,6 @@ from causalrate.causal.resampling import (
     benjamini_hochberg,
     block_counts,
     dependence_block,
-    jackknife_counts,
     power_analysis,
     small_sample_factor,
 )
@@ -82,9 +81,15 @@ class Rigor:
         return self.rows.get(key, NOT_ASSESSED)
 
 
-def wrs_pairs(values: np.ndarray, grouping: Grouping, design_effects: list[list[float]] | None = None) -> list[float]:
-    """Two-sided Welch p-values of every pair a WRS counts (wrs.pair_tests), on the same effective sample sizes."""
-    t, df = pair_tests(grouping.samples(values), design_effects)
+def wrs_pairs(
+    values: np.ndarray,
+    grouping: Grouping,
+    design_effects: list[list[float]] | None = None,
+    df_sizes: list[list[float]] | None = None,
+) -> list[float]:
+    """Two-sided Welch p-values of every pair a WRS counts (wrs.pair_tests), on the same effective sample sizes
+    and df."""
+    t, df = pair_tests(grouping.samples(values), design_effects, df_sizes)
     return two_sided_p(t, df).tolist()
 
 
@@ -103,17 +108,12 @@ def wrs_bandwidth(config: StudyConfig) -> int:
 
 
 def run_resamples(config: StudyConfig, series_index: np.ndarray) -> Resamples:
-    """The run's block-bootstrap replicates, their small-sample widening and the delete-a-block jackknife of
-    the same blocks (the BCa intervals' acceleration)."""
+    """The run's block-bootstrap replicates and their small-sample widening."""
     block = resampling_block(config)
     counts = block_counts(
         series_index, block=block, bootstrap_size=config.rigor.bootstrap_size, rng=rng(config.seed, "bootstrap")
     )
-    return Resamples(
-        counts=counts,
-        widen=small_sample_factor(series_index, block=block),
-        jackknife=jackknife_counts(series_index, block=block),
-    )
+    return Resamples(counts=counts, widen=small_sample_factor(series_index, block=block))
 
 
 def assess_rigor(
@@ -172,7 +172,7 @@ def assess_rigor(
 def ape_power(
     evidence: Evidence, resamples: Resamples, *, min_effect: float, alpha: float
 ) -> dict[Key, RowUncertainty]:
-    """Every APE row's signed mean effect interval (BCa) and its test of "no effect" with its power."""
+    """Every APE row's signed mean effect interval (studentized) and its test of "no effect" with its power."""
     out = {}
     for (system, p), diff in Ape().window_values(evidence).items():
         reps = resamples.means(diff)
@@ -193,7 +193,8 @@ def wrs_tests(evidence: Evidence, resampler: Resampler) -> list[dict]:
     for (system, p), found in rows.items():
         for values, plan in found:
             deff = plan.design_effects(values, resampler.series_index, bandwidth=resampler.bandwidth)
-            pvalues = wrs_pairs(values, plan, deff)
+            sizes = plan.df_sizes(values, resampler.series_index, bandwidth=resampler.bandwidth)
+            pvalues = wrs_pairs(values, plan, deff, sizes)
             adjusted = benjamini_hochberg(pvalues) if pvalues else np.array([])
             out.append(
                 {
