@@ -30,10 +30,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from causalrate.causal.effects import summarise_effects
 from causalrate.causal.resampling import (
+    Resamples,
     block_counts,
     dependence_block,
-    interval,
-    replicate_means,
     small_sample_factor,
 )
 from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled
@@ -95,14 +94,14 @@ def studies() -> np.ndarray:
 
 def coverage(values: np.ndarray, truth: np.ndarray, series: np.ndarray, block: int, seed: int) -> np.ndarray:
     """[2] the share of studies whose 95 % interval of a window mean (block_counts, widened by
-    small_sample_factor, then interval, as rigor.assess_rigor rates SMAPE and MASE) covers the true mean."""
+    small_sample_factor, then Resamples.intervals, as rigor.assess_rigor rates SMAPE and MASE) covers the
+    true mean."""
     rng = np.random.default_rng(seed)
     hits = np.zeros(2)
     widen = small_sample_factor(series, block=block)
     for v in values:
-        means = replicate_means(block_counts(series, block=block, bootstrap_size=REPLICATES, rng=rng), v, widen=widen)
-        for j in (NAIVE, MEAN):
-            lo, hi = interval(means[:, j])
+        resamples = Resamples(block_counts(series, block=block, bootstrap_size=REPLICATES, rng=rng), widen)
+        for j, (lo, hi) in enumerate(resamples.intervals(v)):
             hits[j] += lo <= truth[j] <= hi
     return hits / len(values)
 
@@ -157,8 +156,9 @@ def test_design_effect_welch_holds_its_size_and_per_window_welch_does_not(studie
             v = unit_scaled(study[:, j])
             samples = plan.samples(v)
             deff = plan.design_effects(v, SERIES_INDEX, bandwidth=BLOCK)
+            sizes = plan.df_sizes(v, SERIES_INDEX, bandwidth=BLOCK)
             effects.append(deff[0])
-            rejected[0, j] += grouped_wrs(samples, ((0.95, 1.0),), design_effects=deff)[0] >= 1
+            rejected[0, j] += grouped_wrs(samples, ((0.95, 1.0),), deff, sizes)[0] >= 1
             rejected[1, j] += grouped_wrs(samples, ((0.95, 1.0),), design_effects=None)[0] >= 1
     assert np.median(effects) > 1.5  # the windows are dependent and the correction sees it
     size = rejected / len(studies)

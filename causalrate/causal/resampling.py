@@ -11,6 +11,10 @@ observed mean by one study-wide factor (small_sample_factor) before any interval
 stability figure reads them. A mean of skewed, heavy-tailed errors has a skewed sampling distribution,
 where percentile intervals miss on one side (bench/calibration.py, t(3) innovations), so a mean's interval
 is the studentized block-bootstrap interval (studentized_interval), from the same replicates' means and sds.
+Why not the `arch` package (8.x, read for this): its block bootstraps resample one array as one series and
+re-evaluate a function per replicate; here blocks stay within each of many series, one [B, W] count matrix
+serves every score and system as matrix products (paired replicates), and its BCa jackknife leaves out single
+observations, not blocks. The algorithm is the published one; the resampler stays this one kernel.
 """
 
 from __future__ import annotations
