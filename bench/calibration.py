@@ -1,32 +1,36 @@
-"""Known answers for the uncertainty layer (issue 29): do the 95 % intervals cover, does WRS's Welch test
-hold its size, and how often does the placebo refuter fail a correct estimator?
+"""Known answers for the uncertainty layer (issues 29, 40): do the 95 % intervals cover, on Gaussian,
+heavy-tailed and near-unit-root outcomes, does WRS's Welch test hold its size, and how often does the
+placebo refuter fail a correct estimator?
 
-Replicate studies are simulated: a few AR(1) series (φ = 0.7, and φ = 0 as a control), cut into
-overlapping windows exactly as the tool cuts them (input n, horizon d, stride s), and per window the
-quantities the tool rates, all autocorrelated across neighbouring windows:
+Replicate studies are simulated: a few AR(1) series around a level of 20 (innovations of unit variance:
+Gaussian, or Student t with 3 df scaled to unit variance), cut into overlapping windows exactly as the tool
+cuts them (input n, horizon d, stride s). Per window, the scores the tool rates, computed by the tool's own
+metric functions (forecast.metrics), all autocorrelated across neighbouring windows:
 
-- `naive MAE`: mean absolute error over the horizon of the naive forecast (repeat the last input value),
-  a window-mean score rated with `interval` (as SMAPE and MASE are);
-- `mean MAE`: the same for the input-mean forecast (it reads every input point, so its dependence runs
-  as long as the windows share a point);
-- `APE (spike)`: the naive forecast's MAE with the last input value raised by 1 (one innovation sd) minus
-  its clean MAE, a paired difference rated as |mean| with `abs_mean_interval` (as `ape` is).
+- `smape`, `mase`: the naive forecast (repeat the last input value);
+- `crps`: a quantile forecast at levels 0.1…0.9, the naive forecast ± normal quantiles of the input's one-step
+  changes' sd × √h (the tool's quantile CRPS);
+- `sign_accuracy`: the input-mean forecast (it moves, unlike naive's, which always scores ½);
+- `APE (spike)`: the naive forecast's MAE with the last input value raised by 1 (one innovation sd) minus its
+  clean MAE, a paired difference rated as |mean| (the signed mean's interval folded at 0, as `ape` is).
 
-The series are Gaussian and every forecast is linear in the window, so each true mean is closed-form
-(E|e| = √(2 Var e / π), the folded normal's mean for the spike); a large independent simulation checks
-it. Every replicate study gets the tool's interval (block_counts with the block of dependence_block,
-capped by block_counts itself at half a series) and the old per-window bootstrap (block 1): coverage of
-the true value and the width ratio.
+True means: a Monte Carlo over independent windows (each cut from its own path, started in the stationary
+distribution or after a burn-in for t innovations), its standard error printed beside. Every replicate study
+gets the tool's interval (block_counts with the block of dependence_block, capped at half a series, widened by
+small_sample_factor, then Resamples.intervals: the studentized block-bootstrap interval) and the percentile
+interval of the same replicates (the rule before issue 40): coverage of the true value, misses below and
+above, and the width ratio.
 
-WRS: the series split into two groups with the same true mean; one Welch test per study at 95 % through
-grouped_wrs, with the design effects of Grouping.design_effects (bandwidth = the block) and without
-(the per-window tests): the false-rejection rate should be 5 %.
+WRS: the series split into two groups with the same true mean, one Welch test per study at 95 % through
+grouped_wrs with the design effects and df sizes the tool uses (the test on block means of METHOD §4),
+(a) two groups of two series and (b) two single-series groups (series 0 against series 1), on the accuracy
+scores: the false-rejection rate should be 5 % (METHOD §4: 2–8 %, also on t(3) outcomes).
 
 Placebo: planted data on which the matching estimator is correct (three industries, confounded
 treatment, effect 0.5 everywhere), refuted by causal.refute.refute with the default 5 simulations; the
 placebo's false-failure rate against dowhy's normal test at S = 5, P(|t₄| > 1.645·√4) ≈ 3 %.
 
-Run: python bench/calibration.py [--smoke]   (fixed seeds: the same numbers every run; --smoke: tiny
+Run: nice python bench/calibration.py [--smoke]   (fixed seeds: the same numbers every run; --smoke: tiny
 windows and few replicates, checks the script still runs, its numbers measure nothing).
 """
 
@@ -43,18 +47,22 @@ from numpy.lib.stride_tricks import sliding_window_view
 from scipy import special
 
 from causalrate.causal.resampling import (
-    abs_mean_interval,
+    Resamples,
     block_counts,
     dependence_block,
+    folded,
     interval,
-    replicate_means,
     small_sample_factor,
 )
 from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled
+from causalrate.forecast.metrics import crps, mase, sign_accuracy, smape
 
+LEVEL = 20.0  # the series' mean: SMAPE and MASE read levels, as on real data
 SPIKE = 1.0  # the perturbation of the APE: the last input value raised by one innovation sd
-QUANTITIES = ("naive MAE", "mean MAE", "APE (spike)")
-FOLDED = {"APE (spike)"}  # rated as |mean|: abs_mean_interval; the others as a mean: interval
+QUANTITIES = ("smape", "mase", "crps", "sign_accuracy", "APE (spike)")
+ACCURACY = QUANTITIES[:4]  # the clean-input accuracy scores; WRS is tested on these outcomes
+FOLDED = {"APE (spike)"}  # rated as |mean|: the signed mean's interval, folded at 0
+QUANTILE_LEVELS = tuple(round(0.1 * k, 1) for k in range(1, 10))
 AT_95 = ((0.95, 1.0),)  # one level: a WRS of 1 is one rejection at 5 %
 
 
@@ -75,119 +83,113 @@ class Geometry:
         return dependence_block(input_length=self.input_length, horizon=self.horizon, stride=self.stride)
 
 
-def ar1(phi: float, shape: tuple[int, ...], length: int, rng: np.random.Generator) -> np.ndarray:
-    """[*shape, length] stationary AR(1) paths with unit innovations (variance 1 / (1 − φ²))."""
-    x = np.empty((*shape, length))
+@dataclass(frozen=True)
+class Setting:
+    label: str
+    phi: float
+    tails: str  # "gaussian" or "t3"
+    geometry: Geometry
+
+
+def innovations(tails: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Unit-variance innovations: standard normal, or Student t(3) / √3."""
+    return rng.standard_normal(shape) if tails == "gaussian" else rng.standard_t(3, shape) / math.sqrt(3)
+
+
+def ar1(phi: float, tails: str, shape: tuple[int, ...], length: int, rng: np.random.Generator) -> np.ndarray:
+    """[*shape, length] stationary AR(1) paths around LEVEL: Gaussian paths start in the stationary law; t paths
+    after a burn-in that leaves φ^burn < 1e-4 of the start."""
+    burn = 0 if tails == "gaussian" or phi == 0 else math.ceil(math.log(1e-4) / math.log(phi))
+    x = np.empty((*shape, length + burn))
     x[..., 0] = rng.standard_normal(shape) / math.sqrt(1 - phi**2)
-    noise = rng.standard_normal((*shape, length))
-    for t in range(1, length):
+    noise = innovations(tails, (*shape, length + burn), rng)
+    for t in range(1, length + burn):
         x[..., t] = phi * x[..., t - 1] + noise[..., t]
-    return x
+    return LEVEL + x[..., burn:]
 
 
 def window_values(windows: np.ndarray, n: int) -> np.ndarray:
-    """[..., q] the quantities of windows [..., n + d] (input then horizon)."""
-    inputs, target = windows[..., :n], windows[..., n:]
-    last, mean = inputs[..., -1:], inputs.mean(axis=-1, keepdims=True)
-    naive = np.abs(target - last).mean(axis=-1)
-    spiked = np.abs(target - last - SPIKE).mean(axis=-1)
-    return np.stack([naive, np.abs(target - mean).mean(axis=-1), spiked - naive], axis=-1)
+    """[..., q] the QUANTITIES of windows [..., n + d] (input then horizon), by the tool's metric functions."""
+    shape = windows.shape[:-1]
+    flat = windows.reshape(-1, windows.shape[-1])
+    inputs, target = flat[:, :n], flat[:, n:]
+    d = target.shape[1]
+    naive = np.repeat(inputs[:, -1:], d, axis=1)
+    mean = np.repeat(inputs.mean(axis=1, keepdims=True), d, axis=1)
+    spread = np.diff(inputs, axis=1).std(axis=1, ddof=1)[:, None, None] * np.sqrt(np.arange(1, d + 1))
+    quantiles = naive[:, None, :] + special.ndtri(np.array(QUANTILE_LEVELS))[None, :, None] * spread
+    spiked = inputs[:, -1:] + SPIKE
+    ape = np.abs(target - spiked).mean(axis=1) - np.abs(target - naive).mean(axis=1)
+    out = np.stack(
+        [
+            smape(target, naive, inputs),
+            mase(target, naive, inputs),
+            crps(target, naive, inputs, list(quantiles), levels=QUANTILE_LEVELS),
+            sign_accuracy(target, mean, inputs),
+            ape,
+        ],
+        axis=-1,
+    )
+    return out.reshape(*shape, len(QUANTITIES))
 
 
-def true_values(phi: float, n: int, d: int) -> np.ndarray:
-    """[q] the exact means: every error is a·x for a Gaussian window x with Cov = φ^|i−j| / (1 − φ²)."""
-    lag = np.abs(np.subtract.outer(np.arange(n + d), np.arange(n + d)))
-    cov = phi**lag / (1 - phi**2)
-
-    def mean_abs(weights: np.ndarray, shift: float = 0.0) -> float:  # mean over the horizon of E|a_k·x − shift|
-        sd = np.sqrt(np.einsum("ki,ij,kj->k", weights, cov, weights))
-        folded = sd * np.sqrt(2 / np.pi) * np.exp(-(shift**2) / (2 * sd**2))
-        return float(np.mean(folded + shift * (1 - 2 * special.ndtr(-shift / sd))))
-
-    def errors(forecast: np.ndarray) -> np.ndarray:  # a_k = e_{n+k} − forecast weights
-        a = np.zeros((d, n + d))
-        a[:, :n] = -forecast
-        a[np.arange(d), n + np.arange(d)] += 1
-        return a
-
-    last, mean = np.eye(n)[-1], np.full(n, 1 / n)
-    naive = mean_abs(errors(last))
-    return np.array([naive, mean_abs(errors(mean)), mean_abs(errors(last), SPIKE) - naive])
-
-
-def monte_carlo(phi: float, n: int, d: int, draws: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Means and standard errors [q] over `draws` independent windows (the check of true_values)."""
-    out = []
-    for size in np.diff(np.linspace(0, draws, 11).astype(int)):
-        out.append(window_values(ar1(phi, (size,), n + d, rng), n))
+def monte_carlo(s: Setting, draws: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The true means [q] (a simulation over `draws` independent windows) and their standard errors."""
+    n, d = s.geometry.input_length, s.geometry.horizon
+    out = [
+        window_values(ar1(s.phi, s.tails, (size,), n + d, rng), n)
+        for size in np.diff(np.linspace(0, draws, 11).astype(int))
+    ]
     v = np.concatenate(out)
     return v.mean(axis=0), v.std(axis=0, ddof=1) / math.sqrt(v.shape[0])
 
 
-def studies(phi: float, g: Geometry, count: int, rng: np.random.Generator, chunk: int = 50):
+def studies(s: Setting, count: int, rng: np.random.Generator, chunk: int = 50):
     """Yield [W, q] window values of `count` replicate studies (windows of each series ascending in time)."""
+    g = s.geometry
     for start in range(0, count, chunk):
         size = min(chunk, count - start)
-        paths = ar1(phi, (size, g.series), g.length, rng)
+        paths = ar1(s.phi, s.tails, (size, g.series), g.length, rng)
         windows = sliding_window_view(paths, g.input_length + g.horizon, axis=-1)[:, :, :: g.stride]
         values = window_values(windows, g.input_length)  # [size, series, windows, q]
         yield from values.reshape(size, g.series * g.windows, len(QUANTITIES))
 
 
-def calibrate(phi: float, g: Geometry, count: int, replicates: int, seed: int) -> dict:
-    """Coverage and widths of both bootstraps, and the WRS test's rejections, over `count` studies.
-
-    Also, for the report (not the tool's rule, a proposal): the block replicates' sd against the true sd of
-    a study's mean, the coverage of mean ± t_{K−1}(0.975)·sd·(1 − ℓ/m)^(−1/2) (K blocks in all, the usual
-    small-sample correction of a block bootstrap's variance), and the size of Welch's test on means of
-    non-overlapping blocks of `block` windows (METHOD §4's other option)."""
+def calibrate(s: Setting, truth: np.ndarray, count: int, replicates: int, seed: int) -> dict:
+    """Over `count` studies: coverage of the tool's interval (studentized) and of the percentile interval of the same
+    replicates, their misses below / above the truth and widths, and the WRS test's false rejections with two
+    groups of two series and with two single-series groups."""
+    g = s.geometry
     rng = np.random.default_rng(seed)
-    truth = true_values(phi, g.input_length, g.horizon)
     series = np.repeat(np.arange(g.series), g.windows)
-    plan = Grouping.of(np.where(series < g.series // 2, "A", "B"))  # same true mean in both groups
-    blocks = {"block": g.block, "per-window": 1}
-    ell = max(1, min(g.block, g.windows // 2))  # the length block_counts uses
-    total_blocks = g.series * -(-g.windows // ell)
-    t_quantile = float(special.stdtrit(total_blocks - 1, 0.975))
-    covered = {(b, q): 0 for b in (*blocks, "proposal") for q in QUANTITIES}
-    width = {(b, q): 0.0 for b in blocks for q in QUANTITIES}
-    spread = np.zeros(len(QUANTITIES))
-    observed = []
-    rejected = {(label, q): 0 for label in ("design effect", "per-window", "block means") for q in QUANTITIES[:2]}
-    chunk = min(g.block, g.windows)  # block means: non-overlapping runs of this many windows per series
-    for values in studies(phi, g, count, rng):
-        observed.append(values.mean(axis=0))
-        for b, length in blocks.items():
-            counts = block_counts(series, block=length, bootstrap_size=replicates, rng=rng)
-            means = replicate_means(counts, values, widen=small_sample_factor(series, block=length))
-            for j, q in enumerate(QUANTITIES):
-                lo, hi = (abs_mean_interval if q in FOLDED else interval)(means[:, j])
-                covered[(b, q)] += lo <= abs(truth[j]) <= hi
-                width[(b, q)] += hi - lo
-            if b == "block":
-                sd = means.std(axis=0, ddof=1)
-                spread += sd
-                half = t_quantile * sd / math.sqrt(1 - ell / g.windows)
-                for j, q in enumerate(QUANTITIES):
-                    covered[("proposal", q)] += abs(values[:, j].mean() - truth[j]) <= half[j]
-        for j, q in enumerate(QUANTITIES[:2]):
-            v = unit_scaled(values[:, j])
-            samples = plan.samples(v)
-            for label, deff in (
-                ("design effect", plan.design_effects(v, series, bandwidth=g.block)),
-                ("per-window", None),
-            ):
-                rejected[(label, q)] += grouped_wrs(samples, AT_95, design_effects=deff)[0] >= 1
-            runs = v[: g.series * g.windows].reshape(g.series, -1)[:, : g.windows // chunk * chunk]
-            block_means = runs.reshape(g.series, -1, chunk).mean(axis=-1)
-            halves = [block_means[: g.series // 2].ravel(), block_means[g.series // 2 :].ravel()]
-            rejected[("block means", q)] += grouped_wrs([halves], AT_95)[0] >= 1
+    pairs = {
+        "2 × 2 series": (Grouping.of(np.where(series < g.series // 2, "A", "B")), np.arange(series.size)),
+        "1 × 1 series": (Grouping.of(np.where(series == 0, "A", "B")[series < 2]), np.flatnonzero(series < 2)),
+    }
+    widen = small_sample_factor(series, block=g.block)
+    hits = {(m, q): np.zeros(3) for m in ("studentized", "percentile") for q in QUANTITIES}  # below, inside, above
+    width = {(m, q): 0.0 for m in ("studentized", "percentile") for q in QUANTITIES}
+    rejected = {(label, q): 0 for label in pairs for q in ACCURACY}
+    for values in studies(s, count, rng):
+        resamples = Resamples(block_counts(series, block=g.block, bootstrap_size=replicates, rng=rng), widen)
+        means = resamples.means(values)
+        tool = resamples.intervals(values, means)
+        for j, q in enumerate(QUANTITIES):
+            for method, bounds in (("studentized", tool[j]), ("percentile", interval(means[:, j]))):
+                lo, hi = folded(*bounds) if q in FOLDED else bounds
+                target = abs(truth[j]) if q in FOLDED else truth[j]
+                hits[(method, q)][0 if target < lo else 2 if target > hi else 1] += 1
+                width[(method, q)] += hi - lo
+        for j, q in enumerate(ACCURACY):
+            for label, (plan, ids) in pairs.items():
+                v = unit_scaled(values[ids, j])
+                deff = plan.design_effects(v, series[ids], bandwidth=g.block)
+                sizes = plan.df_sizes(v, series[ids], bandwidth=g.block)
+                rejected[(label, q)] += grouped_wrs(plan.samples(v), AT_95, deff, sizes)[0] >= 1
     return {
-        "truth": truth,
-        "coverage": {k: c / count for k, c in covered.items()},
+        "coverage": {k: h / count for k, h in hits.items()},
         "width": {k: w / count for k, w in width.items()},
         "size": {k: r / count for k, r in rejected.items()},
-        "sd ratio": spread / count / np.std(observed, axis=0, ddof=1),  # mean bootstrap sd / true sd
     }
 
 
@@ -230,44 +232,54 @@ def main() -> None:
     args = arguments()
     started = time.perf_counter()
     if args.smoke:
-        geometries = [Geometry(20, 5, 1, 60, 4)]
-        count, replicates, reps, rows, mc = 40, 100, 3, 300, 20_000
+        small = Geometry(20, 5, 1, 40, 4)
+        settings = [Setting("smoke", 0.7, "gaussian", small), Setting("smoke t(3)", 0.98, "t3", small)]
+        count, replicates, reps, rows, mc = 20, 100, 2, 300, 4_000
     else:
-        geometries = [Geometry(80, 20, 2, 50, 4), Geometry(80, 20, 2, 200, 4)]
-        count, replicates, reps, rows, mc = 1000, 200, 2000, 900, 200_000  # placebo: ≈ 3 min
+        base, long = Geometry(80, 20, 2, 50, 4), Geometry(80, 20, 2, 200, 4)
+        settings = [
+            Setting("Gaussian", 0.7, "gaussian", base),
+            Setting("Gaussian, 200 windows", 0.7, "gaussian", long),
+            Setting("t(3)", 0.7, "t3", base),
+            Setting("t(3), 200 windows", 0.7, "t3", long),
+            Setting("near unit root", 0.98, "gaussian", Geometry(80, 20, 1, 200, 4)),
+            Setting("near unit root, t(3)", 0.98, "t3", Geometry(80, 20, 1, 200, 4)),
+            Setting("n 40, d 10, s 5", 0.7, "gaussian", Geometry(40, 10, 5, 50, 4)),
+            Setting("n 40, d 10, s 5, t(3)", 0.7, "t3", Geometry(40, 10, 5, 50, 4)),
+        ]
+        count, replicates, reps, rows, mc = 600, 200, 1000, 900, 100_000
     print(machine())
-    print(f"\n{count} replicate studies per row, {replicates} bootstrap replicates each; seeds fixed\n")
-    print("| φ | n, d, s | windows × series | block | quantity | true mean | MC check (± se) "
-          "| coverage, block (tool) | coverage, per-window (old) | width block / per-window "
-          "| widened block sd / true sd | coverage, t interval (alternative) |")  # fmt: skip
+    print(f"\n{count} replicate studies per setting, {replicates} bootstrap replicates each; seeds fixed\n")
+    print("| setting | φ | n, d, s | windows × series | block | score | true mean (MC ± se) "
+          "| coverage, studentized (tool) | misses below / above | coverage, percentile (before) "
+          "| misses below / above | width studentized / percentile |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     sizes = []
-    for k, g in enumerate(geometries):
-        for phi in (0.7, 0.0):
-            result = calibrate(phi, g, count, replicates, seed=29 + 100 * k + int(phi * 10))
-            mc_mean, mc_se = monte_carlo(phi, g.input_length, g.horizon, mc, np.random.default_rng(7))
-            block = max(1, min(g.block, g.windows // 2))
-            for j, q in enumerate(QUANTITIES):
-                cb, cw = result["coverage"][("block", q)], result["coverage"][("per-window", q)]
-                ratio = result["width"][("block", q)] / result["width"][("per-window", q)]
-                print(
-                    f"| {phi} | {g.input_length}, {g.horizon}, {g.stride} | {g.windows} × {g.series} | {block} "
-                    f"| {q} | {result['truth'][j]:.4f} | {mc_mean[j]:.4f} ± {mc_se[j]:.4f} "
-                    f"| {cb:.3f} ± {binomial_se(cb, count):.3f} | {cw:.3f} ± {binomial_se(cw, count):.3f} "
-                    f"| {ratio:.2f} | {result['sd ratio'][j]:.2f} | {result['coverage'][('proposal', q)]:.3f} |"
+    for k, s in enumerate(settings):
+        g = s.geometry
+        truth, se = monte_carlo(s, mc, np.random.default_rng(7 + k))
+        result = calibrate(s, truth, count, replicates, seed=29 + 100 * k)
+        block = max(1, min(g.block, g.windows // 2))
+        for j, q in enumerate(QUANTITIES):
+            cells = []
+            for method in ("studentized", "percentile"):
+                below, inside, above = result["coverage"][(method, q)]
+                cells.append(
+                    f"{inside:.3f} ± {binomial_se(inside, count):.3f} | {below * count:.0f} / {above * count:.0f}"
                 )
-            sizes.append((phi, g, result["size"]))
-    print(
-        "\n| φ | windows × series | quantity | WRS test size at α = 0.05, design effect (tool) "
-        "| per-window (paper) | block means (proposal) |"
-    )
-    print("|---|---|---|---|---|---|")
-    for phi, g, size in sizes:
-        for q in QUANTITIES[:2]:
-            a, b, c = size[("design effect", q)], size[("per-window", q)], size[("block means", q)]
+            ratio = result["width"][("studentized", q)] / result["width"][("percentile", q)]
             print(
-                f"| {phi} | {g.windows} × {g.series} | {q} | {a:.3f} ± {binomial_se(a, count):.3f} "
-                f"| {b:.3f} ± {binomial_se(b, count):.3f} | {c:.3f} ± {binomial_se(c, count):.3f} |"
+                f"| {s.label} | {s.phi} | {g.input_length}, {g.horizon}, {g.stride} | {g.windows} × {g.series} "
+                f"| {block} | {q} | {truth[j]:.4f} ± {se[j]:.4f} | {cells[0]} | {cells[1]} | {ratio:.2f} |"
+            )
+        sizes.append((s, result["size"]))
+    print("\n| setting | score | WRS false rejection at α = 0.05, 2 × 2 series | 1 × 1 series (single-series groups) |")
+    print("|---|---|---|---|")
+    for s, size in sizes:
+        for q in ACCURACY:
+            a, b = size[("2 × 2 series", q)], size[("1 × 1 series", q)]
+            print(
+                f"| {s.label} | {q} | {a:.3f} ± {binomial_se(a, count):.3f} | {b:.3f} ± {binomial_se(b, count):.3f} |"
             )
     failures, done, seconds = placebo(reps, rows)
     expected = 2 * float(special.stdtr(4, -1.645 * 2))
@@ -278,7 +290,7 @@ def main() -> None:
         f"| planted: 3 industries, {rows} rows, effect 0.5 | {failures} | {done} "
         f"| {rate:.3f} ± {binomial_se(rate, done):.3f} | {expected:.3f} | {seconds:.0f} |"
     )
-    print(f"\nwall seconds: {time.perf_counter() - started:.0f}")
+    print(f"\nwall seconds: {time.perf_counter() - started:.0f}; CPU seconds: {time.process_time():.0f}")
 
 
 if __name__ == "__main__":

@@ -68,11 +68,16 @@ def test_exceeds_matches_the_t_critical_value_everywhere():
 
 
 def test_design_effect_by_hand():
-    """values 1, 2, 3, 4 of one series, bandwidth 1: e = ±1.5, ±0.5; Σe² = 5, lag-1 products 1.25, Bartlett
-    weight ½: long-run sum 5 + 2·½·1.25 = 6.25, /n = 1.5625; s² = 5/3; ratio 0.9375; the bandwidth (1 ≤ 4/2)
-    covers 1 of 4 windows, so ÷ (1 − 1/4): D = 1.25."""
-    from causalrate.causal.wrs import design_effect
+    """values 1…4 of one series, bandwidth 2: block_means runs [1, 2], [3, 4], means 1.5, 3.5 (variance 2,
+    K = 2); s² = 5/3: D = n · (2 / 2) / s² = 4 · 3/5 = 2.4. Bandwidth 1: the runs are the windows, D = 1. A
+    second series of 5 windows is cut into 2 runs (3 + 2)."""
+    from causalrate.causal.wrs import block_means, design_effect
 
     values = np.array([1.0, 2.0, 3.0, 4.0])
-    assert design_effect(values, np.zeros(4, dtype=int), bandwidth=1) == pytest.approx(1.25, rel=1e-12)
+    assert block_means(values, np.zeros(4, dtype=int), bandwidth=2).tolist() == [1.5, 3.5]
+    assert design_effect(values, np.zeros(4, dtype=int), bandwidth=2) == pytest.approx(2.4, rel=1e-12)
+    assert design_effect(values, np.zeros(4, dtype=int), bandwidth=1) == 1.0
+    series = np.r_[np.zeros(4, dtype=int), np.ones(5, dtype=int)]
+    both = block_means(np.r_[values, [10.0, 11.0, 12.0, 20.0, 22.0]], series, bandwidth=2)
+    assert both.tolist() == [1.5, 3.5, 11.0, 21.0]
     assert design_effect(values, np.zeros(4, dtype=int), bandwidth=0) == 1.0  # the paper's per-window tests

@@ -33,16 +33,22 @@ def welch(
     n_b: ArrayOrNumber,
     deff_a: np.ndarray | float = 1.0,
     deff_b: np.ndarray | float = 1.0,
+    size_a: np.ndarray | float | None = None,
+    size_b: np.ndarray | float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Welch's t of a − b and its Welch–Satterthwaite df, elementwise, from each group's mean, variance
     (ddof 1) and count n of outcomes; deff: the group's design effect (its windows are dependent), so that
-    it enters with its effective size n / deff in both. The edge rule is the module's."""
+    it enters with its effective size n / deff in both; size: where given, the count the df term reads
+    instead (the number of independent blocks the variance was estimated from). The edge rule is the
+    module's."""
     with np.errstate(divide="ignore", invalid="ignore"):  # untested pairs (NaN below) may divide by 0
         na, nb = np.asarray(n_a, dtype=float) / deff_a, np.asarray(n_b, dtype=float) / deff_b
+        ka = na if size_a is None else np.asarray(size_a, dtype=float)
+        kb = nb if size_b is None else np.asarray(size_b, dtype=float)
         sa, sb = var_a / na, var_b / nb
         se2, diff = sa + sb, mean_a - mean_b
         t = np.where(se2 > 0, diff / np.sqrt(se2), np.where(diff == 0, 0.0, np.copysign(np.inf, diff)))
-        df = se2**2 / (sa**2 / np.maximum(na - 1, 1) + sb**2 / np.maximum(nb - 1, 1))
+        df = se2**2 / (sa**2 / np.maximum(ka - 1, 1) + sb**2 / np.maximum(kb - 1, 1))
     df = np.where(se2 > 0, df, na + nb - 2)
     finite = np.isfinite(mean_a) & np.isfinite(mean_b) & np.isfinite(var_a) & np.isfinite(var_b)
     tested = (n_a >= 2) & (n_b >= 2) & finite

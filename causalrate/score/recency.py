@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from causalrate.causal.resampling import Resamples, interval
+from causalrate.causal.resampling import Resamples
 from causalrate.perturb.suite import NEWEST
 from causalrate.score.scores import APE_MARGIN, SCORES, Evidence, Score, Unavailable
 from causalrate.score.wide import positions, window_cube
@@ -73,7 +73,7 @@ def _paired_effects(evidence: Evidence, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def recency_profile(evidence: Evidence, *, resamples: Resamples) -> list[dict]:
-    """APE per distance bin (a signed mean), with a 95 % percentile interval from the run's block-bootstrap
+    """APE per distance bin (a signed mean), with a 95 % studentized interval from the run's block-bootstrap
     replicates (the rigor layer's: the same resamples for every system, so their profiles are paired)."""
     pairs = paired_effects(evidence)
     if pairs.empty or evidence.input_length < 1 or evidence.table is None:
@@ -89,9 +89,10 @@ def recency_profile(evidence: Evidence, *, resamples: Resamples) -> list[dict]:
             inside = (dist >= lo) & (dist <= hi) & np.isfinite(diff)
             if not inside.any():
                 continue
+            binned = np.where(inside, diff, np.nan)
             with np.errstate(invalid="ignore", divide="ignore"):
-                reps = resamples.means(np.where(inside, diff, np.nan)) if resamples.counts.size else np.array([])
-            lo_ci, hi_ci = interval(reps) if reps.size else (np.nan, np.nan)
+                reps = resamples.means(binned) if resamples.counts.size else np.array([])
+            lo_ci, hi_ci = resamples.intervals(binned, reps)[0] if reps.size else (np.nan, np.nan)
             out.append(
                 {
                     "system": system,

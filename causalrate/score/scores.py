@@ -18,7 +18,6 @@ from causalrate.causal.estimate import Estimate
 from causalrate.causal.resampling import (
     GroupedCounts,
     Resamples,
-    abs_mean_interval,
     bias_corrected_interval,
     folded,
     group_sums,
@@ -100,15 +99,16 @@ class RowReplicates:
     interval: tuple[float, float] | None
 
 
-def absolute_mean(signed: np.ndarray) -> RowReplicates:
-    """A |mean| score from its signed mean's replicates: their magnitudes and the folded interval of the mean."""
-    return RowReplicates(np.abs(signed), abs_mean_interval(signed))
+def absolute_mean(signed: np.ndarray, bounds: tuple[float, float]) -> RowReplicates:
+    """A |mean| score from its signed mean's replicates and that mean's interval (Resamples.intervals): the
+    replicates' magnitudes and the interval folded at 0, so the rated |mean| lies inside it."""
+    return RowReplicates(np.abs(signed), folded(*bounds))
 
 
-def harm_of(signed: np.ndarray) -> RowReplicates:
-    """A harm score (max(mean, 0): an improvement counts as no effect) from its signed mean's replicates: their
-    harms and the mean's percentile interval cut at 0 (METHOD §6.6, harm, not change)."""
-    lo, hi = interval(signed)
+def harm_of(signed: np.ndarray, bounds: tuple[float, float]) -> RowReplicates:
+    """A harm score (max(mean, 0): an improvement counts as no effect) from its signed mean's replicates and that
+    mean's interval (Resamples.intervals): their harms and the interval cut at 0 (METHOD §6.6, harm, not change)."""
+    lo, hi = bounds
     return RowReplicates(np.maximum(signed, 0.0), (max(lo, 0.0), max(hi, 0.0)))
 
 
@@ -206,17 +206,23 @@ class Score:
 
     def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
         """Per (system, perturbation), the raw score's replicates and interval. Default: a `metric` score's
-        window mean under every resample (percentile interval), else the |mean| of window_values() (folded
-        interval of the mean). A score that is another statistic (a median, a quantile) overrides this."""
+        window mean under every resample (the mean's studentized interval, Resamples.intervals), else the |mean| (or the
+        harm, max(mean, 0)) of window_values() (that interval of the signed mean, folded or cut at 0). A score that is another statistic (a median,
+        a quantile) overrides this."""
+        resamples = resampler.resamples
+        out = {}
         if self.metric:
-            wide = wide_column(evidence, self.metric)
-            out = {}
-            for system, table in wide.items():
-                means = resampler.resamples.means(table.to_numpy())
-                out.update({(system, p): percentile(means[:, j]) for j, p in enumerate(table.columns)})
+            for system, table in wide_column(evidence, self.metric).items():
+                values = table.to_numpy()
+                means = resamples.means(values)
+                bounds = resamples.intervals(values, means)
+                out.update({(system, p): RowReplicates(means[:, j], bounds[j]) for j, p in enumerate(table.columns)})
             return out
-        resamples, of = resampler.resamples, harm_of if self.harm else absolute_mean
-        return {key: of(resamples.means(values)) for key, values in self.window_values(evidence).items()}
+        of = harm_of if self.harm else absolute_mean
+        for key, values in self.window_values(evidence).items():
+            signed = resamples.means(values)
+            out[key] = of(signed, resamples.intervals(values, signed)[0])
+        return out
 
 
 SCORES: Registry[type[Score]] = Registry("score")
@@ -337,16 +343,19 @@ class WrsScore(Score):
         rows = evidence.wrs[evidence.wrs["attribute"] == self.attribute]
         if rows.empty:
             return Unavailable(f"the run has no {self.attribute!r} grouping (data attribute or causal.wrs_groups)")
-        return rows[["system", "perturbation"]].assign(raw=rows["wrs"].to_numpy())
+        frame = rows[["system", "perturbation"]].assign(raw=rows["wrs"].to_numpy())
+        return frame.assign(note=rows["note"].to_numpy()) if "note" in rows else frame
 
     def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
-        """The WRS under every resample's group counts, on the observed test's design effects; the
+        """The WRS under every resample's group counts, on the observed test's design effects and df; the
         bias-corrected percentile interval."""
         out = {}
         for key, values, plan in perturbed_groups(evidence, resampler, self.attribute):
             deff = plan.design_effects(values, resampler.series_index, bandwidth=resampler.bandwidth)
-            reps = replicate_wrs(group_sums(resampler.grouped[self.attribute], values), design_effects=deff)
-            observed = grouped_wrs(plan.samples(values), design_effects=deff)[0]
+            sizes = plan.df_sizes(values, resampler.series_index, bandwidth=resampler.bandwidth)
+            sums = group_sums(resampler.grouped[self.attribute], values)
+            reps = replicate_wrs(sums, design_effects=deff, df_sizes=sizes)
+            observed = grouped_wrs(plan.samples(values), design_effects=deff, df_sizes=sizes)[0]
             out[key] = RowReplicates(reps, bias_corrected_interval(observed, reps))
         return out
 

@@ -31,7 +31,6 @@ from causalrate.causal.resampling import (
     benjamini_hochberg,
     block_counts,
     dependence_block,
-    interval,
     power_analysis,
     small_sample_factor,
 )
@@ -82,9 +81,15 @@ class Rigor:
         return self.rows.get(key, NOT_ASSESSED)
 
 
-def wrs_pairs(values: np.ndarray, grouping: Grouping, design_effects: list[list[float]] | None = None) -> list[float]:
-    """Two-sided Welch p-values of every pair a WRS counts (wrs.pair_tests), on the same effective sample sizes."""
-    t, df = pair_tests(grouping.samples(values), design_effects)
+def wrs_pairs(
+    values: np.ndarray,
+    grouping: Grouping,
+    design_effects: list[list[float]] | None = None,
+    df_sizes: list[list[float]] | None = None,
+) -> list[float]:
+    """Two-sided Welch p-values of every pair a WRS counts (wrs.pair_tests), on the same effective sample sizes
+    and df."""
+    t, df = pair_tests(grouping.samples(values), design_effects, df_sizes)
     return two_sided_p(t, df).tolist()
 
 
@@ -167,12 +172,13 @@ def assess_rigor(
 def ape_power(
     evidence: Evidence, resamples: Resamples, *, min_effect: float, alpha: float
 ) -> dict[Key, RowUncertainty]:
-    """Every APE row's signed mean effect interval and its test of "no effect" with its power."""
+    """Every APE row's signed mean effect interval (studentized) and its test of "no effect" with its power."""
     out = {}
     for (system, p), diff in Ape().window_values(evidence).items():
         reps = resamples.means(diff)
         power = power_analysis(diff, standard_error=float(np.nanstd(reps, ddof=1)), min_effect=min_effect, alpha=alpha)
-        out[(p, "ape", system)] = RowUncertainty(ape_true_interval=interval(reps), power=power)
+        bounds = resamples.intervals(diff, reps)[0]
+        out[(p, "ape", system)] = RowUncertainty(ape_true_interval=bounds, power=power)
     return out
 
 
@@ -187,7 +193,8 @@ def wrs_tests(evidence: Evidence, resampler: Resampler) -> list[dict]:
     for (system, p), found in rows.items():
         for values, plan in found:
             deff = plan.design_effects(values, resampler.series_index, bandwidth=resampler.bandwidth)
-            pvalues = wrs_pairs(values, plan, deff)
+            sizes = plan.df_sizes(values, resampler.series_index, bandwidth=resampler.bandwidth)
+            pvalues = wrs_pairs(values, plan, deff, sizes)
             adjusted = benjamini_hochberg(pvalues) if pvalues else np.array([])
             out.append(
                 {
