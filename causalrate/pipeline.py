@@ -241,9 +241,10 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     raw, unavailable = score_all(evidence, cfg.rating.scores)
     raw = without_left_out(raw, study)
     inputs, truth = study.windows.inputs, study.windows.truth
-    naive_error = naive_clean_error(inputs, truth, METRICS.get(cfg.outcome))
+    season = study.dataset.season  # the one season every MASE uses (data.season, else the frequency's usual one)
+    naive_error = naive_clean_error(inputs, truth, METRICS.get(cfg.outcome), season=season)
     naive_scores = {  # what the accuracy scores' skill ratios divide by (the absolute scale's naive_ratio basis)
-        name: naive_clean_error(inputs, truth, METRICS.get(cls.metric))
+        name: naive_clean_error(inputs, truth, METRICS.get(cls.metric), season=season)
         for name, cls in SCORES.items()
         if cls.family == "accuracy" and cls.metric is not None and cls.metric in METRICS
     }

@@ -183,3 +183,37 @@ def test_a_dataframe_through_the_python_api(tmp_path):
     assert doc["provenance"]["frequency"] == "monthly" and doc["provenance"]["config"]["data"]["source"] == "parquet"
     (kept,) = out.glob("data-*.parquet")
     pd.testing.assert_frame_equal(pd.read_parquet(kept), frame, check_dtype=False)
+
+
+@pytest.mark.parametrize("season", [1, 7, 12, 24])
+def test_naive_mase_skill_ratio_against_itself_is_one(season):
+    """The absolute scale's naive basis takes MASE at the study's season, as every forecast's metrics do (it was
+    computed at season 1: naive got level 3 on MASE against itself, skill ratio 3.078/1.181 on monthly data)."""
+    from causalrate.forecast.metrics import METRICS
+    from causalrate.rate.absolute import absolute_quantities, naive_clean_error
+    from causalrate.score.scores import Evidence, Mase
+    from causalrate.systems.reference import Naive
+
+    rng = np.random.default_rng(season)
+    t = np.arange(6 * season + 40)
+    values = 100 + 10 * np.sin(2 * np.pi * t / season) + rng.normal(0, 1, t.size)
+    n, d = 3 * season + 10, max(season, 5)
+    starts = range(0, t.size - n - d, 3)
+    inputs = np.stack([values[s : s + n] for s in starts])
+    truth = np.stack([values[s + n : s + n + d] for s in starts])
+    none = np.empty((len(inputs), 0), dtype="datetime64[D]")
+    batch = Batch(inputs, d, np.zeros(len(inputs), dtype=np.uint64), ({},) * len(inputs), none, none, season=season)
+    forecast = Naive(Naive.Settings(), base_dir=Path()).forecast(batch)
+    per_forecast = METRICS.get("mase")(truth, forecast, inputs, season=season)  # as forecast.plan records them
+    rows = pd.DataFrame({"system": "naive", "perturbation": "P0", "window": range(len(inputs)), "failed": False})
+    evidence = Evidence(
+        forecasts=rows.assign(mase=per_forecast), wrs=pd.DataFrame(), effects=pd.DataFrame(), control="P0", severity={}
+    )
+    raw = Mase().compute(evidence).assign(score="mase")
+    reference = naive_clean_error(inputs, truth, METRICS.get("mase"), season=season)
+    wrs = pd.DataFrame(columns=["system", "perturbation", "attribute", "pairs"])
+    (ratio,) = absolute_quantities(raw, wrs, naive_error=1.0, naive_scores={"mase": reference})
+    assert ratio == pytest.approx(1.0, abs=1e-12)
+    if season > 1:  # the season-1 scale it had: off by the ratio of the two scales
+        one_step = naive_clean_error(inputs, truth, METRICS.get("mase"), season=1)
+        assert abs(one_step / reference - 1) > 0.1
