@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalrate.data.frequency import FREQUENCIES, infer_frequency
+from causalrate.data.frequency import FREQUENCIES, infer_frequency, parse, regular_grid
 from causalrate.data.loaders import load_dataset
 from causalrate.data.spec import DataConfig
 from causalrate.errors import UserError
@@ -217,3 +217,45 @@ def test_naive_mase_skill_ratio_against_itself_is_one(season):
     if season > 1:  # the season-1 scale it had: off by the ratio of the two scales
         one_step = naive_clean_error(inputs, truth, METRICS.get("mase"), season=1)
         assert abs(one_step / reference - 1) > 0.1
+
+
+@pytest.mark.parametrize(
+    ("alias", "name", "season"),
+    [
+        ("30min", "half-hourly", 48),
+        ("15min", "quarter-hourly", 96),
+        ("5min", "5-minutely", 288),
+        ("1min", "minutely", 1440),
+        ("2h", "2h", 12),
+        ("10s", "10s", 8640),
+    ],
+)
+def test_sub_hourly_frequencies_are_inferred_and_declared_with_a_day_as_season(alias, name, season):
+    dates = pd.date_range("2024-03-01", periods=300, freq=alias)
+    inferred = infer_frequency(dates, source="x")
+    assert (inferred.name, inferred.season) == (name, season)
+    assert DataConfig(frequency=alias).frequency == alias and parse(alias) == inferred
+    assert regular_grid(dates, inferred, calendar=dates, source="x").equals(dates)
+
+
+def test_pandas_aliases_of_the_named_frequencies_and_an_unknown_one():
+    assert [parse(a).name for a in ("MS", "W", "h", "B", "QS", "YS")] == [
+        "monthly",
+        "weekly",
+        "hourly",
+        "business-daily",
+        "quarterly",
+        "yearly",
+    ]
+    with pytest.raises(ValueError, match=r"unknown frequency 'fortnightly-ish'.*half-hourly.*30min"):
+        DataConfig(frequency="fortnightly-ish")
+
+
+def test_dates_off_every_grid_get_a_message_listing_what_would_fit():
+    half_hours = pd.date_range("2024-03-01", periods=96, freq="30min")
+    with pytest.raises(UserError, match=r"not on the hourly grid.*what would fit: data.frequency: half-hourly"):
+        regular_grid(half_hours, FREQUENCIES["hourly"], calendar=half_hours, source="x")
+    irregular = half_hours.delete([3, 7]).append(pd.DatetimeIndex(["2024-03-03 00:10"]))
+    frequency = infer_frequency(irregular, source="x")
+    with pytest.raises(UserError, match=r"what would fit: data.frequency: 10min .*, or half-hourly \(the most common"):
+        regular_grid(irregular, frequency, calendar=irregular, source="x")

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from causalrate.data.frequency import NAMES as FREQUENCY_NAMES
+from causalrate.data.frequency import parse as parse_frequency
 
 QUICKSTART_SERIES = ["AAPL", "MSFT", "MRK", "PFE", "JPM", "BAC"]
 
@@ -36,12 +36,21 @@ class DataConfig(BaseModel):
     attributes: dict[str, dict[str, str]] = Field(default_factory=dict)
     cache_dir: str | None = None
     fill: Literal["none", "ffill"] = "none"
-    frequency: Literal["auto", *FREQUENCY_NAMES] = Field(  # type: ignore[valid-type]
-        "auto", description="auto: inferred from the dates (the most common step between them)"
+    frequency: str = Field(
+        "auto",
+        description="auto: inferred from the dates (the most common step between them); else a name (hourly, "
+        "half-hourly, monthly, ...) or a pandas alias of a fixed step (30min, 15min, 5min, 1min, 2h)",
     )
     season: PositiveInt | None = Field(
         None, description="seasonal period in points (MASE, seasonal_naive); null: the frequency's usual one"
     )
+
+    @field_validator("frequency")
+    @classmethod
+    def _frequency(cls, name: str) -> str:
+        if name != "auto":
+            parse_frequency(name)  # ValueError listing the accepted names
+        return name
 
     @field_validator("series")
     @classmethod
