@@ -78,9 +78,11 @@ class RatingConfig(Strict):
     @field_validator("scores")
     @classmethod
     def _known_scores(cls, names: list[str] | None) -> list[str] | None:
-        from causalrate.score.scores import SCORES
+        from causalrate.score.scores import SCORES, rated_dimension
 
-        return None if names is None else SCORES.known(names)
+        if names is not None:  # an attribute's wrs_/bias_/ape_/pie_ are registered with the data (prepare checks)
+            SCORES.known([n for n in names if rated_dimension(n) is None])
+        return names
 
 
 class ForecastConfig(Strict):

@@ -190,7 +190,8 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     outcomes = outcome_tables(study, forecasts)
     series_index = study.windows.series_index
     # causal: WRS, the observational draws and their matched effects, the fragility map
-    groupings = wrs_plans(table, cfg.causal.wrs_groups)
+    dimensions = study.dimensions
+    groupings = wrs_plans(table, cfg.causal.wrs_groups, dimensions)
     wrs_table = without_left_out(
         wrs_scores(outcomes, groupings, series=series_index, bandwidth=wrs_bandwidth(cfg)), study
     )
@@ -236,6 +237,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
         table=table,
         heterogeneity=fragility.spreads if fragility else None,
         perturbations=tuple(p.id for p in study.suite),
+        dimensions=dimensions,
         newest=every[at_newest].assign(perturbation=every.loc[at_newest, "perturbation"].map(newest_of)),
     )
     raw, unavailable = score_all(evidence, cfg.rating.scores)

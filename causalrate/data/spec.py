@@ -34,6 +34,11 @@ class DataConfig(BaseModel):
     value_column: str | None = Field(None, description="long layout; null: 'y' if present, else 'value'")
     attribute_columns: list[str] | None = Field(None, description="long layout; null: every other column")
     attributes: dict[str, dict[str, str]] = Field(default_factory=dict)
+    nesting: dict[str, str] | None = Field(
+        None,
+        description="attribute → the attribute it is nested in (e.g. {company: industry}: companies compared "
+        "within their industry); null: detected (each value within one value of a coarser attribute); {}: none",
+    )
     cache_dir: str | None = None
     fill: Literal["none", "ffill"] = "none"
     frequency: str = Field(
