@@ -211,16 +211,19 @@ def attribute_dimensions(
     return tuple(out)
 
 
+def _pairs(a: np.ndarray, b: np.ndarray) -> int:
+    """How many distinct (a, b) value pairs occur."""
+    return int(np.unique(np.stack([a, b]), axis=1).shape[1])
+
+
 def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(a.max(initial=0) == b.max(initial=0) and _nested(a, b) and _nested(b, a))
+    """a and b group the rows alike (one value of b for each of a, and as many values)."""
+    return bool(a.max(initial=0) == b.max(initial=0) and _pairs(a, b) == a.max(initial=0) + 1)
 
 
 def _nested(child: np.ndarray, parent: np.ndarray) -> bool:
     """Every value of `child` falls within one value of `parent`, which has fewer values."""
-    if parent.max(initial=0) >= child.max(initial=0):
-        return False
-    pairs = np.unique(np.stack([child, parent]), axis=1)
-    return pairs.shape[1] == np.unique(child).size
+    return bool(parent.max(initial=0) < child.max(initial=0) and _pairs(child, parent) == child.max(initial=0) + 1)
 
 
 def wrs_plans(table: pd.DataFrame, groups: list[str], dimensions: Sequence[Dimension] = ()) -> list[Grouping]:

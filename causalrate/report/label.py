@@ -11,7 +11,7 @@ from typing import Any
 
 from causalrate.config import REFERENCE_SYSTEMS
 from causalrate.rate.absolute import ABSOLUTE_LEVELS
-from causalrate.report.headlines import QUESTIONS, TITLES, headlines, level_class, level_words, top_fragility_rule
+from causalrate.report.headlines import TITLES, headlines, level_class, level_words, question, top_fragility_rule
 from causalrate.report.headlines import warnings as label_warnings
 from causalrate.run import RatingsDocument
 
@@ -89,7 +89,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
             {
                 "kind": kind,
                 "title": TITLES[kind],
-                "question": QUESTIONS[kind],
+                "question": question(doc, kind),
                 "rating": h.get("rating"),
                 "css": level_class(h.get("rating"), levels),
                 "words": level_words(h.get("rating"), levels),

@@ -7,7 +7,7 @@ when the run cannot provide it (e.g. the data has no `industry` attribute).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 
@@ -461,6 +461,22 @@ def register_dimension(attribute: str) -> None:
             continue
         body = {"attribute": attribute, "label": label, "estimator": estimator, "description": description}
         SCORES.register(name)(type(f"{prefix.title()}_{attribute}", (base,), {**body, "generated_for": attribute}))
+
+
+def bias_attributes(scores: Iterable[str]) -> list[str]:
+    """The attributes the bias scores among `scores` compare (wrs_/bias_<attr>), in the registry's order
+    (flat before nested for the built-ins: industry, company); for the bias question in words."""
+    given = set(scores)
+    found = [cls.attribute for name, cls in SCORES.items() if name in given and issubclass(cls, WrsScore | BiasScore)]
+    return list(dict.fromkeys(found))
+
+
+def differ_by(attributes: Sequence[str]) -> str:
+    """ "by industry or company" ("by a, b or c"); "" for none."""
+    if not attributes:
+        return ""
+    head = ", ".join(attributes[:-1])
+    return f"by {head} or {attributes[-1]}" if head else f"by {attributes[0]}"
 
 
 def rated_dimension(score: str) -> str | None:
