@@ -19,7 +19,7 @@ from causalrate.errors import UserError, format_validation_error
 from causalrate.perturb.spec import PerturbationSpec
 from causalrate.systems.spec import SystemSpec
 
-REFERENCE_SYSTEMS = ["naive", "arima", "random", "biased"]
+REFERENCE_SYSTEMS = ["naive", "arima", "random", "seasonal_naive", "biased"]  # METHOD §7
 
 
 class Strict(BaseModel):
@@ -178,6 +178,9 @@ class StudySettings(Strict):
 class StudyConfig(StudySettings):
     name: str = Field("study", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     systems: list[SystemSpec] = Field(min_length=1)
+    # a model YAML's: its reference systems are those that fit the data (prepare: seasonal_naive only when the
+    # season is above 1, biased only on data with attributes); not stored, as prepare's choice is
+    fit_references: bool = Field(False, exclude=True)
 
     @field_validator("systems")
     @classmethod
@@ -204,6 +207,7 @@ class ModelConfig(StudySettings):
         study["outcome"] = self.outcome
         study["name"] = self.name or _safe_name(self.model.name)
         study["systems"] = [self.model.model_dump(exclude_unset=True), *references]
+        study["fit_references"] = True
         return study
 
 

@@ -93,6 +93,7 @@ def prepare(
             "season before); lengthen the windows or declare a shorter data.season"
         )
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
+    config, left_out = _fit_references(config, dataset)
     config = config.model_copy(update={"systems": [settle(spec, dataset) for spec in config.systems]})
     dimensions = _dimensions(dataset, windows, config)
     if "schemes" not in config.causal.model_fields_set:  # the defaults: every dimension's scheme, and `level`
@@ -125,6 +126,7 @@ def prepare(
         if not systems:
             raise UserError(f"no system can run here:\n{listing}")
         config = config.model_copy(update={"systems": [s for s in config.systems if s.name in systems]})
+    unavailable.update(left_out)  # listed with the outputs as not assessed, with why
     leaks = {spec.name: names_study_data(spec.trained_on or [], config, dataset) for spec in config.systems}
     for spec in config.systems:
         leaked = leaks[spec.name]
@@ -151,6 +153,24 @@ def prepare(
         newest=newest,
         trained_on_study_data={name: leaked for name, leaked in leaks.items() if leaked},
     )
+
+
+def _fit_references(config: StudyConfig, dataset: Dataset) -> tuple[StudyConfig, dict[str, str]]:
+    """A model YAML's references that fit its data (METHOD §7): naive, arima, random always; seasonal_naive when
+    the season is above 1; biased when the data have an attribute to be biased on. The others are left out with
+    a note (never an error). A study YAML's systems are as listed."""
+    if not config.fit_references:
+        return config, {}
+    why = {}
+    if dataset.season <= 1:
+        why["seasonal_naive"] = "left out: the data's season is 1, where seasonal_naive is naive (METHOD §7)"
+    if not dataset.attribute_names:
+        why["biased"] = "left out: the data have no attributes, so nothing to be biased on (METHOD §7)"
+    dropped = {s.name: why[s.type] for s in config.systems[1:] if s.type in why and s.name == s.type}
+    for name, note in dropped.items():
+        log.info(f"reference system {name} {note}")
+    kept = [s for s in config.systems if s.name not in dropped]
+    return config.model_copy(update={"systems": kept}), {n: w for n, w in dropped.items() if n != "seasonal_naive"}
 
 
 def _dimensions(dataset: Dataset, windows: Windows, config: StudyConfig) -> tuple[Dimension, ...]:

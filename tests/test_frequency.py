@@ -259,3 +259,36 @@ def test_dates_off_every_grid_get_a_message_listing_what_would_fit():
     frequency = infer_frequency(irregular, source="x")
     with pytest.raises(UserError, match=r"what would fit: data.frequency: 10min .*, or half-hourly \(the most common"):
         regular_grid(irregular, frequency, calendar=irregular, source="x")
+
+
+@pytest.mark.parametrize(
+    ("attributes", "references"),
+    [
+        (False, ["naive", "arima", "random", "seasonal_naive"]),
+        (True, ["naive", "arima", "random", "seasonal_naive", "biased"]),
+    ],
+)
+def test_a_model_yaml_is_rated_against_the_references_that_fit_its_data(tmp_path, cli, attributes, references):
+    """METHOD §7: seasonal_naive on data with a season above 1; biased only where the data have an attribute
+    (one monthly series without any: left out with a note, not exit 2 as before)."""
+    planted_long_csv(tmp_path / "data.csv", freq="MS", season=12, length=72, domains=("energy",))
+    frame = pd.read_csv(tmp_path / "data.csv")
+    (frame if attributes else frame[frame["unique_id"] == "s0"].drop(columns="domain")).to_csv(
+        tmp_path / "data.csv", index=False
+    )
+    model = """\
+model: {name: mine, type: seasonal_naive}
+data: {source: csv, path: data.csv, layout: long}
+windows: {input_length: 36, horizon: 12, stride: 3}
+perturbations: [{id: P0, operator: none}, {id: P1, operator: drop_to_zero}]
+rigor: {bootstrap_size: 0, refute: false}
+heterogeneity: {enabled: false}
+causal: {draws: 2}
+"""
+    code, _, err = cli("assess", write_yaml(tmp_path / "m.yaml", model), "--out", tmp_path / "run", "--no-cards")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
+    assert [s["name"] for s in doc["systems"]] == ["mine", *references]
+    if not attributes:
+        (note,) = doc["not_assessed"]
+        assert note["name"] == "biased" and "nothing to be biased on" in str(note), note
