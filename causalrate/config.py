@@ -88,7 +88,12 @@ class RatingConfig(Strict):
 class ForecastConfig(Strict):
     imputation: Literal["ffill", "linear", "zero"] = "ffill"
     batch_size: PositiveInt = 32
-    timeout: float = Field(120.0, gt=0, description="seconds one batch may take before it fails")
+    timeout: float = Field(
+        30.0,
+        gt=0,
+        description="seconds per forecast: a batch of b forecasts may take b × this before its forecasts fail as "
+        "timeouts (stated on stderr)",
+    )
     retries: int = Field(1, ge=0, description="times a batch whose worker crashed or hung is tried again")
     cache: bool | Literal["refresh"] = Field(
         True, description="reuse forecasts from the content-addressed cache; refresh: make them afresh and store them"

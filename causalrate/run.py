@@ -373,7 +373,7 @@ class Run:
     def register_dimensions(self) -> None:
         """The scores of the run's data attributes (wrs_region, bias_region, ape_/pie_ of scheme region), so a
         reader in a fresh process describes them as the run did (they are registered when the data load)."""
-        wanted = {rated_dimension(r.score) for r in self.ratings.ratings if r.score not in SCORES} - {None}
+        wanted = {a for r in self.ratings.ratings if r.score not in SCORES and (a := rated_dimension(r.score))}
         if not wanted:
             return
         with self.store() as store:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from causalrate.causal.wrs import Dimension, attribute_dimensions
 from tests.conftest import write_yaml
