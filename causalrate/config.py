@@ -19,7 +19,7 @@ from causalrate.errors import UserError, format_validation_error
 from causalrate.perturb.spec import PerturbationSpec
 from causalrate.systems.spec import SystemSpec
 
-REFERENCE_SYSTEMS = ["naive", "arima", "random", "biased"]
+REFERENCE_SYSTEMS = ["naive", "arima", "random", "seasonal_naive", "biased"]  # METHOD §7
 
 
 class Strict(BaseModel):
@@ -78,15 +78,22 @@ class RatingConfig(Strict):
     @field_validator("scores")
     @classmethod
     def _known_scores(cls, names: list[str] | None) -> list[str] | None:
-        from causalrate.score.scores import SCORES
+        from causalrate.score.scores import SCORES, rated_dimension
 
-        return None if names is None else SCORES.known(names)
+        if names is not None:  # an attribute's wrs_/bias_/ape_/pie_ are registered with the data (prepare checks)
+            SCORES.known([n for n in names if rated_dimension(n) is None])
+        return names
 
 
 class ForecastConfig(Strict):
     imputation: Literal["ffill", "linear", "zero"] = "ffill"
     batch_size: PositiveInt = 32
-    timeout: float = Field(120.0, gt=0, description="seconds one batch may take before it fails")
+    timeout: float = Field(
+        30.0,
+        gt=0,
+        description="seconds per forecast: a batch of b forecasts may take b × this before its forecasts fail as "
+        "timeouts (stated on stderr)",
+    )
     retries: int = Field(1, ge=0, description="times a batch whose worker crashed or hung is tried again")
     cache: bool | Literal["refresh"] = Field(
         True, description="reuse forecasts from the content-addressed cache; refresh: make them afresh and store them"
@@ -176,6 +183,9 @@ class StudySettings(Strict):
 class StudyConfig(StudySettings):
     name: str = Field("study", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     systems: list[SystemSpec] = Field(min_length=1)
+    # a model YAML's: its reference systems are those that fit the data (prepare: seasonal_naive only when the
+    # season is above 1, biased only on data with attributes); not stored, as prepare's choice is
+    fit_references: bool = Field(False, exclude=True)
 
     @field_validator("systems")
     @classmethod
@@ -202,6 +212,7 @@ class ModelConfig(StudySettings):
         study["outcome"] = self.outcome
         study["name"] = self.name or _safe_name(self.model.name)
         study["systems"] = [self.model.model_dump(exclude_unset=True), *references]
+        study["fit_references"] = True
         return study
 
 

@@ -191,7 +191,8 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     outcomes = outcome_tables(study, forecasts)
     series_index = study.windows.series_index
     # causal: WRS, the observational draws and their matched effects, the fragility map
-    groupings = wrs_plans(table, cfg.causal.wrs_groups)
+    dimensions = study.dimensions
+    groupings = wrs_plans(table, cfg.causal.wrs_groups, dimensions)
     wrs_table = without_left_out(
         wrs_scores(outcomes, groupings, series=series_index, bandwidth=wrs_bandwidth(cfg)), study
     )
@@ -237,14 +238,16 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
         table=table,
         heterogeneity=fragility.spreads if fragility else None,
         perturbations=tuple(p.id for p in study.suite),
+        dimensions=dimensions,
         newest=every[at_newest].assign(perturbation=every.loc[at_newest, "perturbation"].map(newest_of)),
     )
     raw, unavailable = score_all(evidence, cfg.rating.scores)
     raw = without_left_out(raw, study)
     inputs, truth = study.windows.inputs, study.windows.truth
-    naive_error = naive_clean_error(inputs, truth, METRICS.get(cfg.outcome))
+    season = study.dataset.season  # the one season every MASE uses (data.season, else the frequency's usual one)
+    naive_error = naive_clean_error(inputs, truth, METRICS.get(cfg.outcome), season=season)
     naive_scores = {  # what the accuracy scores' skill ratios divide by (the absolute scale's naive_ratio basis)
-        name: naive_clean_error(inputs, truth, METRICS.get(cls.metric))
+        name: naive_clean_error(inputs, truth, METRICS.get(cls.metric), season=season)
         for name, cls in SCORES.items()
         if cls.family == "accuracy" and cls.metric is not None and cls.metric in METRICS
     }

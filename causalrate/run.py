@@ -20,10 +20,12 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from causalrate import plugins
+from causalrate.causal.schemes import attribute_scheme
 from causalrate.config import StudyConfig
 from causalrate.errors import UserError, format_validation_error
 from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.store import ForecastStore
+from causalrate.score.scores import SCORES, rated_dimension, register_dimension
 from causalrate.study import Study, prepare
 
 RATINGS_SCHEMA = "causalrate/ratings-v3"
@@ -370,7 +372,21 @@ class Run:
     def open(cls, path: Path) -> Run:
         if not (path / "ratings.json").is_file() or not (path / "forecasts.sqlite").is_file():
             raise UserError(f"{path}: not a causalrate run directory (needs ratings.json and forecasts.sqlite)")
-        return cls(path=path, ratings=RatingsDocument.read(path / "ratings.json"))
+        run = cls(path=path, ratings=RatingsDocument.read(path / "ratings.json"))
+        run.register_dimensions()
+        return run
+
+    def register_dimensions(self) -> None:
+        """The scores of the run's data attributes (wrs_region, bias_region, ape_/pie_ of scheme region), so a
+        reader in a fresh process describes them as the run did (they are registered when the data load)."""
+        wanted = {a for r in self.ratings.ratings if r.score not in SCORES and (a := rated_dimension(r.score))}
+        if not wanted:
+            return
+        with self.store() as store:
+            attributes = set(store.series_attributes().columns) - {"series"}
+        for attribute in sorted(a for a in wanted if a in attributes):
+            register_dimension(attribute)
+            attribute_scheme(attribute)
 
     @contextmanager
     def store(self) -> Iterator[ForecastStore]:

@@ -9,16 +9,17 @@ from pathlib import Path
 import pandas as pd
 
 from causalrate.causal.graph import Identification
-from causalrate.causal.schemes import SCHEMES
+from causalrate.causal.schemes import SCHEMES, attribute_scheme
+from causalrate.causal.wrs import Dimension, attribute_dimensions
 from causalrate.config import StudyConfig
 from causalrate.data import Dataset, Windows, make_windows
-from causalrate.data.characteristics import CHARACTERISTICS, compute_characteristics, terciles
+from causalrate.data.characteristics import CHARACTERISTICS, attribute_columns, compute_characteristics, terciles
 from causalrate.data.loaders import load_dataset
 from causalrate.errors import UserError
 from causalrate.perturb import Perturbation, load_suite
 from causalrate.rate.ratings import levels_warning
 from causalrate.redact import scrub
-from causalrate.score.scores import Evidence
+from causalrate.score.scores import SCORES, Evidence, register_dimension
 from causalrate.systems.base import System
 from causalrate.systems.spec import build_system, settle
 from causalrate.uncertainty.rigor import Rigor
@@ -44,6 +45,11 @@ class Study:
     @property
     def control(self) -> str:
         return self.suite[0].id
+
+    @property
+    def dimensions(self) -> tuple[Dimension, ...]:
+        """The data's bias dimensions (METHOD §4): every attribute, nested as declared or detected."""
+        return attribute_dimensions(self.table, attribute_columns(self.table), self.config.data.nesting)
 
     @property
     def forecast_suite(self) -> list[Perturbation]:
@@ -87,11 +93,13 @@ def prepare(
             "season before); lengthen the windows or declare a shorter data.season"
         )
     windows = make_windows(dataset, input_length=w.input_length, horizon=w.horizon, stride=w.stride)
+    config, left_out = _fit_references(config, dataset)
     config = config.model_copy(update={"systems": [settle(spec, dataset) for spec in config.systems]})
-    if "schemes" not in config.causal.model_fields_set:  # the defaults the data can carry; listed ones must fit
-        known = {*dataset.attribute_names, *CHARACTERISTICS.names()}
-        fitting = [n for n in config.causal.schemes if set(SCHEMES.get(n).confounders) <= known]
-        config = config.model_copy(update={"causal": config.causal.model_copy(update={"schemes": fitting})})
+    dimensions = _dimensions(dataset, windows, config)
+    if "schemes" not in config.causal.model_fields_set:  # the defaults: every dimension's scheme, and `level`
+        own = [d.attribute for d in dimensions if SCHEMES.get(d.attribute).confounders == (d.attribute,)]
+        schemes = ["uniform", *own, "level"]
+        config = config.model_copy(update={"causal": config.causal.model_copy(update={"schemes": schemes})})
     _check_window_count(len(windows), w.stride)
     loaded = load_suite(
         config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement
@@ -118,6 +126,7 @@ def prepare(
         if not systems:
             raise UserError(f"no system can run here:\n{listing}")
         config = config.model_copy(update={"systems": [s for s in config.systems if s.name in systems]})
+    unavailable.update(left_out)  # listed with the outputs as not assessed, with why
     leaks = {spec.name: names_study_data(spec.trained_on or [], config, dataset) for spec in config.systems}
     for spec in config.systems:
         leaked = leaks[spec.name]
@@ -144,6 +153,49 @@ def prepare(
         newest=newest,
         trained_on_study_data={name: leaked for name, leaked in leaks.items() if leaked},
     )
+
+
+def _fit_references(config: StudyConfig, dataset: Dataset) -> tuple[StudyConfig, dict[str, str]]:
+    """A model YAML's references that fit its data (METHOD §7): naive, arima, random always; seasonal_naive when
+    the season is above 1; biased when the data have an attribute to be biased on. The others are left out with
+    a note (never an error). A study YAML's systems are as listed."""
+    if not config.fit_references:
+        return config, {}
+    why = {}
+    if dataset.season <= 1:
+        why["seasonal_naive"] = "left out: the data's season is 1, where seasonal_naive is naive (METHOD §7)"
+    if not dataset.attribute_names:
+        why["biased"] = "left out: the data have no attributes, so nothing to be biased on (METHOD §7)"
+    dropped = {s.name: why[s.type] for s in config.systems[1:] if s.type in why and s.name == s.type}
+    for name, note in dropped.items():
+        log.info(f"reference system {name} {note}")
+    kept = [s for s in config.systems if s.name not in dropped]
+    return config.model_copy(update={"systems": kept}), {n: w for n, w in dropped.items() if n != "seasonal_naive"}
+
+
+def _dimensions(dataset: Dataset, windows: Windows, config: StudyConfig) -> tuple[Dimension, ...]:
+    """The data's bias dimensions, with their scores and schemes registered (wrs_<attr>, bias_<attr>, scheme
+    <attr> and its ape_/pie_): every attribute is one, whatever its name. data.nesting must name attributes."""
+    attributes = list(dict.fromkeys(k for s in dataset.series for k in s.attributes))  # the data's order
+    declared = config.data.nesting or {}
+    unknown = sorted({*declared, *declared.values()} - set(attributes))
+    if unknown:
+        raise UserError(
+            f"data.nesting: {unknown} {'is not an attribute' if len(unknown) == 1 else 'are not attributes'} of the "
+            f"data; its attributes: {attributes or 'none'}"
+        )
+    labels = pd.DataFrame([dataset.series[i].attributes for i in windows.series_index], columns=attributes)
+    dimensions = attribute_dimensions(labels, attributes, config.data.nesting)
+    for d in dimensions:
+        register_dimension(d.attribute)
+        attribute_scheme(d.attribute)
+    unknown_scores = [n for n in config.rating.scores or [] if n not in SCORES]
+    if unknown_scores:
+        raise UserError(
+            f"rating.scores: unknown score(s) {unknown_scores}; the data's bias dimensions are "
+            f"{[d.attribute for d in dimensions] or 'none'} (its attributes: {attributes or 'none'})"
+        )
+    return dimensions
 
 
 def names_study_data(trained_on: list[str], config: StudyConfig, dataset: Dataset) -> list[str]:

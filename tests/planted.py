@@ -75,6 +75,23 @@ def slow_last(inputs, horizon):
     return last_value(inputs, horizon)
 
 
+def steady(inputs, horizon):
+    """0.3 s per forecast: a batch's time grows with its rows."""
+    time.sleep(0.3 * inputs.shape[0])
+    return last_value(inputs, horizon)
+
+
+def chatty(inputs, horizon):
+    """Says what a model's libraries say: two Python warnings per forecast and a banner on stderr per batch."""
+    import sys
+    import warnings
+
+    for _ in range(2 * inputs.shape[0]):
+        warnings.warn("the model is unsure", UserWarning, stacklevel=1)
+    print("GPU available: False", file=sys.stderr)
+    return last_value(inputs, horizon)
+
+
 def stubborn(inputs, horizon):
     """Hangs where the in-worker alarm cannot reach it (as C code would): only killing the worker helps."""
     import signal

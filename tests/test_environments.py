@@ -128,7 +128,7 @@ def test_the_timeout_is_honoured_and_the_next_batch_gets_a_fresh_worker(tmp_path
     started = time.monotonic()
     outcome = run_job(job(system, -np.ones((2, 3)), timeout=2))
     assert time.monotonic() - started < 30
-    assert outcome.errors == ["timed out after 2 s"] * 2
+    assert outcome.errors == ["timeout: no forecast within 2 s"] * 2
     again = run_job(job(system, np.ones((2, 3)), timeout=30))  # same process, same (cached) system
     assert again.errors == [None, None]
 

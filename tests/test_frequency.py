@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalrate.data.frequency import FREQUENCIES, infer_frequency
+from causalrate.data.frequency import FREQUENCIES, infer_frequency, parse, regular_grid
 from causalrate.data.loaders import load_dataset
 from causalrate.data.spec import DataConfig
 from causalrate.errors import UserError
@@ -183,3 +183,112 @@ def test_a_dataframe_through_the_python_api(tmp_path):
     assert doc["provenance"]["frequency"] == "monthly" and doc["provenance"]["config"]["data"]["source"] == "parquet"
     (kept,) = out.glob("data-*.parquet")
     pd.testing.assert_frame_equal(pd.read_parquet(kept), frame, check_dtype=False)
+
+
+@pytest.mark.parametrize("season", [1, 7, 12, 24])
+def test_naive_mase_skill_ratio_against_itself_is_one(season):
+    """The absolute scale's naive basis takes MASE at the study's season, as every forecast's metrics do (it was
+    computed at season 1: naive got level 3 on MASE against itself, skill ratio 3.078/1.181 on monthly data)."""
+    from causalrate.forecast.metrics import METRICS
+    from causalrate.rate.absolute import absolute_quantities, naive_clean_error
+    from causalrate.score.scores import Evidence, Mase
+    from causalrate.systems.reference import Naive
+
+    rng = np.random.default_rng(season)
+    t = np.arange(6 * season + 40)
+    values = 100 + 10 * np.sin(2 * np.pi * t / season) + rng.normal(0, 1, t.size)
+    n, d = 3 * season + 10, max(season, 5)
+    starts = range(0, t.size - n - d, 3)
+    inputs = np.stack([values[s : s + n] for s in starts])
+    truth = np.stack([values[s + n : s + n + d] for s in starts])
+    none = np.empty((len(inputs), 0), dtype="datetime64[D]")
+    batch = Batch(inputs, d, np.zeros(len(inputs), dtype=np.uint64), ({},) * len(inputs), none, none, season=season)
+    forecast = Naive(Naive.Settings(), base_dir=Path()).forecast(batch)
+    per_forecast = METRICS.get("mase")(truth, forecast, inputs, season=season)  # as forecast.plan records them
+    rows = pd.DataFrame({"system": "naive", "perturbation": "P0", "window": range(len(inputs)), "failed": False})
+    evidence = Evidence(
+        forecasts=rows.assign(mase=per_forecast), wrs=pd.DataFrame(), effects=pd.DataFrame(), control="P0", severity={}
+    )
+    raw = Mase().compute(evidence).assign(score="mase")
+    reference = naive_clean_error(inputs, truth, METRICS.get("mase"), season=season)
+    wrs = pd.DataFrame(columns=["system", "perturbation", "attribute", "pairs"])
+    (ratio,) = absolute_quantities(raw, wrs, naive_error=1.0, naive_scores={"mase": reference})
+    assert ratio == pytest.approx(1.0, abs=1e-12)
+    if season > 1:  # the season-1 scale it had: off by the ratio of the two scales
+        one_step = naive_clean_error(inputs, truth, METRICS.get("mase"), season=1)
+        assert abs(one_step / reference - 1) > 0.1
+
+
+@pytest.mark.parametrize(
+    ("alias", "name", "season"),
+    [
+        ("30min", "half-hourly", 48),
+        ("15min", "quarter-hourly", 96),
+        ("5min", "5-minutely", 288),
+        ("1min", "minutely", 1440),
+        ("2h", "2h", 12),
+        ("10s", "10s", 8640),
+    ],
+)
+def test_sub_hourly_frequencies_are_inferred_and_declared_with_a_day_as_season(alias, name, season):
+    dates = pd.date_range("2024-03-01", periods=300, freq=alias)
+    inferred = infer_frequency(dates, source="x")
+    assert (inferred.name, inferred.season) == (name, season)
+    assert DataConfig(frequency=alias).frequency == alias and parse(alias) == inferred
+    assert regular_grid(dates, inferred, calendar=dates, source="x").equals(dates)
+
+
+def test_pandas_aliases_of_the_named_frequencies_and_an_unknown_one():
+    assert [parse(a).name for a in ("MS", "W", "h", "B", "QS", "YS")] == [
+        "monthly",
+        "weekly",
+        "hourly",
+        "business-daily",
+        "quarterly",
+        "yearly",
+    ]
+    with pytest.raises(ValueError, match=r"unknown frequency 'fortnightly-ish'.*half-hourly.*30min"):
+        DataConfig(frequency="fortnightly-ish")
+
+
+def test_dates_off_every_grid_get_a_message_listing_what_would_fit():
+    half_hours = pd.date_range("2024-03-01", periods=96, freq="30min")
+    with pytest.raises(UserError, match=r"not on the hourly grid.*what would fit: data.frequency: half-hourly"):
+        regular_grid(half_hours, FREQUENCIES["hourly"], calendar=half_hours, source="x")
+    irregular = half_hours.delete([3, 7]).append(pd.DatetimeIndex(["2024-03-03 00:10"]))
+    frequency = infer_frequency(irregular, source="x")
+    with pytest.raises(UserError, match=r"what would fit: data.frequency: 10min .*, or half-hourly \(the most common"):
+        regular_grid(irregular, frequency, calendar=irregular, source="x")
+
+
+@pytest.mark.parametrize(
+    ("attributes", "references"),
+    [
+        (False, ["naive", "arima", "random", "seasonal_naive"]),
+        (True, ["naive", "arima", "random", "seasonal_naive", "biased"]),
+    ],
+)
+def test_a_model_yaml_is_rated_against_the_references_that_fit_its_data(tmp_path, cli, attributes, references):
+    """METHOD §7: seasonal_naive on data with a season above 1; biased only where the data have an attribute
+    (one monthly series without any: left out with a note, not exit 2 as before)."""
+    planted_long_csv(tmp_path / "data.csv", freq="MS", season=12, length=72, domains=("energy",))
+    frame = pd.read_csv(tmp_path / "data.csv")
+    (frame if attributes else frame[frame["unique_id"] == "s0"].drop(columns="domain")).to_csv(
+        tmp_path / "data.csv", index=False
+    )
+    model = """\
+model: {name: mine, type: seasonal_naive}
+data: {source: csv, path: data.csv, layout: long}
+windows: {input_length: 36, horizon: 12, stride: 3}
+perturbations: [{id: P0, operator: none}, {id: P1, operator: drop_to_zero}]
+rigor: {bootstrap_size: 0, refute: false}
+heterogeneity: {enabled: false}
+causal: {draws: 2}
+"""
+    code, _, err = cli("assess", write_yaml(tmp_path / "m.yaml", model), "--out", tmp_path / "run", "--no-cards")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
+    assert [s["name"] for s in doc["systems"]] == ["mine", *references]
+    if not attributes:
+        (note,) = doc["not_assessed"]
+        assert note["name"] == "biased" and "nothing to be biased on" in str(note), note

@@ -81,13 +81,42 @@ def test_failures_become_rows_and_the_run_goes_on(synthetic_study, cli, tmp_path
 
 
 def test_timeout_becomes_failure_rows(synthetic_study, cli, tmp_path):
+    """forecast.timeout is per forecast: a batch of b rows may take b times it; past that its rows fail with
+    the reason `timeout`, and stderr says so once for the system."""
     systems = '- {name: sleepy, type: python, function: "planted.py:sleepy"}\n- {name: naive, type: naive}\n'
-    config = synthetic_study(systems, draws=2, stride=40, extra="forecast: {timeout: 0.5, batch_size: 64}\n")
+    config = synthetic_study(systems, draws=2, stride=40, extra="forecast: {timeout: 0.05, batch_size: 64}\n")
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "2", "--no-cards")
-    assert code == 3 and "sleepy: timed out" in err, err  # every row of `sleepy` timed out: exit 3, run written
+    assert code == 3 and "sleepy: timeout: no forecast within" in err, err  # every row timed out: exit 3
+    assert err.count("sleepy: a batch of") == 1 and "forecast.timeout is 0.05 s per forecast" in err, err
     db = sqlite3.connect(tmp_path / "run" / "forecasts.sqlite")
-    errors = {e for (e,) in db.execute("SELECT error FROM forecasts WHERE system = 'sleepy'")}
-    assert errors == {"timed out after 0.5 s"}
+    rows = {
+        (n, e) for n, e in db.execute("SELECT count(*), error FROM forecasts WHERE system = 'sleepy' GROUP BY error")
+    }
+    assert all(e.startswith("timeout: no forecast within") for _, e in rows), rows
+
+
+def test_the_time_limit_grows_with_the_batch(synthetic_study, cli, tmp_path):
+    """0.3 s per row of a batch passes a 0.5 s per-forecast limit (it timed out as a 0.5 s per-batch one)."""
+    systems = '- {name: steady, type: python, function: "planted.py:steady"}\n- {name: naive, type: naive}\n'
+    config = synthetic_study(systems, draws=2, stride=40, extra="forecast: {timeout: 0.5, batch_size: 4}\n")
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "2", "--no-cards")
+    assert code == 0 and "timed out" not in err, err
+
+
+def test_what_a_system_says_is_counted_once_per_system_not_printed(synthetic_study, cli, tmp_path):
+    """Warnings and prints of a system's libraries: summarised on stderr after forecasting, kept in the run."""
+    systems = '- {name: chatty, type: python, function: "planted.py:chatty"}\n- {name: naive, type: naive}\n'
+    config = synthetic_study(systems, draws=2, stride=40)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "2", "--no-cards")
+    assert code == 0, err
+    assert err.count("the model is unsure") == 1 and err.count("GPU available") == 1, err  # the summary only
+    assert "first: GPU available: False" in err and "chatty: planted: " in err, err
+    with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as db:
+        counts = json.loads(db.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()[0])
+    said = counts["systems"]["chatty"]["warnings"]
+    forecasts = counts["systems"]["chatty"]["forecasts"]
+    assert said["planted"] == [2 * forecasts, "UserWarning: the model is unsure"]
+    assert said["output"][0] >= 1 and said["output"][1] == "GPU available: False"
 
 
 def test_python_system_sample_paths_give_crps(synthetic_study, cli, tmp_path):

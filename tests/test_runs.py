@@ -158,16 +158,16 @@ def test_a_hung_worker_is_killed_and_replaced(synthetic_study, cli, tmp_path, mo
     monkeypatch.setattr(runner, "GRACE_SECONDS", 1.0)
     systems = '- {name: stuck, type: python, function: "planted.py:stubborn"}\n- {name: naive, type: naive}\n'
     config = synthetic_study(
-        systems, draws=2, stride=40, extra="forecast: {timeout: 0.5, retries: 1, batch_size: 64}\n"
+        systems, draws=2, stride=40, extra="forecast: {timeout: 0.05, retries: 1, batch_size: 64}\n"
     )
     started = time.monotonic()
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "2")
-    assert code == 3 and "stuck: worker hung and was killed" in err, err  # it failed every row: said so at the end
+    assert code == 3 and "stuck: timeout: its worker hung and was killed" in err, err  # failed every row: said so
     assert time.monotonic() - started < 60
     with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as db:
         errors = dict(db.execute("SELECT system, group_concat(DISTINCT error) FROM forecasts GROUP BY system"))
     assert errors["naive"] is None  # the replacement worker carried on
-    assert errors["stuck"].startswith("worker hung and was killed after")
+    assert errors["stuck"].startswith("timeout: its worker hung and was killed after")  # a timeout: not retried
 
 
 def test_rate_without_forecasting(synthetic_study, cli, tmp_path):

@@ -98,6 +98,26 @@ class Domain(ByAttribute):
     description = "windows of the first half of the domains (sorted) are perturbed with P = high, others low"
 
 
+def attribute_scheme(attribute: str) -> str | None:
+    """The scheme `<attribute>` (P = high for the first half of its values): registered for a data attribute that
+    has none (its ape_ and pie_ scores come with it), so every attribute can drive an assignment. Its name, or
+    None where a scheme of that name is another kind (a characteristic's ranked scheme)."""
+    if attribute not in SCHEMES:
+        SCHEMES.register(attribute)(
+            type(
+                f"ByAttribute_{attribute}",
+                (ByAttribute,),
+                {
+                    "confounders": (attribute,),
+                    "description": f"windows of the first half of the {attribute} values (sorted) are perturbed "
+                    "with P = high, others low",
+                    "generated_for": attribute,
+                },
+            )
+        )
+    return attribute if SCHEMES.get(attribute).confounders == (attribute,) else None
+
+
 class Ranked(Scheme):
     """P rises linearly from low to high with the rank of a window characteristic (a continuous confounder)."""
 

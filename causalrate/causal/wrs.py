@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -214,18 +214,67 @@ def pair_tests(
     return t[tested], df[tested]
 
 
-FLAT_GROUPS = ("industry", "domain")  # data attributes whose groups WRS and the bias scores compare, all pairs
+@dataclass(frozen=True)
+class Dimension:
+    """A data attribute rated for bias (METHOD §4: every categorical attribute is one): its groups are compared
+    all pairs with each other, or, nested in a `parent` attribute, only within each value of the parent."""
+
+    attribute: str
+    parent: str | None = None
 
 
-def wrs_plans(table: pd.DataFrame, groups: list[str]) -> list[Grouping]:
-    """The grouping of each WRS: terciles; industries; domains; companies within an industry."""
+def attribute_dimensions(
+    table: pd.DataFrame, attributes: Sequence[str], nesting: Mapping[str, str] | None = None
+) -> tuple[Dimension, ...]:
+    """The bias dimensions of a window table's attributes (in the data's order).
+
+    An attribute with a single value has nothing to compare; one that groups the windows exactly as an earlier
+    attribute does is that dimension again (the quickstart's `sector` is its `industry`), so it is left out.
+    Nesting: `nesting` (child → parent) as declared, else detected: A is nested in B when every value of A falls
+    within one value of B and B has fewer values (the parent with the most values when several fit).
+    """
+    kept: list[str] = []
+    codes: dict[str, np.ndarray] = {}
+    for name in attributes:
+        labels = table[name].astype(str).to_numpy()
+        _, code = np.unique(labels, return_inverse=True)
+        if code.max(initial=0) < 1 or any(_same_partition(code, codes[k]) for k in kept):
+            continue
+        kept.append(name)
+        codes[name] = code
+    out = []
+    for name in kept:
+        if nesting is not None:
+            parent = nesting.get(name)
+        else:
+            parents = [p for p in kept if p != name and _nested(codes[name], codes[p])]
+            parent = max(parents, key=lambda p: int(codes[p].max()), default=None)  # first of the finest
+        out.append(Dimension(name, parent if parent in codes else None))
+    return tuple(out)
+
+
+def _pairs(a: np.ndarray, b: np.ndarray) -> int:
+    """How many distinct (a, b) value pairs occur."""
+    return int(np.unique(np.stack([a, b]), axis=1).shape[1])
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """a and b group the rows alike (one value of b for each of a, and as many values)."""
+    return bool(a.max(initial=0) == b.max(initial=0) and _pairs(a, b) == a.max(initial=0) + 1)
+
+
+def _nested(child: np.ndarray, parent: np.ndarray) -> bool:
+    """Every value of `child` falls within one value of `parent`, which has fewer values."""
+    return bool(parent.max(initial=0) < child.max(initial=0) and _pairs(child, parent) == child.max(initial=0) + 1)
+
+
+def wrs_plans(table: pd.DataFrame, groups: list[str], dimensions: Sequence[Dimension] = ()) -> list[Grouping]:
+    """The grouping of each WRS: terciles of window characteristics, then every bias dimension (a nested one
+    compared within its parent's values, as companies within their industry)."""
     plans = [Grouping.of(table[f"{name}_tercile"].to_numpy(), attribute=name) for name in groups]
-    for name in FLAT_GROUPS:
-        if name in table:
-            plans.append(Grouping.of(table[name].to_numpy(), attribute=name))
-    if "company" in table:
-        within = table["industry"].to_numpy() if "industry" in table else None
-        plans.append(Grouping.of(table["company"].to_numpy(), within, attribute="company"))
+    for d in sorted(dimensions, key=lambda d: d.parent is not None):  # the flat ones first, as they always were
+        within = None if d.parent is None else table[d.parent].to_numpy()
+        plans.append(Grouping.of(table[d.attribute].to_numpy(), within, attribute=d.attribute))
     return plans
 
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from causalrate.data.frequency import NAMES as FREQUENCY_NAMES
+from causalrate.data.frequency import parse as parse_frequency
 
 QUICKSTART_SERIES = ["AAPL", "MSFT", "MRK", "PFE", "JPM", "BAC"]
 
@@ -34,14 +34,28 @@ class DataConfig(BaseModel):
     value_column: str | None = Field(None, description="long layout; null: 'y' if present, else 'value'")
     attribute_columns: list[str] | None = Field(None, description="long layout; null: every other column")
     attributes: dict[str, dict[str, str]] = Field(default_factory=dict)
+    nesting: dict[str, str] | None = Field(
+        None,
+        description="attribute → the attribute it is nested in (e.g. {company: industry}: companies compared "
+        "within their industry); null: detected (each value within one value of a coarser attribute); {}: none",
+    )
     cache_dir: str | None = None
     fill: Literal["none", "ffill"] = "none"
-    frequency: Literal["auto", *FREQUENCY_NAMES] = Field(  # type: ignore[valid-type]
-        "auto", description="auto: inferred from the dates (the most common step between them)"
+    frequency: str = Field(
+        "auto",
+        description="auto: inferred from the dates (the most common step between them); else a name (hourly, "
+        "half-hourly, monthly, ...) or a pandas alias of a fixed step (30min, 15min, 5min, 1min, 2h)",
     )
     season: PositiveInt | None = Field(
         None, description="seasonal period in points (MASE, seasonal_naive); null: the frequency's usual one"
     )
+
+    @field_validator("frequency")
+    @classmethod
+    def _frequency(cls, name: str) -> str:
+        if name != "auto":
+            parse_frequency(name)  # ValueError listing the accepted names
+        return name
 
     @field_validator("series")
     @classmethod

@@ -135,6 +135,7 @@ def forecast_all(
 
     cfg_plugins = plugins.resolve(cfg.plugins, base_dir=study.base_dir, where=study.base_dir)
     tally = {s.name: {"forecasts": 0, "cached": 0, "published": 0, "failed": 0, "seconds": 0.0} for s in cfg.systems}
+    said: dict[str, dict[str, tuple[int, str]]] = {s.name: {} for s in cfg.systems}  # what its libraries said
     history = series_history(ds, wd)
     todo_of = {  # per (system, perturbation): the windows whose forecasts the store lacks
         (s.name, p.id): np.array([i for i in range(len(wd)) if (s.name, i, p.id) not in done], dtype=int)
@@ -222,7 +223,7 @@ def forecast_all(
                         window_ids=rows,
                         spec=spec.model_dump(),
                         base_dir=study.base_dir,
-                        timeout=cfg.forecast.timeout,
+                        timeout=cfg.forecast.timeout * int(rows.size),  # per forecast, for the batch
                         batch=batch,
                         keys=[keys[c] for c in chunk],
                         accelerator=system.accelerator,
@@ -233,6 +234,9 @@ def forecast_all(
     def on_done(job: Job, result: BatchResult) -> None:
         tally[job.system]["failed"] += sum(e is not None for e in result.errors)
         tally[job.system]["seconds"] += result.seconds
+        for source, (count, first) in result.warnings.items():
+            before, first = said[job.system].get(source, (0, first))
+            said[job.system][source] = (before + count, first)
         per_row = np.full(job.size, result.seconds / max(job.size, 1))
         record(job.system, job.perturbation, job.window_ids, result, per_row, job.variant)
         if cache:
@@ -257,18 +261,23 @@ def forecast_all(
         if rows.size:
             levels = study.systems[name].quantile_levels
             _record_worst(store, wd, name, perturbation, rows, kept, season=ds.season, levels=levels)
-    return {**counts, "systems": tally}
+    return {**counts, "systems": {name: {**t, "warnings": said[name]} for name, t in tally.items()}}
 
 
 def summary_lines(systems: dict[str, dict]) -> list[str]:
     """Per system what this run's forecasting did: forecasts, how many from the cache (the published reference
-    forecasts among them), failures, time; then the published ones in all, if any."""
-    lines = [
-        f"{name}: {t['forecasts']} forecasts ({t['cached']} from the cache), {t['failed']} failed, "
-        f"{t['seconds']:.1f} s forecasting"
-        for name, t in systems.items()
-        if t["forecasts"]
-    ]
+    forecasts among them), failures, time, what its libraries said; then the published ones in all, if any."""
+    lines = []
+    for name, t in systems.items():
+        if not t["forecasts"]:
+            continue
+        lines.append(
+            f"{name}: {t['forecasts']} forecasts ({t['cached']} from the cache), {t['failed']} failed, "
+            f"{t['seconds']:.1f} s forecasting"
+        )
+        for source, (count, first) in sorted(t.get("warnings", {}).items()):  # once per system, after progress
+            what = "lines of output" if source == "output" else "warnings"
+            lines.append(f"{name}: {source}: {count:,} {what}, first: {first}")
     published = {name: t.get("published", 0) for name, t in systems.items() if t.get("published")}
     if published:
         lines.append(

@@ -1,9 +1,14 @@
 """Run forecast jobs: batched, in worker processes (local) or on Ray, failures kept as rows.
 
-Inside a worker each batch runs under a time limit (SIGALRM). A batch that raises is
-retried row by row so only the rows that really fail become failure rows. A worker that
-hangs where the alarm cannot reach it (C code) or crashes is killed and replaced by the
-executor, and its batch is tried again up to `retries` times, then recorded as failed.
+Inside a worker each batch runs under a time limit (SIGALRM): forecast.timeout seconds per forecast times
+the batch's rows. A batch that raises is retried row by row (each row under its own share of the limit) so
+only the rows that really fail become failure rows. A batch past its limit fails as a timeout, its own
+failure reason ("timeout: ..."), stated once per system on stderr; a worker that hangs past it where the
+alarm cannot reach it (C code) is killed and its batch recorded as a timeout, not tried again. A worker that
+crashes is replaced and its batch tried again up to `retries` times, then recorded as failed.
+What a system's libraries say while it forecasts (Python warnings, and whatever they print: lightning's
+banners) is counted per source with its first message (BatchResult.warnings), not shown: the run records
+it per system and summarises it on stderr once, after the progress lines.
 
 Workers are started with `spawn`: a fresh interpreter that inherits no CUDA state (a forked
 child of a process that touched CUDA cannot use it) and the current environment. Each job
@@ -25,9 +30,10 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,6 +57,9 @@ SYSTEM_FAULT = (Exception, KeyboardInterrupt, SystemExit)
 
 class ForecastTimeout(Exception):
     pass
+
+
+TIMEOUT = "timeout"  # the failure reason a forecast past its time limit is recorded with (its error's prefix)
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,7 @@ class BatchResult:
     samples: list[np.ndarray | None] = field(default_factory=list)  # per row [s, d], or None: point forecasts only
     info: list[dict | None] = field(default_factory=list)  # per row, e.g. tokens and latency of an API call
     unreachable: bool = False  # the system could not be reached at all (TransportError): the circuit breaker counts it
+    warnings: dict[str, tuple[int, str]] = field(default_factory=dict)  # source → (count, first message): quiet()
 
     @classmethod
     def failed(cls, job: Job, error: str, seconds: float) -> BatchResult:
@@ -96,7 +106,7 @@ def time_limit(seconds: float) -> Iterator[None]:
     """Raise ForecastTimeout in the calling (main) thread after `seconds`."""
 
     def _raise(signum: int, frame: object) -> None:
-        raise ForecastTimeout(f"timed out after {seconds:g} s")
+        raise ForecastTimeout(f"{TIMEOUT}: no forecast within {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, _raise)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -159,8 +169,57 @@ def _call(system: System, batch: Batch, timeout: float) -> Prediction:
     return Prediction.of(out, rows=batch.inputs.shape[0], horizon=batch.horizon)
 
 
+def _source(filename: str) -> str:
+    """The package a warning comes from (its file's first folder under site-packages), else its file's name."""
+    parts = Path(filename).parts
+    for i, part in enumerate(parts[:-1]):
+        if part in ("site-packages", "dist-packages"):
+            return parts[i + 1].removesuffix(".py")
+    return Path(filename).stem or "python"
+
+
+@contextmanager
+def quiet(found: dict[str, tuple[int, str]]) -> Iterator[None]:
+    """While a system forecasts: its Python warnings counted by package, and what it prints to stdout/stderr
+    (file descriptors 1 and 2: log handlers, C code) counted by line as "output", each with its first message,
+    into `found` instead of onto the terminal, where they flooded the progress lines."""
+
+    def add(source: str, message: str) -> None:
+        count, first = found.get(source, (0, message[:500]))
+        found[source] = (count + 1, first)
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile() as sink, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved, strict=True):
+                os.dup2(copy, fd)
+                os.close(copy)
+            for w in caught:
+                add(_source(w.filename), f"{w.category.__name__}: {w.message}")
+            sink.seek(0)
+            for line in sink.read().decode(errors="replace").splitlines():
+                if line.strip():
+                    add("output", line.strip())
+
+
 def run_job(job: Job, *, cores: int = 1) -> BatchResult:
     """Forecast one batch with `cores` threads for a CPU model; never raises for a system's fault."""
+    said: dict[str, tuple[int, str]] = {}
+    with quiet(said):
+        result = _run_job(job, cores=cores)
+    return replace(result, warnings=said)
+
+
+def _run_job(job: Job, *, cores: int) -> BatchResult:
     started = time.perf_counter()
     system, batch = _system(job), job.batch
     _use_cores(system, cores)
@@ -184,10 +243,10 @@ def run_job(job: Job, *, cores: int = 1) -> BatchResult:
         errors = [str(exc)] * b
     except TransportError as exc:  # no row would get through alone either
         errors, unreachable = [f"{type(exc).__name__}: {exc}"[:4000]] * b, True
-    except SYSTEM_FAULT:  # isolate the failing rows
+    except SYSTEM_FAULT:  # isolate the failing rows, each under its share of the batch's time limit
         for i in range(b):
             try:
-                keep(range(i, i + 1), _call(system, batch.row(i), job.timeout))
+                keep(range(i, i + 1), _call(system, batch.row(i), job.timeout / max(b, 1)))
             except SYSTEM_FAULT as exc:  # a failure row keeps the error text
                 errors[i] = f"{type(exc).__name__}: {exc}"[:4000]
     for i in range(b):
@@ -231,8 +290,20 @@ class Breaker:
         self.on_done = on_done
         self.streak: dict[str, int] = {}
         self.open: dict[str, str] = {}  # system → why its batches are no longer sent
+        self.timed_out: set[str] = set()  # systems whose timeouts stderr has stated
 
     def __call__(self, job: Job, result: BatchResult) -> None:
+        timeout = next((e for e in result.errors if e and e.startswith(TIMEOUT)), None)
+        if timeout and job.system not in self.timed_out:
+            self.timed_out.add(job.system)
+            log.warning(
+                "%s: a batch of %d forecasts timed out (%s; forecast.timeout is %g s per forecast); its forecasts "
+                "fail as timeouts, rated as the system's failures: raise forecast.timeout for a slower model",
+                job.system,
+                job.size,
+                timeout,
+                job.timeout / max(job.size, 1),
+            )
         self.streak[job.system] = self.streak.get(job.system, 0) + 1 if result.unreachable else 0
         if self.streak[job.system] >= BREAKER_BATCHES and job.system not in self.open:
             reason = scrub(next((e for e in result.errors if e), "unreachable"))
@@ -532,12 +603,16 @@ class _Pool:
             process.join()
             self.slots[slot] = self.executor._start(self.results)
             del self.running[slot]
-            if self.feed.attempts[index] <= self.executor.retries:
+            if not hung and self.feed.attempts[index] <= self.executor.retries:  # past its time: not tried again
                 self.feed.pending.append(index)
                 continue
-            why = "hung and was killed" if hung else f"crashed (exit code {process.exitcode})"
+            why = (
+                f"{TIMEOUT}: its worker hung and was killed"
+                if hung
+                else f"worker crashed (exit code {process.exitcode})"
+            )
             job = self.feed.settle(index)
-            done(job, BatchResult.failed(job, f"worker {why} after {elapsed:.0f} s", elapsed))
+            done(job, BatchResult.failed(job, f"{why} after {elapsed:.0f} s", elapsed))
 
     def close(self, *, kill: bool) -> None:
         for process, tasks in self.slots:

@@ -68,12 +68,14 @@ def scale_of(score: str) -> Scale | None:
     return own or load_scales().get(score)
 
 
-def naive_clean_error(inputs: np.ndarray, truth: np.ndarray, outcome) -> float:
+def naive_clean_error(inputs: np.ndarray, truth: np.ndarray, outcome, *, season: int) -> float:
     """Mean of a metric (`outcome`: the study's outcome for the APE basis, or an accuracy score's metric for
-    its skill ratio) of the naive reference (last observed value repeated) on the clean windows."""
+    its skill ratio) of the naive reference (last observed value repeated) on the clean windows, at the
+    study's season (Dataset.season: MASE's scale is the same as in every forecast's metrics, so the naive
+    reference's MASE skill ratio against itself is 1)."""
     forecast = np.repeat(last_observed(inputs)[:, None], truth.shape[1], axis=1)
     with np.errstate(all="ignore"):
-        return float(np.nanmean(outcome(truth, forecast, inputs)))
+        return float(np.nanmean(outcome(truth, forecast, inputs, season=season)))
 
 
 def wrs_maximum(pairs: int) -> float:

@@ -29,7 +29,7 @@ from causalrate.rate.absolute import ABSOLUTE_LEVELS, scale_of
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.ratings import RatingSettings
 from causalrate.rate.tiers import tier_ratings
-from causalrate.score.scores import HEADLINE_FAMILIES, SCORES
+from causalrate.score.scores import HEADLINE_FAMILIES, SCORES, bias_attributes, differ_by
 
 HEADLINES = {
     "robustness": "robustness to perturbations, that is how much perturbed inputs change its error, and its failures",
@@ -121,6 +121,8 @@ def headline_ratings(
         rows = headline_rows(rated, family, control=control, point_systems=point_systems)
         if rows.empty:
             continue
+        by = differ_by(bias_attributes(rows["score"])) if family == "bias" else ""
+        what = f"bias, that is how much its errors differ {by}" if by else what
         hopeless = rows.groupby("system")["insufficient"].all()
         names = list(hopeless.index)
         ties: list[list[int]] | None

@@ -12,6 +12,7 @@ from typing import Any
 
 from causalrate.report.templating import fmt
 from causalrate.run import RatingsDocument
+from causalrate.score.scores import bias_attributes, differ_by
 
 KINDS = ("robustness", "bias", "accuracy")
 TITLES = {"robustness": "Robustness", "bias": "Bias", "accuracy": "Accuracy"}
@@ -20,6 +21,12 @@ QUESTIONS = {
     "bias": "Do its errors differ between industries or companies?",
     "accuracy": "How close are its forecasts on clean input?",
 }
+
+
+def question(doc: RatingsDocument, kind: str) -> str:
+    """The headline's question; bias names the data's attributes its scores compare ("by region or site")."""
+    by = differ_by(bias_attributes({r.score for r in doc.ratings})) if kind == "bias" else ""
+    return f"Do its errors differ {by}?" if by else QUESTIONS[kind]
 
 
 def level_words(rating: int | None, levels: int) -> str:

@@ -12,11 +12,11 @@ from typing import Any
 from causalrate.config import REFERENCE_SYSTEMS
 from causalrate.rate.absolute import ABSOLUTE_LEVELS
 from causalrate.report.headlines import (
-    QUESTIONS,
     TITLES,
     headline_words,
     headlines,
     level_class,
+    question,
     top_fragility_rule,
 )
 from causalrate.report.headlines import warnings as label_warnings
@@ -102,7 +102,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
             {
                 "kind": kind,
                 "title": TITLES[kind],
-                "question": QUESTIONS[kind],
+                "question": question(doc, kind),
                 "rating": h.get("rating"),
                 "css": level_class(h.get("rating"), levels),
                 "words": headline_words(h, levels, len(doc.systems)),

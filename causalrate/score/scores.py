@@ -7,7 +7,7 @@ when the run cannot provide it (e.g. the data has no `industry` attribute).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 
@@ -26,8 +26,9 @@ from causalrate.causal.resampling import (
     replicate_wrs,
 )
 from causalrate.causal.schemes import SCHEMES, Scheme
-from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled, wrs_plans
+from causalrate.causal.wrs import Dimension, Grouping, attribute_dimensions, grouped_wrs, unit_scaled, wrs_plans
 from causalrate.contracts import ContractError, describe, facts_of, violation
+from causalrate.data.characteristics import attribute_columns
 from causalrate.registry import Registry
 from causalrate.score.bias import bias_gap, observed_bias
 from causalrate.score.wide import wide_tables
@@ -49,6 +50,7 @@ class Evidence:
     # the forecast rows at the newest input point (ape_last), under the id of the perturbation they place
     newest: pd.DataFrame = field(default_factory=pd.DataFrame)
     perturbations: tuple[str, ...] = ()  # the suite's ids in its order (empty: those of the forecasts, sorted)
+    dimensions: tuple[Dimension, ...] | None = None  # the data's bias dimensions (None: detected from the table)
     # tables derived from the fields above, by key (derived()): a cache of this Evidence, not one of its facts
     _derived: dict[tuple, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -58,6 +60,17 @@ class Evidence:
         if key not in self._derived:
             self._derived[key] = compute()
         return self._derived[key]
+
+
+def dimensions_of(evidence: Evidence) -> tuple[Dimension, ...]:
+    """The run's bias dimensions: the study's, else those its window table shows (nesting detected)."""
+    if evidence.dimensions is not None:
+        return evidence.dimensions
+    if evidence.table is None:
+        return ()
+    return evidence.derived(
+        ("dimensions",), lambda: attribute_dimensions(evidence.table, attribute_columns(evidence.table))
+    )
 
 
 def wide_column(evidence: Evidence, column: str) -> dict[str, pd.DataFrame]:
@@ -280,7 +293,11 @@ def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.Da
     """Every score's raw rows (column `score` added; the control's only for on_control scores), and why
     each score the run cannot provide is unavailable. `names` defaults to every registered score."""
     raw, unavailable = [], {}
+    rated = {d.attribute for d in dimensions_of(evidence)}
     for name in names or SCORES.names():
+        generated_for = getattr(SCORES.get(name), "generated_for", None)
+        if generated_for is not None and generated_for not in rated:
+            continue  # another data's attribute (registered earlier in this process): not a score of this run
         score = SCORES.get(name)()
         values = score.compute(evidence)
         if isinstance(values, Unavailable):
@@ -412,9 +429,11 @@ class WrsVolatility(WrsScore):
     description = "how much its errors differ between calm, middling and volatile windows (terciles; 0 = not at all)"
 
 
-def bias_groups(table: pd.DataFrame, attribute: str) -> Grouping | None:
-    """The groups a bias score compares: its attribute's WRS grouping (companies within their industry)."""
-    return next((g for g in wrs_plans(table, []) if g.attribute == attribute), None)
+def bias_groups(evidence: Evidence, attribute: str) -> Grouping | None:
+    """The groups a bias score compares: its attribute's WRS grouping (a nested attribute within its parent)."""
+    if evidence.table is None:
+        return None
+    return next((g for g in wrs_plans(evidence.table, [], dimensions_of(evidence)) if g.attribute == attribute), None)
 
 
 class BiasScore(Score):
@@ -427,7 +446,7 @@ class BiasScore(Score):
     attribute: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
-        grouping = None if evidence.table is None else bias_groups(evidence.table, self.attribute)
+        grouping = bias_groups(evidence, self.attribute)
         if grouping is None:
             return Unavailable(f"the data has no {self.attribute!r} attribute")
         rows = [
@@ -468,6 +487,48 @@ class BiasCompany(BiasScore):
     estimator = "largest gap between one company's mean outcome and its industry's others, / mean outcome"
     label = "Bias company"
     description = "largest gap between one company's mean error and its industry peers', relative to the mean"
+
+
+def register_dimension(attribute: str) -> None:
+    """wrs_<attr> and bias_<attr> for a data attribute that no registered score covers (METHOD §4: every
+    categorical attribute is a bias dimension, whatever its name). Registered once per process; a run rates
+    those of its own data's dimensions only (score_all skips another data's, by `generated_for`)."""
+    entries = (
+        ("wrs", WrsScore, f"WRS {attribute}", f"WRS over {attribute} groups (Welch t, weighted pair count)",
+         f"how much its errors differ between values of {attribute} (0 = not at all; each pair adds up to 2.3)"),
+        ("bias", BiasScore, f"Bias {attribute}", f"largest gap between one {attribute}'s mean outcome and the rest, "
+         "/ mean outcome", f"largest gap between one {attribute}'s mean error and the others', relative to the mean"),
+    )  # fmt: skip
+    for prefix, base, label, estimator, description in entries:
+        name = f"{prefix}_{attribute}"
+        if name in SCORES:
+            continue
+        body = {"attribute": attribute, "label": label, "estimator": estimator, "description": description}
+        SCORES.register(name)(type(f"{prefix.title()}_{attribute}", (base,), {**body, "generated_for": attribute}))
+
+
+def bias_attributes(scores: Iterable[str]) -> list[str]:
+    """The attributes the bias scores among `scores` compare (wrs_/bias_<attr>), in the registry's order
+    (flat before nested for the built-ins: industry, company); for the bias question in words."""
+    given = set(scores)
+    found = [cls.attribute for name, cls in SCORES.items() if name in given and issubclass(cls, WrsScore | BiasScore)]
+    return list(dict.fromkeys(found))
+
+
+def differ_by(attributes: Sequence[str]) -> str:
+    """ "by industry or company" ("by a, b or c"); "" for none."""
+    if not attributes:
+        return ""
+    head = ", ".join(attributes[:-1])
+    return f"by {head} or {attributes[-1]}" if head else f"by {attributes[0]}"
+
+
+def rated_dimension(score: str) -> str | None:
+    """The attribute a generated bias or scheme score name would be for (wrs_region → region), else None."""
+    for prefix in ("wrs_", "bias_", "ape_", "pie_"):
+        if score.startswith(prefix) and len(score) > len(prefix):
+            return score[len(prefix) :]
+    return None
 
 
 @SCORES.register("ape")
@@ -643,13 +704,14 @@ class PieScore(SchemeScore):
         }
 
 
-def register_ape(name: str) -> None:
+def register_ape(name: str, generated_for: str | None = None) -> None:
     """ape_<scheme>: the effect estimated after matching under the scheme."""
     SCORES.register(f"ape_{name}")(
         type(
             f"Ape_{name}",
             (SchemeScore,),
             {
+                "generated_for": generated_for,
                 "scheme": name,
                 "label": f"APE, {name}-confounded",
                 "description": f"the same effect, estimated after matching when {name} decides which windows are "
@@ -659,13 +721,14 @@ def register_ape(name: str) -> None:
     )
 
 
-def register_pie(name: str) -> None:
+def register_pie(name: str, generated_for: str | None = None) -> None:
     """pie_<scheme>: the share of the apparent effect that the scheme's confounder explains."""
     SCORES.register(f"pie_{name}")(
         type(
             f"Pie_{name}",
             (PieScore,),
             {
+                "generated_for": generated_for,
                 "scheme": name,
                 "label": f"PIE% {name}",
                 "description": f"how much of the apparent effect is really due to {name} (%; lower = less misleading)",
@@ -677,8 +740,8 @@ def register_pie(name: str) -> None:
 def register_scheme_scores(name: str, scheme: type[Scheme]) -> None:
     """Every rated scheme, a plugin's included, gets its ape_ and pie_ scores."""
     if scheme.rated:
-        register_ape(name)
-        register_pie(name)
+        register_ape(name, getattr(scheme, "generated_for", None))
+        register_pie(name, getattr(scheme, "generated_for", None))
 
 
 # the built-in schemes' scores (all APEs, then all PIEs: their order in tables), then any registered later
