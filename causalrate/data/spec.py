@@ -21,6 +21,9 @@ class DataConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    description: str | None = Field(
+        None, max_length=300, description="what the data are, in the words of the people who know them (cards)"
+    )
     source: Literal["embedded", "csv", "parquet", "yfinance", "statsmodels"] = Field(
         "embedded", description="statsmodels: series of five domains and four frequencies shipped in statsmodels"
     )

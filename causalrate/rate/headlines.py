@@ -117,7 +117,10 @@ def headline_ratings(
             tied = [] if ties is None or lost else sorted(names[j] for j in ties[k] if not hopeless.iloc[j])
             abs_rating = _level(absolute.get(system), lost)
             cause = weakest(rows[rows["system"] == system], descriptions or {}) if family in WEAKEST_LINK else None
-            meaning = _meaning(what, rating, settings.levels, len(systems), tied, lost, cause)
+            # "the same level as": every measured system at this level (tied_with keeps the tie group)
+            level = [n for j, n in enumerate(names) if j != k and ratings[j] == rating and not hopeless.iloc[j]]
+            same = [] if lost else sorted(level)
+            meaning = _meaning(what, rating, settings.levels, len(systems), same, lost, cause)
             published = settings.scale == "absolute" and abs_rating is not None
             if published:  # the number shown is the published scale's: the sentence starts with it
                 meaning = f"{abs_rating} of {ABSOLUTE_LEVELS} on the published scale; relative to the others, {meaning}"
