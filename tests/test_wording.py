@@ -16,9 +16,9 @@ from causalrate.cli import main
 from causalrate.perturb.operators import OPERATORS
 from causalrate.rate.headlines import headline_ratings
 from causalrate.rate.ratings import COLUMNS, RatingSettings
+from causalrate.report import label
 from causalrate.report.cards import render_cards
 from causalrate.report.comparison import scatter_points
-from causalrate.report import label
 from causalrate.report.templating import md
 from causalrate.run import RatingsDocument, Run
 from tests.conftest import make_synthetic_study

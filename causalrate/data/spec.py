@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator,
 from causalrate.data.frequency import NAMES as FREQUENCY_NAMES
 
 QUICKSTART_SERIES = ["AAPL", "MSFT", "MRK", "PFE", "JPM", "BAC"]
+QUICKSTART_DESCRIPTION = "daily closing prices of six S&P 500 stocks, two per industry"
 
 
 class DataConfig(BaseModel):
@@ -70,4 +71,10 @@ class DataConfig(BaseModel):
 
 def default_data() -> DataConfig:
     """The quickstart data: six S&P 500 stocks in three industries, calendar year 2022; the paper's MASE (season 1)."""
-    return DataConfig(series=QUICKSTART_SERIES, start=date(2022, 1, 1), end=date(2022, 12, 31), season=1)
+    return DataConfig(
+        description=QUICKSTART_DESCRIPTION,
+        series=QUICKSTART_SERIES,
+        start=date(2022, 1, 1),
+        end=date(2022, 12, 31),
+        season=1,
+    )

@@ -27,7 +27,7 @@ from causalrate.report.card_figures import card_figures
 from causalrate.report.comparison import cell, comparison_context, normalised_scores, radar_scores
 from causalrate.report.estimators import EFFECT_COLUMNS, estimator, facts, label
 from causalrate.report.headlines import headlines, warnings
-from causalrate.report.label import data_source_name, label_context
+from causalrate.report.label import data_source_name, groups_words, label_context
 from causalrate.report.machine import eval_results, model_card, model_index
 from causalrate.report.render import Renderer, browser_problem, find_chromium
 from causalrate.report.templating import environment, fmt
@@ -126,6 +126,8 @@ def report_context(
         "perturbations": perturbations,
         "tables": tables,
         "table_titles": TABLE_TITLES,
+        "adjusted_scores": [row["score"] for row in tables["confounding"] if row["score"].startswith("ape_")],
+        "groups": groups_words(doc),
         "grids": grids,
         "figures": card_figures(run, system, normalised),
         "failures": failures,

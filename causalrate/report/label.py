@@ -44,6 +44,13 @@ def data_words(doc: RatingsDocument) -> str:
     return text + (f"; by {'; '.join(attributes)}" if attributes else "")
 
 
+def groups_words(doc: RatingsDocument) -> str:
+    """The data's attributes a bias score compares groups of, by name ("industry, company")."""
+    rated = {r.score.removeprefix("wrs_") for r in doc.ratings if r.score.startswith("wrs_")}  # an older ratings.json
+    names = list(doc.provenance.attributes) or sorted(rated)
+    return ", ".join(names) if names else "no attribute declared"
+
+
 def period_words(doc: RatingsDocument) -> str:
     """The rated span and its frequency (from the data; the study's data.start/end for an older ratings.json)."""
     prov = doc.provenance

@@ -20,7 +20,7 @@ import yaml
 from causalrate import __version__
 from causalrate.report.estimators import estimator, label
 from causalrate.report.headlines import headlines, warnings
-from causalrate.report.label import data_words, period_words
+from causalrate.report.label import data_words, groups_words, period_words
 from causalrate.report.templating import missing_values_text
 from causalrate.run import RatingsDocument
 
@@ -113,7 +113,7 @@ def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str)
             "limitations": [{"description": text} for text in limits if text],
             "ethical_considerations": [
                 {
-                    "name": "Errors that differ between industries or companies (bias rating).",
+                    "name": f"Errors that differ between groups of the data ({groups_words(doc)}): the bias rating.",
                     "mitigation_strategy": "Check the bias headline and the WRS rows before use on a group.",
                 }
             ],
