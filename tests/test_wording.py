@@ -65,9 +65,11 @@ def test_what_was_tested_comes_from_the_data(run, tmp_path):
     data, period = lines["Data"], lines["Period"]
     frame = pd.read_csv(run.parent / "prices.csv")
     series = list(dict.fromkeys(frame["series"].astype(str)))
-    assert data.startswith(f"prices.csv: {len(series)} series ({', '.join(series[:6])}")  # the file's name only
-    assert str(run.parent) not in data and "()" not in data
-    assert "industry (" in data and "company (" in data  # the data's own attributes, by name
+    assert data == "prices.csv"  # the file's name only, never the rater's folders
+    assert lines["Series"].startswith(f"{len(series)}: {', '.join(series[:6])}")
+    industries = ", ".join(sorted(set(frame["industry"])))
+    assert f"industry ({len(set(frame['industry']))}: {industries})" in lines["Series"]  # the data's own attributes
+    assert "company (" in lines["Series"]
     first, last = pd.to_datetime(frame["date"]).min(), pd.to_datetime(frame["date"]).max()
     assert period.startswith(f"{first:%Y-%m-%d} to {last:%Y-%m-%d}, ")
     assert "start" not in period and " end" not in period
@@ -79,7 +81,7 @@ def test_what_was_tested_comes_from_the_data(run, tmp_path):
         d["provenance"]["config"]["data"]["description"] = "weekly sensor readings by site"
 
     described = RatingsDocument.read(edited_run(run, tmp_path, describe) / "ratings.json")
-    assert dict(label.tested(described))["Data"].startswith("weekly sensor readings by site (prices.csv): ")
+    assert dict(label.tested(described))["Data"] == "weekly sensor readings by site — prices.csv"
 
 
 def test_a_python_system_is_a_user_model_not_statistical(run):

@@ -32,16 +32,19 @@ def data_source_name(doc: RatingsDocument) -> str:
 
 
 def data_words(doc: RatingsDocument) -> str:
-    """The rated data in the study's own words: its description, source, series and attributes."""
+    """The rated data in the study's own words: its description, then where it came from."""
+    described = doc.provenance.config.get("data", {}).get("description")
+    return f"{described} — {data_source_name(doc)}" if described else data_source_name(doc)
+
+
+def series_words(doc: RatingsDocument) -> str:
+    """How many series, which, and each attribute of the data with its values."""
     prov = doc.provenance
-    data = prov.config.get("data", {})
-    described, source = data.get("description"), data_source_name(doc)
-    series = prov.series or data.get("series") or []
+    series = prov.series or prov.config.get("data", {}).get("series") or []
     n_series = doc.counts.series if doc.counts else len(series)
-    text = f"{described} ({source})" if described else source
-    text += f": {n_series} series" + (f" ({listed(series)})" if series else "")
+    text = f"{n_series}" + (f": {listed(series)}" if series else "")
     attributes = [f"{name} ({len(values)}: {listed(values, 4)})" for name, values in prov.attributes.items()]
-    return text + (f"; by {'; '.join(attributes)}" if attributes else "")
+    return text + (f"; attributes: {', '.join(attributes)}" if attributes else "")
 
 
 def groups_words(doc: RatingsDocument) -> str:
@@ -78,6 +81,7 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
     span = period_words(doc)
     lines = [
         ("Data", data_words(doc)),
+        ("Series", series_words(doc)),
         (
             "Period",
             (f"{span}; " if span else "")
@@ -90,7 +94,7 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
         ("Scale", scale_text),
     ]
     if len(perturbations) > 6:
-        lines[2] = (lines[2][0], lines[2][1] + f"; and {len(perturbations) - 6} more")
+        lines[3] = (lines[3][0], lines[3][1] + f"; and {len(perturbations) - 6} more")
     return lines
 
 

@@ -20,7 +20,7 @@ import yaml
 from causalrate import __version__
 from causalrate.report.estimators import estimator, label
 from causalrate.report.headlines import headlines, warnings
-from causalrate.report.label import data_words, groups_words, period_words
+from causalrate.report.label import data_words, groups_words, period_words, series_words
 from causalrate.report.templating import missing_values_text
 from causalrate.run import RatingsDocument
 
@@ -56,7 +56,7 @@ def _metric(kind: str, value: Any, slice_: str, interval: Any = None) -> dict[st
 def dataset_name(doc: RatingsDocument) -> str:
     """The rated data as the label says it: description, source (a file's name only), series, span."""
     span = period_words(doc)
-    return data_words(doc) + (f"; {span}" if span else "")
+    return f"{data_words(doc)}; series {series_words(doc)}" + (f"; {span}" if span else "")
 
 
 def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str) -> dict[str, Any]:
