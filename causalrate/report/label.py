@@ -43,7 +43,10 @@ def series_words(doc: RatingsDocument) -> str:
     series = prov.series or prov.config.get("data", {}).get("series") or []
     n_series = doc.counts.series if doc.counts else len(series)
     text = f"{n_series}" + (f": {listed(series)}" if series else "")
-    attributes = [f"{name} ({len(values)}: {listed(values, 4)})" for name, values in prov.attributes.items()]
+    attributes = [  # the values themselves where they are few (the label keeps its height)
+        f"{name} ({len(values)}: {', '.join(values)})" if len(values) <= 4 else f"{name} ({len(values)} values)"
+        for name, values in prov.attributes.items()
+    ]
     return text + (f"; attributes: {', '.join(attributes)}" if attributes else "")
 
 
