@@ -181,3 +181,23 @@ def test_comparison_axes_are_the_headlines_quantities(run):
         for s in doc.system_names
     }
     assert mean_ape["naive"] < mean_ape["random"]  # the old axis: random above naive
+
+
+def test_comparison_places_a_headline_without_cause_and_names_one_set_by_failures(run, tmp_path):
+    """No cause (no practical effect anywhere): its largest effect on the same basis; a weakest link that is a
+    failure rate has no value on that basis, so the system is named under the chart, never placed wrongly."""
+
+    def edit(d):
+        d["headlines"]["median"]["robustness"].pop("cause")
+        d["headlines"]["random"]["robustness"]["cause"].update(score="failure_rate", text="5 % of its forecasts fail")
+
+    doc = RatingsDocument.read(edited_run(run, tmp_path, edit) / "ratings.json")
+    points, left_out = scatter_points(doc)
+    effects = [
+        r.quantity
+        for r in doc.rows_of("median")
+        if r.score in ("ape", "ape_last", "recency", "ape_worst") and r.perturbation != doc.control and r.quantity
+    ]
+    assert points["median"]["y"] == pytest.approx(max(effects))
+    assert "random" not in points
+    assert left_out["random"] == "its robustness headline is set by 5 % of its forecasts fail"

@@ -94,15 +94,23 @@ def on_basis(row: RatingRow | None, quantity: float | None) -> dict[str, float] 
     return {"value": quantity, "lo": bounds[0] * per_raw, "hi": bounds[1] * per_raw}
 
 
+def on_clean_error(score: str) -> bool:
+    """A robustness-family score published as a share of the naive reference's clean error."""
+    scale = scale_of(score)
+    return facts(score).family == "robustness" and scale is not None and scale.basis == "naive_clean_error"
+
+
 def robustness_point(doc: RatingsDocument, system: str) -> tuple[dict[str, float] | None, str]:
     """The robustness headline's own quantity: the effect of the row that set it (its cause, ape_last included)
     as a share of the naive reference's clean error; None with the reason when it has none on that basis."""
     h = doc.headlines.get(system, {}).get("robustness")
     cause = h.cause if h else None
-    if cause is None:
-        return None, "its robustness headline names no row that set it"
-    scale = scale_of(cause.score)
-    if cause.insufficient or scale is None or scale.basis != "naive_clean_error":
+    if cause is None:  # no row set it (no practical effect anywhere): its largest effect on the basis
+        rows = [r for r in doc.rows_of(system) if r.perturbation != doc.control and on_clean_error(r.score)]
+        largest = max((r for r in rows if r.quantity is not None), key=lambda r: r.quantity or 0.0, default=None)
+        point = on_basis(largest, largest.quantity if largest else None)
+        return point, "" if point else "it has no robustness effect on the naive reference's basis"
+    if cause.insufficient or not on_clean_error(cause.score):
         return None, f"its robustness headline is set by {cause.text}"
     row = next((r for r in doc.rows_of(system) if (r.score, r.perturbation) == (cause.score, cause.perturbation)), None)
     point = on_basis(row, cause.quantity)
