@@ -117,6 +117,7 @@ class RatingRow(Section):
     rating: int
     rule: str | None = None
     absolute_rating: int | None = None
+    quantity: Number = None  # raw on the absolute scale's basis (a share of the naive clean error, a skill ratio)
     tied_with: list[str] = Field(default_factory=list)
     insufficient: bool = False
     note: str | None = None
@@ -277,6 +278,9 @@ class Provenance(Section):
     method_note: str = ""
     frequency: str | None = None  # the data's, declared or inferred (data.frequency)
     season: int | None = None  # the seasonal period MASE and seasonal_naive used (data.season)
+    series: list[str] = Field(default_factory=list)  # the rated series' ids, in the data's order
+    span: list[str] = Field(default_factory=list)  # [first date, last date] of the rated series (ISO)
+    attributes: dict[str, list[str]] = Field(default_factory=dict)  # each attribute of the series: its values
 
 
 class RatingsDocument(Section):

@@ -359,7 +359,7 @@ def test_groups_only_with_two_or_more(run, run_v3):
     render_cards(run, formats=("html",))
     page = (run / "cards" / "comparison.html").read_text()
     assert "<h3>Modality</h3>" not in page  # every system is numeric: one group, not shown
-    assert "<h3>Family</h3>" in page  # t<b>s</b>, statistical and undeclared: three groups
+    assert "<h3>Family</h3>" in page  # t<b>s</b>, statistical (naive, biased) and user model (python): three groups
 
 
 def test_pages_in_a_real_browser(run_v3):

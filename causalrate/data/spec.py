@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator,
 from causalrate.data.frequency import parse as parse_frequency
 
 QUICKSTART_SERIES = ["AAPL", "MSFT", "MRK", "PFE", "JPM", "BAC"]
+QUICKSTART_DESCRIPTION = "daily closing prices of six S&P 500 stocks, two per industry"
 
 
 class DataConfig(BaseModel):
@@ -21,6 +22,9 @@ class DataConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    description: str | None = Field(
+        None, max_length=300, description="what the data are, in the words of the people who know them (cards)"
+    )
     source: Literal["embedded", "csv", "parquet", "yfinance", "statsmodels"] = Field(
         "embedded", description="statsmodels: series of five domains and four frequencies shipped in statsmodels"
     )
@@ -81,4 +85,10 @@ class DataConfig(BaseModel):
 
 def default_data() -> DataConfig:
     """The quickstart data: six S&P 500 stocks in three industries, calendar year 2022; the paper's MASE (season 1)."""
-    return DataConfig(series=QUICKSTART_SERIES, start=date(2022, 1, 1), end=date(2022, 12, 31), season=1)
+    return DataConfig(
+        description=QUICKSTART_DESCRIPTION,
+        series=QUICKSTART_SERIES,
+        start=date(2022, 1, 1),
+        end=date(2022, 12, 31),
+        season=1,
+    )

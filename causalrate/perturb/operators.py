@@ -121,7 +121,7 @@ class Identity(Operator):
 
 @OPERATORS.register("drop_to_zero")
 class DropToZero(Operator):
-    description = "a value is recorded as 0 (data-entry error)"
+    description = "a value is recorded as 0"
 
     def apply(self, values, mask, *, seeds, **params):
         values[mask] = 0.0
@@ -130,7 +130,7 @@ class DropToZero(Operator):
 
 @OPERATORS.register("halve")
 class Halve(Operator):
-    description = "a value is halved (split- or dividend-like adjustment applied by mistake)"
+    description = "a value is halved"
 
     def apply(self, values, mask, *, seeds, **params):
         values[mask] = values[mask] / 2.0
@@ -140,7 +140,7 @@ class Halve(Operator):
 @OPERATORS.register("missing")
 class Missing(Operator):
     kind = "syntactic"
-    description = "a value is lost in transmission (missing, NaN)"
+    description = "a value is missing (NaN)"
 
     def apply(self, values, mask, *, seeds, **params):
         values[mask] = np.nan
@@ -149,7 +149,7 @@ class Missing(Operator):
 
 @OPERATORS.register("double")
 class Double(Operator):
-    description = "a value is doubled (a reverse-split adjustment applied by mistake)"
+    description = "a value is doubled"
 
     def apply(self, values, mask, *, seeds, **params):
         values[mask] = values[mask] * 2.0
@@ -158,7 +158,7 @@ class Double(Operator):
 
 @OPERATORS.register("spike")
 class Spike(Operator):
-    description = "a value spikes to {factor:g} times its size (a fat-finger error)"
+    description = "a value is multiplied by {factor:g}"
     params: ClassVar[dict[str, float]] = {"factor": 3.0}
 
     def apply(self, values, mask, *, seeds, factor: float, **params):  # type: ignore[override]
@@ -168,7 +168,7 @@ class Spike(Operator):
 
 @OPERATORS.register("noise")
 class Noise(Operator):
-    description = "Gaussian noise of {sigma:g} times the window's standard deviation is added (measurement noise)"
+    description = "Gaussian noise of {sigma:g} times the window's standard deviation is added to a value"
     params: ClassVar[dict[str, float]] = {"sigma": 0.5}
 
     def apply(self, values, mask, *, seeds, sigma: float, **params):  # type: ignore[override]
@@ -179,7 +179,7 @@ class Noise(Operator):
 
 @OPERATORS.register("stale")
 class Stale(Operator):
-    description = "a value repeats the previous one (a stale feed)"
+    description = "a value repeats the previous one"
 
     def apply(self, values, mask, *, seeds, **params):
         previous = np.concatenate([values[:, :1], values[:, :-1]], axis=1)  # the first point has no predecessor
@@ -190,7 +190,7 @@ class Stale(Operator):
 class UnitChange(Operator):
     positional = False
     touches = "window"
-    description = "the whole input is in other units: every value times {factor:g} (e.g. dollars to cents)"
+    description = "every input value is multiplied by {factor:g} (the whole input in other units)"
     params: ClassVar[dict[str, float]] = {"factor": 100.0}
 
     def apply(self, values, mask, *, seeds, factor: float, **params):  # type: ignore[override]
@@ -199,7 +199,7 @@ class UnitChange(Operator):
 
 @OPERATORS.register("precision")
 class Precision(Operator):
-    description = "values are rounded to {digits:g} decimal digits (precision lost in a feed or export)"
+    description = "a value is rounded to {digits:g} decimal digits"
     params: ClassVar[dict[str, float]] = {"digits": 0.0}
 
     def apply(self, values, mask, *, seeds, digits: float, **params):  # type: ignore[override]
@@ -209,7 +209,7 @@ class Precision(Operator):
 @OPERATORS.register("duplicate_timestamp")
 class DuplicateTimestamp(Operator):
     kind = "syntactic"
-    description = "a timestamp repeats the previous one (a time-shift error; only systems that read timestamps see it)"
+    description = "a timestamp repeats the previous one (only systems that read timestamps see it)"
 
     def apply(self, values, mask, *, seeds, **params):
         return values
@@ -222,7 +222,7 @@ class DuplicateTimestamp(Operator):
 @OPERATORS.register("level_shift")
 class LevelShift(Operator):
     touches = "mask_onwards"
-    description = "the level shifts by {c:g} times the window's standard deviation from a point to the end (a break)"
+    description = "from a value to the input's end, every value rises by {c:g} times the window's standard deviation"
     params: ClassVar[dict[str, float]] = {"c": 1.0}
 
     def apply(self, values, mask, *, seeds, c: float, **params):  # type: ignore[override]
@@ -234,7 +234,7 @@ class LevelShift(Operator):
 class TailSpike(Operator):
     """A one-point jump as large as a once-in-N-days move of the series (peaks over threshold, GPD fit)."""
 
-    description = "a value jumps by a once-in-{return_period:g}-days move (tail of the series' own returns)"
+    description = "a value changes by the relative move its series exceeds once in {return_period:g} points"
     params: ClassVar[dict[str, float]] = {"return_period": 250.0, "threshold": 0.9, "sign": 1.0}
     calibrated = True
 
@@ -273,7 +273,7 @@ def tail_return_level(series: np.ndarray, *, return_period: float, threshold: fl
 class Combined(Operator):
     """Two or more operators at once, each at its own mask (the suite entry's `combine:` list), in order."""
 
-    description = "several corruptions at once"
+    description = "several operators at once"
 
     def apply(self, values, mask, *, seeds, parts, **params):  # type: ignore[override]
         for operator, part_mask, part_params in parts:

@@ -162,7 +162,10 @@ def headline_ratings(
             ):
                 found = weakest(mine.dropna(subset=["absolute_rating"]), described, by="absolute_rating")
                 verdict = published_verdict(abs_rating, found)
-            meaning = _meaning(what, rating, settings.levels, len(systems), tied, lost, cause, largest, everyone)
+            # "the same level as": every measured system at this level (tied_with keeps the tie group)
+            level = [n for j, n in enumerate(names) if j != k and ratings[j] == rating and not hopeless.iloc[j]]
+            same = [] if lost else sorted(level)
+            meaning = _meaning(what, rating, settings.levels, len(systems), same, lost, cause, largest, everyone)
             if verdict and cause and verdict.endswith(cause.text):  # one row sets both: named once
                 meaning = meaning.replace(f"set by its weakest result: {cause.text}", "set by the same result")
             published = settings.scale == "absolute" and abs_rating is not None
@@ -269,7 +272,7 @@ def _meaning(
     rating: int,
     levels: int,
     n: int,
-    tied: list[str],
+    same: list[str],
     hopeless: bool,
     cause: Cause | None,
     largest: Cause | None,
@@ -279,8 +282,8 @@ def _meaning(
         return f"{rating} of {levels} on {what}: too many of its forecasts failed to rate it (worst level)."
     place = "the best level" if rating == 1 else "the worst level" if rating == levels else "a middle level"
     if everyone:  # one group for all: a tie, not a verdict
-        place, tied = f"all {len(tied) + 1} systems tied", []
-    tie = f"; the same level as {', '.join(tied)}" if tied else ""
+        place, same = f"all {len(same) + 1} systems tied", []
+    tie = f"; the same level as {', '.join(same)}" if same else ""
     head = f"{rating} of {levels} (1 = best, {levels} = worst of the {n} systems compared) on {what}: {place}"
     if largest is not None:
         return f"{head}{tie}; no practical effect on any perturbation tested (largest: {largest.text})."

@@ -27,7 +27,7 @@ from causalrate.report.card_figures import card_figures
 from causalrate.report.comparison import cell, comparison_context, normalised_scores, radar_scores
 from causalrate.report.estimators import EFFECT_COLUMNS, estimator, facts, label
 from causalrate.report.headlines import headlines, warnings
-from causalrate.report.label import label_context
+from causalrate.report.label import data_source_name, groups_words, label_context
 from causalrate.report.machine import eval_results, model_card, model_index
 from causalrate.report.render import Renderer, browser_problem, find_chromium
 from causalrate.report.templating import environment, fmt
@@ -68,6 +68,17 @@ def generated_date() -> str:
     return generated_at().strftime("%Y-%m-%d")
 
 
+# the detailed report's tables: one per score family, in this order (a family with no rated score is left out)
+TABLE_TITLES = {
+    "robustness": "Robustness ratings",
+    "bias": "Bias ratings",
+    "confounding": "Confounding: deconfounded effects and PIE%",
+    "fragility": "Fragility",
+    "accuracy": "Accuracy ratings",
+    "diagnostic": "Other scores",
+}
+
+
 def report_context(
     run: Run, system: str, slug: str, failures: dict[str, Any], normalised: dict[str, list[float]]
 ) -> dict[str, Any]:
@@ -77,19 +88,19 @@ def report_context(
     perturbations = doc.perturbations
     mine = {(r.score, r.perturbation): r for r in doc.rows_of(system)}
     draws = max((e.draws or 0 for e in doc.effects if e.system == system), default=0) or None
-    tables: dict[str, list[dict[str, Any]]] = {"robustness": [], "accuracy": []}
+    tables: dict[str, list[dict[str, Any]]] = {family: [] for family in TABLE_TITLES}
     for score_name in dict.fromkeys([*radar_scores(), *(k[0] for k in mine)]):
         cells = {p.id: cell(mine.get((score_name, p.id)), levels) for p in perturbations}
         if not any(cells.values()):
             continue  # not rated, or rated per severity grid: see `grids`
-        kind = "accuracy" if cells.get(doc.control) else "robustness"  # rated on the clean input too
-        tables[kind].append(
+        tables[facts(score_name).family].append(  # each score under its own family (METHOD §6)
             {
                 "score": score_name,
                 "label": label(score_name),
                 "estimator": estimator(score_name, draws),
                 "meaning": facts(score_name).description,
                 "cells": cells,
+                "on_control": cells.get(doc.control) is not None,  # rated on the clean input too
             }
         )
     ids = {p.id for p in perturbations}
@@ -114,6 +125,9 @@ def report_context(
         "others": [s for s in doc.system_names if s != system],
         "perturbations": perturbations,
         "tables": tables,
+        "table_titles": TABLE_TITLES,
+        "adjusted_scores": [row["score"] for row in tables["confounding"] if row["score"].startswith("ape_")],
+        "groups": groups_words(doc),
         "grids": grids,
         "figures": card_figures(run, system, normalised),
         "failures": failures,
@@ -141,7 +155,7 @@ def provenance(doc: RatingsDocument) -> dict[str, Any]:
         "data_hash": prov.data_hash[:16],
         "seed": prov.seed,
         "versions": ", ".join(f"{k} {v}" for k, v in sorted(prov.versions.items())),
-        "data_source": prov.data_source,
+        "data_source": data_source_name(doc),
         "frequency": prov.frequency,
         "season": prov.season,
     }

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from causalrate.rate.absolute import scale_of
 from causalrate.report import comparison_charts, figures
 from causalrate.report.estimators import estimator, facts, label
 from causalrate.report.figures import Figure
@@ -19,6 +20,8 @@ from causalrate.report.headlines import headlines, level_class
 from causalrate.report.templating import fmt
 from causalrate.run import RatingRow, RatingsDocument
 from causalrate.score.scores import SCORES
+
+ACCURACY_AXIS = "mase"  # the comparison's accuracy axis: this score's skill ratio against the naive reference
 
 
 def radar_scores() -> list[str]:
@@ -82,33 +85,66 @@ def cell(row: RatingRow | None, levels: int) -> dict[str, Any] | None:
     }
 
 
-def scatter_points(doc: RatingsDocument) -> dict[str, dict[str, float]]:
-    """Per system: clean MASE (x) and mean |APE_true| over the perturbations (y), with 95 % bounds."""
-    out = {}
+def on_basis(row: RatingRow | None, quantity: float | None) -> dict[str, float] | None:
+    """A rating row's value on its absolute basis (`quantity`) with its 95 % bounds scaled the same way."""
+    if row is None or quantity is None or row.raw is None or not np.isfinite(quantity):
+        return None
+    per_raw = quantity / row.raw if row.raw else 1.0  # the basis is raw divided by a fixed reference
+    bounds = [row.raw if b is None else b for b in (row.interval or [None, None])]
+    return {"value": quantity, "lo": bounds[0] * per_raw, "hi": bounds[1] * per_raw}
+
+
+def on_clean_error(score: str) -> bool:
+    """A robustness-family score published as a share of the naive reference's clean error."""
+    scale = scale_of(score)
+    return facts(score).family == "robustness" and scale is not None and scale.basis == "naive_clean_error"
+
+
+def robustness_point(doc: RatingsDocument, system: str) -> tuple[dict[str, float] | None, str]:
+    """The robustness headline's own quantity: the effect of the row that set it (its cause, ape_last included)
+    as a share of the naive reference's clean error; None with the reason when it has none on that basis."""
+    h = doc.headlines.get(system, {}).get("robustness")
+    cause = h.cause if h else None
+    if cause is None:  # no row set it (no practical effect anywhere): its largest effect on the basis
+        rows = [r for r in doc.rows_of(system) if r.perturbation != doc.control and on_clean_error(r.score)]
+        largest = max((r for r in rows if r.quantity is not None), key=lambda r: r.quantity or 0.0, default=None)
+        point = on_basis(largest, largest.quantity if largest else None)
+        return point, "" if point else "it has no robustness effect on the naive reference's basis"
+    if cause.insufficient or not on_clean_error(cause.score):
+        return None, f"its robustness headline is set by {cause.text}"
+    row = next((r for r in doc.rows_of(system) if (r.score, r.perturbation) == (cause.score, cause.perturbation)), None)
+    point = on_basis(row, cause.quantity)
+    return point, "" if point else "its weakest result has no value on the naive reference's basis"
+
+
+def accuracy_point(doc: RatingsDocument, system: str) -> tuple[dict[str, float] | None, str]:
+    """The accuracy skill ratio: its clean-input MASE over the naive reference's on the same windows."""
+    row = next((r for r in doc.rows_of(system) if r.score == ACCURACY_AXIS and r.perturbation == doc.control), None)
+    point = on_basis(row, row.quantity if row else None)
+    return point, "" if point else f"no {ACCURACY_AXIS} skill ratio on clean input"
+
+
+def scatter_points(doc: RatingsDocument) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """Per system, the headlines' own quantities: the accuracy skill ratio (x) and the effect that set the
+    robustness headline on its absolute basis (y), with 95 % bounds; and the systems left out, with why."""
+    out, left_out = {}, {}
     for system in doc.system_names:
-        mine = doc.rows_of(system)
-        accuracy = next((r for r in mine if r.score == "mase" and r.perturbation == doc.control), None)
-        effects = [r for r in mine if r.score == "ape" and r.raw is not None]
-        if accuracy is None or accuracy.raw is None or not effects:
+        (x, x_why), (y, y_why) = accuracy_point(doc, system), robustness_point(doc, system)
+        if x is None or y is None:
+            left_out[system] = x_why or y_why
             continue
-        x_lo, x_hi = accuracy.interval or [accuracy.raw] * 2
-        bounds = [r.interval or [r.raw] * 2 for r in effects]
         out[system] = {
-            "x": accuracy.raw,
-            "x_lo": x_lo if x_lo is not None else accuracy.raw,
-            "x_hi": x_hi if x_hi is not None else accuracy.raw,
-            "y": float(np.mean([r.raw for r in effects])),
-            "y_lo": float(np.mean([b[0] if b[0] is not None else r.raw for b, r in zip(bounds, effects, strict=True)])),
-            "y_hi": float(np.mean([b[1] if b[1] is not None else r.raw for b, r in zip(bounds, effects, strict=True)])),
-        }
-    return out
+            "x": x["value"], "x_lo": x["lo"], "x_hi": x["hi"], "y": y["value"], "y_lo": y["lo"], "y_hi": y["hi"]
+        }  # fmt: skip
+    return out, left_out
 
 
 def comparison_figures(doc: RatingsDocument, normalised: dict[str, list[float]]) -> list[Figure]:
     colours, markers = figures.system_colours(doc.system_names), figures.system_markers(doc.system_names)
     out = []
-    points = scatter_points(doc)
+    points, left_out = scatter_points(doc)
     if len(points) >= 2:
+        missing = "; ".join(f"{name} is not placed: {why}" for name, why in left_out.items())
         out.append(
             Figure(
                 "scatter",
@@ -116,12 +152,13 @@ def comparison_figures(doc: RatingsDocument, normalised: dict[str, list[float]])
                     points,
                     colours=colours,
                     markers=markers,
-                    x_label="MASE on clean input (mean over forecasts; lower = more accurate)",
-                    y_label="|APE_true|, mean over perturbations (lower = more robust)",
+                    x_label="accuracy: MASE ÷ the naive reference's MASE, clean input",
+                    y_label="robustness: weakest-link effect ÷ naive error",
                 ),
-                alt="Scatter of each system's clean-input MASE against its mean perturbation effect, with 95 % "
-                "ranges (effect: mean of the per-perturbation bounds) and the Pareto front of systems no other "
-                "system beats on both.",
+                alt="Scatter of each system's accuracy skill ratio (clean-input MASE over the naive reference's) "
+                "against the effect of the result that sets its robustness headline (its weakest link, as a share "
+                "of the naive reference's clean error), with 95 % ranges and the Pareto front of systems no other "
+                "system beats on both." + (f" {missing}." if missing else ""),
             )
         )
     out.append(
@@ -212,6 +249,7 @@ def comparison_context(
         "table": table,
         "groups": groups(doc),
         "figures": comparison_figures(doc, normalised or normalised_scores(doc)),
+        "scatter_left_out": scatter_points(doc)[1],
         "has_params": len(parameter_points(doc)) >= 2,
         "n_systems": len(systems),
         "levels": levels,

@@ -18,8 +18,13 @@ class Facts:
 
     label: str
     description: str
-    robustness: bool
+    family: str  # the score's family (Score.family): which table of the report shows it
     higher_is_better: bool
+
+    @property
+    def robustness(self) -> bool:
+        """Anything but accuracy: what the comparison's mean robustness rating averages."""
+        return self.family != "accuracy"
 
 
 def facts(score: str) -> Facts:
@@ -27,8 +32,8 @@ def facts(score: str) -> Facts:
     try:
         cls = SCORES.get(score)
     except KeyError:
-        return Facts(score, "a score this version of causalrate does not describe", True, False)
-    return Facts(cls.label or score, cls.description, cls.family != "accuracy", cls.higher_is_better)
+        return Facts(score, "a score this version of causalrate does not describe", "diagnostic", False)
+    return Facts(cls.label or score, cls.description, cls.family, cls.higher_is_better)
 
 
 def estimator(score: str, draws: int | None = None) -> str:

@@ -7,6 +7,7 @@ only; every section added by a newer ratings.json is optional.
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 from causalrate.config import REFERENCE_SYSTEMS
@@ -25,14 +26,59 @@ from causalrate.run import RatingsDocument
 MAX_WARNINGS = 5  # more go to the detailed report: the label keeps a fixed height
 
 
+def listed(names: list[str], most: int = 6) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def data_source_name(doc: RatingsDocument) -> str:
+    """Where the data came from, for a card: a file's name only (never the rater's folders), else the source."""
+    data = doc.provenance.config.get("data", {})
+    if data.get("source") in ("csv", "parquet") and data.get("path"):
+        return PurePath(str(data["path"]).replace("\\", "/")).name
+    return doc.provenance.data_source
+
+
+def data_words(doc: RatingsDocument) -> str:
+    """The rated data in the study's own words: its description, then where it came from."""
+    described = doc.provenance.config.get("data", {}).get("description")
+    return f"{described} — {data_source_name(doc)}" if described else data_source_name(doc)
+
+
+def series_words(doc: RatingsDocument) -> str:
+    """How many series, which, and each attribute of the data with its values."""
+    prov = doc.provenance
+    series = prov.series or prov.config.get("data", {}).get("series") or []
+    n_series = doc.counts.series if doc.counts else len(series)
+    text = f"{n_series}" + (f": {listed(series)}" if series else "")
+    attributes = [  # the values themselves where they are few (the label keeps its height)
+        f"{name} ({len(values)}: {', '.join(values)})" if len(values) <= 4 else f"{name} ({len(values)} values)"
+        for name, values in prov.attributes.items()
+    ]
+    return text + (f"; attributes: {', '.join(attributes)}" if attributes else "")
+
+
+def groups_words(doc: RatingsDocument) -> str:
+    """The data's attributes a bias score compares groups of, by name ("industry, company")."""
+    rated = {r.score.removeprefix("wrs_") for r in doc.ratings if r.score.startswith("wrs_")}  # an older ratings.json
+    names = list(doc.provenance.attributes) or sorted(rated)
+    return ", ".join(names) if names else "no attribute declared"
+
+
+def period_words(doc: RatingsDocument) -> str:
+    """The rated span and its frequency (from the data; the study's data.start/end for an older ratings.json)."""
+    prov = doc.provenance
+    data = prov.config.get("data", {})
+    first, last = prov.span or [data.get("start"), data.get("end")]
+    span = f"{first} to {last}" if first and last else ""
+    if prov.frequency:
+        span += (", " if span else "") + f"{prov.frequency}" + (f" (season {prov.season})" if prov.season else "")
+    return span
+
+
 def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
     """What was tested, as (what, value) lines: data, period, perturbations, placements, systems, scale."""
     config = doc.provenance.config  # the run's StudyConfig, as stored (plain JSON)
-    data = config.get("data", {})
     window_settings = config.get("windows", {})
-    series = data.get("series") or []
-    shown = ", ".join(series[:6]) + (f" and {len(series) - 6} more" if len(series) > 6 else "")
-    n_series = doc.counts.series if doc.counts else len(series)
     n_windows = doc.counts.n_windows if doc.counts else "?"
     perturbations = [p for p in doc.perturbations if p.kind != "control"]
     placements = sorted({str(p.placement or "cyclic") for p in perturbations})
@@ -42,12 +88,15 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
         "absolute": "absolute: published thresholds, the same in any comparison",
         "both": f"relative (1 = best of the {len(doc.systems)} compared) and absolute (published thresholds)",
     }.get(scale, scale)
+    span = period_words(doc)
     lines = [
-        ("Data", f"{doc.provenance.data_source}: {n_series} series ({shown})"),
+        ("Data", data_words(doc)),
+        ("Series", series_words(doc)),
         (
             "Period",
-            f"{data.get('start') or 'start'} to {data.get('end') or 'end'}; {n_windows} windows of "
-            f"{window_settings.get('input_length', '?')} inputs → {window_settings.get('horizon', '?')} forecasts",
+            (f"{span}; " if span else "")
+            + f"{n_windows} windows of {window_settings.get('input_length', '?')} inputs → "
+            f"{window_settings.get('horizon', '?')} forecasts",
         ),
         ("Perturbations", "; ".join(f"{p.id}: {p.description}" for p in perturbations[:6])),
         ("Placement", ", ".join(placements) + " (which input points are changed)"),
@@ -55,7 +104,7 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
         ("Scale", scale_text),
     ]
     if len(perturbations) > 6:
-        lines[2] = (lines[2][0], lines[2][1] + f"; and {len(perturbations) - 6} more")
+        lines[3] = (lines[3][0], lines[3][1] + f"; and {len(perturbations) - 6} more")
     return lines
 
 
@@ -113,7 +162,6 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
                 "stability": None if stability is None else f"{100 * stability:.0f} %",
                 "unstable": stability is not None and stability < 0.8,
                 "tied_with": list(h.get("tied_with") or []),
-                "source": h.get("source"),
             }
         )
     references = [
@@ -129,7 +177,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
         "levels": levels,
         "n_systems": len(doc.systems),
         "headlines": heads,
-        "fallback": any(h["source"] != "headlines" for h in heads),
+        "fallback": not doc.headlines,  # an older ratings.json: the sentences are taken from its rating rows
         "tested": tested(doc),
         "rule": rule,
         "references": references,

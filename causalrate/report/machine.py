@@ -20,6 +20,7 @@ import yaml
 from causalrate import __version__
 from causalrate.report.estimators import estimator, label
 from causalrate.report.headlines import headlines, warnings
+from causalrate.report.label import data_words, groups_words, period_words, series_words
 from causalrate.report.templating import missing_values_text
 from causalrate.run import RatingsDocument
 
@@ -53,11 +54,9 @@ def _metric(kind: str, value: Any, slice_: str, interval: Any = None) -> dict[st
 
 
 def dataset_name(doc: RatingsDocument) -> str:
-    data = doc.provenance.config.get("data", {})
-    series = data.get("series") or []
-    span = f"{data.get('start') or '…'} to {data.get('end') or '…'}"
-    names = ", ".join(series[:8]) + (f" and {len(series) - 8} more" if len(series) > 8 else "")
-    return f"{doc.provenance.data_source} ({names}{'; ' if names else ''}{span})"
+    """The rated data as the label says it: description, source (a file's name only), series, span."""
+    span = period_words(doc)
+    return f"{data_words(doc)}; series {series_words(doc)}" + (f"; {span}" if span else "")
 
 
 def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str) -> dict[str, Any]:
@@ -114,7 +113,7 @@ def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str)
             "limitations": [{"description": text} for text in limits if text],
             "ethical_considerations": [
                 {
-                    "name": "Errors that differ between industries or companies (bias rating).",
+                    "name": f"Errors that differ between groups of the data ({groups_words(doc)}): the bias rating.",
                     "mitigation_strategy": "Check the bias headline and the WRS rows before use on a group.",
                 }
             ],

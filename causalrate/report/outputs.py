@@ -11,6 +11,7 @@ import platform
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from causalrate.perturb.operators import OPERATORS
@@ -68,7 +69,8 @@ def ratings_document(study: Study, result: Result) -> RatingsDocument:
     """ratings.json, section by section from its models (`Section.written`: a key they do not declare fails)."""
     cfg = study.config
     rigor = result.rigor
-    forecasts = result.evidence.forecasts
+    # every stored forecast: the rated suite's and the newest-point companions (ape_last)
+    stored = [f for f in (result.evidence.forecasts, result.evidence.newest) if len(f)]
     return RatingsDocument.written(
         schema=RATINGS_SCHEMA,
         study=cfg.name,
@@ -145,8 +147,8 @@ def ratings_document(study: Study, result: Result) -> RatingsDocument:
         counts=Counts.written(
             series=len(study.dataset.series),
             windows=len(study.windows),
-            forecasts=len(forecasts),
-            failures=int(forecasts["failed"].sum()),
+            forecasts=sum(len(f) for f in stored),
+            failures=sum(int(f["failed"].sum()) for f in stored),
         ),
         provenance=Provenance.written(
             config=cfg.model_dump(mode="json"),
@@ -154,11 +156,31 @@ def ratings_document(study: Study, result: Result) -> RatingsDocument:
             data_hash=study.dataset.content_hash(),
             frequency=study.dataset.frequency,
             season=study.dataset.season,
+            **data_facts(study),
             seed=cfg.seed,
             versions=package_versions(),
             method_note=METHOD_NOTE,
         ),
     )
+
+
+def data_facts(study: Study) -> dict[str, Any]:
+    """What the cards say the rated data are: the series' ids, their span and each attribute's values."""
+    series = study.dataset.series
+    first = min(s.dates[0] for s in series)
+    last = max(s.dates[-1] for s in series)
+    names = study.dataset.attribute_names
+    return {
+        "series": [s.id for s in series],
+        "span": [date_text(first), date_text(last)],
+        "attributes": {a: sorted({s.attributes[a] for s in series if a in s.attributes}) for a in names},
+    }
+
+
+def date_text(value: np.datetime64) -> str:
+    """A date as ISO text: the day alone at midnight, else to the minute (sub-daily data)."""
+    stamp = pd.Timestamp(value)
+    return stamp.strftime("%Y-%m-%d") if stamp == stamp.normalize() else stamp.strftime("%Y-%m-%d %H:%M")
 
 
 def system_records(study: Study, result: Result) -> list[SystemRecord]:
@@ -201,6 +223,7 @@ def rating_row(r: Any, uncertainty: RowUncertainty) -> RatingRow:
         "rating": int(r.rating),
         "rule": r.rule,
         "absolute_rating": None if pd.isna(r.absolute_rating) else int(r.absolute_rating),
+        "quantity": clean_float(r.quantity),
         "tied_with": list(r.tied_with),
         "insufficient": bool(r.insufficient),
         "note": r.note if isinstance(r.note, str) else None,

@@ -1,7 +1,8 @@
 """The one Jinja environment of every page and Markdown file, and the number formats they share.
 
-HTML and card pages escape every user-supplied string; the run's report.md turns escaping off in
-its template (`{% autoescape false %}`), as plain Markdown wants.
+HTML pages escape every user-supplied string; Markdown templates (`*.md.j2`) are not HTML-escaped (an
+entity such as `&#39;` would show as typed): where a user-supplied name could be read as Markdown or inline
+HTML, the template passes it through the `md` filter, which backslash-escapes it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader
 
 
 def fmt(x: Any, digits: int = 4) -> str:
@@ -52,15 +53,29 @@ def missing_values_text(system: Any) -> str:
     )
 
 
+MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]<>|"})
+
+
+def md(text: Any) -> str:
+    """A user-supplied string as literal Markdown text: every character Markdown or inline HTML would
+    interpret is backslash-escaped (CommonMark), never turned into an HTML entity."""
+    return str(text).translate(MARKDOWN_SPECIAL)
+
+
+def html_escaped(name: str | None) -> bool:
+    """Every template but Markdown's is HTML-escaped (a string template too)."""
+    return name is None or not name.endswith(".md.j2")
+
+
 def environment() -> Environment:
     env = Environment(
         loader=PackageLoader("causalrate.report", "templates"),
-        autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
+        autoescape=html_escaped,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
     env.filters.update(
-        num=fmt, rating_cell=rating_cell, headline_cell=headline_cell, missing_values=missing_values_text
+        num=fmt, rating_cell=rating_cell, headline_cell=headline_cell, missing_values=missing_values_text, md=md
     )
     return env

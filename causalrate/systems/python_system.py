@@ -58,6 +58,7 @@ class PythonFunction(System):
 
     Settings = PythonSettings
     settings: PythonSettings
+    family = "user model"  # a function may hold any kind of model: the YAML's `family:` says which
 
     def __init__(self, settings: PythonSettings, *, base_dir: Path) -> None:
         super().__init__(settings, base_dir=base_dir)
