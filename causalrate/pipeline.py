@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,6 +72,7 @@ def assess(
 
     study = prepare(config, base_dir=base_dir, skip_unavailable=skip_unavailable)
     config = study.config  # without the systems that cannot run here, if skipped
+    preflight(study)  # a broken plugin fails here, in seconds, not after the forecasts
     # joined before the run's folder is written: a cluster that cannot be reached leaves nothing behind
     runner = make_executor(executor, workers=workers, retries=config.forecast.retries, address=address)
     store = _open_store(study, out, resume=resume, overwrite=overwrite)
@@ -96,6 +98,73 @@ def assess(
         result = analyze(study, forecasts, memo)
     write_outputs(study=study, result=result, out=out)
     return out
+
+
+PREFLIGHT_WINDOWS = 8  # windows each perturbation is applied to before forecasting
+
+
+def preflight(study: Study) -> None:
+    """Run every registered piece once on synthetic forecasts before any real one is made: each metric on a
+    small batch, each perturbation on the first windows, and the whole analysis (every score's compute and
+    replicates, every scheme's draws) on synthetic forecast rows of the study's systems, perturbations and
+    windows (some failed). A broken plugin stops the run here with a ContractError naming it (exit code 2)."""
+    from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
+    from causalrate.score.scores import check_metric
+
+    cfg, windows = study.config, study.windows
+    for name in cfg.rating.scores or SCORES.names():
+        check_metric(name, SCORES.get(name))
+    k = min(PREFLIGHT_WINDOWS, len(windows))
+    truth, inputs = windows.truth[:k], windows.inputs[:k]
+    levels = (0.1, 0.5, 0.9)
+    with np.errstate(all="ignore"):
+        for m in METRICS.names():
+            METRICS.get(m)(truth, truth * 1.01, inputs, None, season=study.dataset.season, levels=levels)
+    history = series_history(study.dataset, windows)[:k]
+    origins = [(study.table["series"].iloc[i], int(windows.start[i])) for i in range(k)]
+    for p in study.forecast_suite:
+        firsts = placed_firsts(p, study.dataset, windows, seed=cfg.seed)[:k, 0]
+        p.apply(inputs, firsts, seeds=perturbation_seeds(cfg.seed, p.id, origins), history=history)
+    small = cfg.model_copy(
+        update={
+            "causal": cfg.causal.model_copy(update={"draws": 2}),
+            "rigor": cfg.rigor.model_copy(
+                update={"bootstrap_size": min(cfg.rigor.bootstrap_size, 20), "refute": False}
+            ),
+            "heterogeneity": cfg.heterogeneity.model_copy(update={"enabled": False}),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        analyze(replace(study, config=small), synthetic_forecasts(study))
+
+
+def synthetic_forecasts(study: Study) -> pd.DataFrame:
+    """Forecast rows as the store gives them, for every system, perturbation and window of the study, with
+    positive random metric values; the first system's every tenth forecast failed (NaN metrics)."""
+    rng = np.random.default_rng(study.config.seed)
+    n = len(study.table)
+    systems, perturbations = list(study.systems), [p.id for p in study.forecast_suite]
+    rows = len(systems) * len(perturbations) * n
+    frame = pd.DataFrame(
+        {
+            "system": np.repeat(systems, len(perturbations) * n),
+            "window": np.tile(np.arange(n), len(systems) * len(perturbations)),
+            "perturbation": np.tile(np.repeat(perturbations, n), len(systems)),
+            "forecast": "[]",
+            "error": None,
+            "seconds": 0.0,
+            "info": None,
+            "offsets": None,
+            "series": np.tile(study.table["series"].to_numpy(), len(systems) * len(perturbations)),
+            "start": np.tile(study.windows.start, len(systems) * len(perturbations)),
+        }
+    )
+    failed = (frame["system"] == systems[0]).to_numpy() & (np.arange(rows) % 10 == 0)
+    frame.loc[failed, "error"] = "synthetic failure"
+    for name in METRICS.names():
+        frame[name] = np.where(failed, np.nan, rng.uniform(0.05, 1.0, rows))
+    return frame
 
 
 def assess_frame(frame: pd.DataFrame, config: StudyConfig, *, base_dir: Path, out: Path, **options) -> Path:

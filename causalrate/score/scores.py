@@ -28,7 +28,7 @@ from causalrate.causal.resampling import (
 )
 from causalrate.causal.schemes import SCHEMES, Scheme
 from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled, wrs_plans
-from causalrate.contracts import ContractError, describe, facts_of, violation
+from causalrate.contracts import ContractError, describe, facts_of, guarded, is_plugin, violation
 from causalrate.registry import Registry
 from causalrate.score.bias import bias_gap, observed_bias
 from causalrate.score.wide import wide_tables
@@ -215,6 +215,44 @@ def _fits(name: str, cls: type[Score]) -> None:
         raise violation(
             "score", name, cls, "resampling = 'windows' needs a `metric`, window_values(evidence) or replicates()"
         )
+    inherited = next((base for base in cls.__mro__ if "family" in vars(base)), Score)
+    if cls.family in HEADLINE_FAMILIES and is_plugin(cls) and not is_plugin(inherited):
+        raise violation(
+            "score",
+            name,
+            cls,
+            f"it inherits family = {cls.family!r} from causalrate's {inherited.__name__}; a plugin score joins a "
+            f"headline only by declaring it: write family = {cls.family!r} (or 'diagnostic') in its class",
+        )
+    check_metric(name, cls, known_only=True)
+
+
+SPECIAL_METRICS = ("failed", "outcome")  # per-forecast columns that are no registered metric
+
+
+def check_metric(name: str, cls: type[Score], *, known_only: bool = False) -> None:
+    """A score's `metric` is a registered metric (or failed / outcome) whose direction is the score's:
+    a typo must not surface as a KeyError after forecasting, nor a higher-is-better metric be rated backwards.
+    known_only: only the direction of a metric already registered (a plugin may register it later)."""
+    from causalrate.forecast.metrics import METRICS
+
+    if cls.metric is None or cls.metric in SPECIAL_METRICS:
+        return
+    if cls.metric not in METRICS:
+        if known_only:
+            return
+        raise violation(
+            "score", name, cls, f"metric = {cls.metric!r} is no registered metric; expected one of {METRICS.names()}"
+        )
+    lower = METRICS.get(cls.metric).lower_is_better
+    if cls.higher_is_better == lower:
+        raise violation(
+            "score",
+            name,
+            cls,
+            f"higher_is_better = {cls.higher_is_better} but its metric {cls.metric!r} is "
+            f"{'lower' if lower else 'higher'}-is-better; declare higher_is_better = {not lower}",
+        )
 
 
 SCORES.contract(
@@ -242,8 +280,10 @@ def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.Da
     each score the run cannot provide is unavailable. `names` defaults to every registered score."""
     raw, unavailable = [], {}
     for name in names or SCORES.names():
-        score = SCORES.get(name)()
-        values = score.compute(evidence)
+        cls = SCORES.get(name)
+        score = cls()
+        with guarded("score", name, cls, "compute(evidence)"):
+            values = score.compute(evidence)
         if isinstance(values, Unavailable):
             unavailable[name] = values.reason
             continue
@@ -274,6 +314,17 @@ def check_frame(name: str, cls: type[Score], values: object, evidence: Evidence)
         )
     if len(values) and values["raw"].dtype.kind not in "iuf":
         raise wrong(f"raw values of dtype {values['raw'].dtype}; expected numbers (NaN: not computed)")
+    raw = values["raw"].to_numpy(dtype=float) if len(values) else np.zeros(0)
+    infinite = np.isinf(raw)
+    # NaN with no note: a built-in's "not computed" (rated insufficient); a plugin must say why in `note`
+    unexplained = np.isnan(raw) & (values["note"].isna().to_numpy() if "note" in values else True)
+    bad = infinite | (unexplained if is_plugin(cls) else False)
+    if bad.any():
+        first = values[bad].iloc[0]
+        raise wrong(
+            f"{int(bad.sum())} non-finite raw value(s), e.g. {first['raw']} for ({first['system']!r}, "
+            f"{first['perturbation']!r}); expected finite numbers, or NaN with a `note` saying why it is undefined"
+        )
     duplicated = values.duplicated(["system", "perturbation"])
     if duplicated.any():
         first = values[duplicated].iloc[0]
