@@ -69,7 +69,7 @@ def checked_probabilities(scheme: Scheme, table: pd.DataFrame, *, high: float, l
             "assignment scheme",
             _named(scheme),
             cls,
-            f"probabilities() returned {int(bad.sum())} value(s) outside [0, 1], e.g. {out[bad][0]!r}",
+            f"probabilities() returned {int(bad.sum())} value(s) outside [0, 1], e.g. {float(out[bad][0]):g}",
         )
     return out
 
