@@ -211,8 +211,36 @@ def outcome_metric_names() -> list[str]:
     return [n for n, m in METRICS.items() if m.lower_is_better]
 
 
+MAX_YAML_BYTES = 1_000_000  # a study or model YAML is a page or two; beyond this it is not one
+MAX_YAML_ALIASES = 100  # anchors reused (*name) per file: enough for any config, too few for an alias bomb
+
+
 class _Loader(yaml.SafeLoader):
-    """yaml's safe loader, but an impossible date (2021-13-01) is a YAML error at its line, not a ValueError."""
+    """yaml's safe loader, but an impossible date (2021-13-01) is a YAML error at its line, not a ValueError;
+    a key given twice in one mapping is an error (not the last one silently kept); at most MAX_YAML_ALIASES
+    aliases (a few hundred bytes of nested aliases would otherwise expand to gigabytes)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self.aliases = getattr(self, "aliases", 0) + 1
+            if self.aliases > MAX_YAML_ALIASES:
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(
+                    None, None, f"more than {MAX_YAML_ALIASES} aliases (*name); write the values out", mark
+                )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if key.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key.value!r} is given twice in one mapping; keep one", key.start_mark
+                        )
+                    seen.add(key.value)
+        return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_timestamp(self, node):
         try:
@@ -230,6 +258,8 @@ def load_config(path: str | Path, *, seed: int | None = None) -> tuple[StudyConf
     """Read and validate a study or model YAML; return it and the folder it lives in."""
     path = Path(path)
     try:
+        if path.is_file() and path.stat().st_size > MAX_YAML_BYTES:
+            raise UserError(f"{path}: {path.stat().st_size} bytes; a config is at most {MAX_YAML_BYTES} bytes")
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # a SafeLoader: plain data only
     except FileNotFoundError:
         raise UserError(f"{path}: no such config file") from None

@@ -9,6 +9,8 @@ import hashlib
 import logging
 import shutil
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +45,7 @@ from causalrate.uncertainty.rigor import assess_rigor, run_resamples, wrs_bandwi
 
 if TYPE_CHECKING:
     from causalrate.forecast.cache import ForecastCache
+    from causalrate.forecast.runner import Executor
 
 log = logging.getLogger(__name__)
 RUN_FILES = ("forecasts.sqlite", "forecasts.sqlite-*", "ratings.json", "scores.csv", "report.md")
@@ -67,7 +70,6 @@ def assess(
     (or forecast.cache: refresh) nothing is read from the forecast cache; what is made is written to it.
     """
     # forecasting's modules (matplotlib for image systems among them) here, not at import: a re-rate needs none
-    from causalrate.forecast.plan import forecast_all, summary_lines
     from causalrate.forecast.runner import make_executor
 
     study = prepare(config, base_dir=base_dir, skip_unavailable=skip_unavailable)
@@ -75,6 +77,14 @@ def assess(
     preflight(study)  # a broken plugin fails here, in seconds, not after the forecasts
     # joined before the run's folder is written: a cluster that cannot be reached leaves nothing behind
     runner = make_executor(executor, workers=workers, retries=config.forecast.retries, address=address)
+    with writer_lock(out):
+        return _assess(study, out, runner, resume=resume, overwrite=overwrite, refresh=refresh)
+
+
+def _assess(study: Study, out: Path, runner: Executor, *, resume: bool, overwrite: bool, refresh: bool) -> Path:
+    from causalrate.forecast.plan import forecast_all, summary_lines
+
+    config, base_dir = study.config, study.base_dir
     store = _open_store(study, out, resume=resume, overwrite=overwrite)
     cache = _open_cache(config, base_dir)
     try:
@@ -178,6 +188,33 @@ def assess_frame(frame: pd.DataFrame, config: StudyConfig, *, base_dir: Path, ou
     frame.to_parquet(path, index=False)
     data = config.data.model_copy(update={"source": "parquet", "path": str(path), "layout": "long"})
     return assess(config.model_copy(update={"data": data}), base_dir=base_dir, out=out, **options)
+
+
+LOCK_FILE = ".causalrate.lock"
+
+
+@contextmanager
+def writer_lock(out: Path) -> Iterator[None]:
+    """One writer per run folder: a second `assess` into the same --out while one runs is refused at once
+    (exit code 2), instead of both writing one store and leaving a ratings.json without its forecasts.
+    An OS lock on out/.causalrate.lock, released when the process ends however it ends (no stale lock)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / LOCK_FILE, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UserError(
+                f"{out}: another causalrate assess is writing this run folder now; wait for it, or use another --out"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _open_store(study: Study, out: Path, *, resume: bool, overwrite: bool) -> ForecastStore:
