@@ -212,22 +212,27 @@ def outcome_metric_names() -> list[str]:
 
 
 MAX_YAML_BYTES = 1_000_000  # a study or model YAML is a page or two; beyond this it is not one
-MAX_YAML_ALIASES = 100  # anchors reused (*name) per file: enough for any config, too few for an alias bomb
+MAX_YAML_EXPANDED = 100_000  # values the aliases (*name) of one file expand to: ample for a config, not a bomb
 
 
 class _Loader(yaml.SafeLoader):
     """yaml's safe loader, but an impossible date (2021-13-01) is a YAML error at its line, not a ValueError;
-    a key given twice in one mapping is an error (not the last one silently kept); at most MAX_YAML_ALIASES
-    aliases (a few hundred bytes of nested aliases would otherwise expand to gigabytes)."""
+    a key given twice in one mapping is an error (not the last one silently kept); aliases may expand to at
+    most MAX_YAML_EXPANDED values (a few hundred bytes of nested aliases would otherwise be gigabytes)."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
-            self.aliases = getattr(self, "aliases", 0) + 1
-            if self.aliases > MAX_YAML_ALIASES:
-                mark = self.peek_event().start_mark
-                raise yaml.composer.ComposerError(
-                    None, None, f"more than {MAX_YAML_ALIASES} aliases (*name); write the values out", mark
-                )
+            event = self.peek_event()
+            anchored = self.anchors.get(event.anchor)
+            if anchored is not None:
+                self.expanded = getattr(self, "expanded", 0) + _values(anchored, self.__dict__.setdefault("sizes", {}))
+                if self.expanded > MAX_YAML_EXPANDED:
+                    raise yaml.composer.ComposerError(
+                        None,
+                        None,
+                        f"its aliases (*name) expand to more than {MAX_YAML_EXPANDED} values; write the values out",
+                        event.start_mark,
+                    )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
@@ -249,6 +254,18 @@ class _Loader(yaml.SafeLoader):
             raise yaml.constructor.ConstructorError(
                 None, None, f"{node.value!r} is not a date ({exc}); expected YYYY-MM-DD", node.start_mark
             ) from None
+
+
+def _values(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many values a YAML node stands for, its aliased parts expanded (memoised per node in `sizes`)."""
+    if id(node) not in sizes:
+        if isinstance(node, yaml.SequenceNode):
+            sizes[id(node)] = 1 + sum(_values(child, sizes) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            sizes[id(node)] = 1 + sum(_values(k, sizes) + _values(v, sizes) for k, v in node.value)
+        else:
+            sizes[id(node)] = 1
+    return sizes[id(node)]
 
 
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)

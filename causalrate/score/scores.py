@@ -489,7 +489,8 @@ class Ape(Score):
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         first = first[~first["perturbation"].isin(evidence.worst_perturbations)]
-        return first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
+        rows = first[["system", "perturbation"]].assign(raw=first["ape_true"].abs().to_numpy())
+        return every_system(evidence, rows, exclude=evidence.worst_perturbations)
 
     def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
         """The paired differences outcome − clean outcome of every window (APE_true is their mean)."""
@@ -583,7 +584,7 @@ class SchemeScore(Score):
         rows = self.rows(evidence)
         if isinstance(rows, Unavailable):
             return rows
-        return rows[["system", "perturbation"]].assign(raw=rows["ape_adj"].abs().to_numpy())
+        return every_system(evidence, rows[["system", "perturbation"]].assign(raw=rows["ape_adj"].abs().to_numpy()))
 
     def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
         """The score in each of its scheme's draws (none where the systems' draw counts differ: not paired),
@@ -629,7 +630,8 @@ class PieScore(SchemeScore):
             f"undefined: APE_obs interval [{lo:.3g}, {hi:.3g}] covers 0, no apparent effect to explain" if n else None
             for lo, hi, n in zip(rows["ape_obs_lo"], rows["ape_obs_hi"], nothing, strict=True)
         ]
-        return rows[["system", "perturbation"]].assign(raw=rows["pie"].where(~nothing).to_numpy(), note=note)
+        frame = rows[["system", "perturbation"]].assign(raw=rows["pie"].where(~nothing).to_numpy(), note=note)
+        return every_system(evidence, frame)
 
     def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
         """As SchemeScore's, with no interval where PIE% is undefined (the effects table's pie is NaN)."""
@@ -775,6 +777,21 @@ class FailureRate(Score):
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         rates = evidence.forecasts.groupby(["system", "perturbation"], sort=True)["failed"].mean()
         return _complete(evidence, rates)
+
+
+def every_system(evidence: Evidence, frame: pd.DataFrame, exclude: tuple[str, ...] = ()) -> pd.DataFrame:
+    """An effect score's rows plus a row of raw NaN (not computed: rated insufficient, worst) for every system
+    and perturbation of the run (the control and `exclude` aside) the effects have none for: a system whose
+    every forecast failed has no effect estimate, and must not go unrated."""
+    forecast = evidence.forecasts[["system", "perturbation"]].drop_duplicates()
+    wanted = forecast[(forecast["perturbation"] != evidence.control) & ~forecast["perturbation"].isin(exclude)]
+    have = pd.MultiIndex.from_frame(frame[["system", "perturbation"]])
+    missing = wanted[~pd.MultiIndex.from_frame(wanted).isin(have)]
+    if missing.empty:
+        return frame
+    return pd.concat([frame, missing.assign(raw=np.nan)], ignore_index=True).sort_values(
+        ["system", "perturbation"], kind="stable", ignore_index=True
+    )
 
 
 def _complete(evidence: Evidence, values: pd.Series) -> pd.DataFrame:
