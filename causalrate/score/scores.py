@@ -560,7 +560,16 @@ class FragilitySpread(Score):
             return Unavailable(
                 f"no fragility map: heterogeneity.enabled is false, or causalml cannot be used here ({INSTALL})"
             )
-        return evidence.heterogeneity
+        rows = evidence.heterogeneity
+        if rows.empty:
+            from causalrate.causal.heterogeneity import MIN_LEAF_WINDOWS
+
+            return Unavailable(
+                f"no fragility map: no system and perturbation has {4 * MIN_LEAF_WINDOWS} windows forecast both "
+                "clean and perturbed (more windows: a longer period, more series or a smaller stride)"
+            )
+        mapped = set(rows["perturbation"])
+        return every_system(evidence, rows, exclude=tuple(p for p in evidence.perturbations if p not in mapped))
 
 
 class SchemeScore(Score):
