@@ -792,6 +792,8 @@ def every_system(evidence: Evidence, frame: pd.DataFrame, exclude: tuple[str, ..
     """An effect score's rows plus a row of raw NaN (not computed: rated insufficient, worst) for every system
     and perturbation of the run (the control and `exclude` aside) the effects have none for: a system whose
     every forecast failed has no effect estimate, and must not go unrated."""
+    if evidence.forecasts.empty:
+        return frame
     forecast = evidence.forecasts[["system", "perturbation"]].drop_duplicates()
     wanted = forecast[(forecast["perturbation"] != evidence.control) & ~forecast["perturbation"].isin(exclude)]
     have = pd.MultiIndex.from_frame(frame[["system", "perturbation"]])
