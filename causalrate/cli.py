@@ -11,7 +11,7 @@ from datetime import date
 from importlib import metadata
 from pathlib import Path
 
-from causalrate.errors import SystemsFailed, UserError
+from causalrate.errors import SystemsFailed, UserError, cut
 from causalrate.logs import configure_logging
 from causalrate.redact import scrub
 
@@ -340,6 +340,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+MAX_MESSAGE = 8000  # characters of an error message printed: a page or two, never a gigabyte
+
+
 def main(argv: list[str] | None = None) -> int:
     configure_logging()  # library code logs; here its records reach stderr as "causalrate: ..."
     args = parser().parse_args(argv)
@@ -349,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (UserError, SystemsFailed) as exc:
-        print(scrub(f"causalrate: error: {exc}"), file=sys.stderr)
+        print(scrub(cut(f"causalrate: error: {exc}", MAX_MESSAGE)), file=sys.stderr)
         return exc.exit_code
     except Exception as exc:  # a fault of ours: its traceback is shown, scrubbed like every other text
         sys.stderr.write(scrub("".join(traceback.format_exception(exc))))

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar, Literal, get_args, get_origin, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
@@ -79,6 +81,41 @@ def check_facts(kind: str, name: str, entry: object, facts: Facts) -> None:
 
 def violation(kind: str, name: str, entry: object, problem: str) -> ContractError:
     return ContractError(f"{kind} {name!r} ({describe(entry)}): {problem}")
+
+
+MESSAGE_LIMIT = 2000  # an exception's own text is cut to this many characters (a page), never a screenful of data
+
+
+@contextmanager
+def guarded(kind: str, name: str, entry: object, call: str) -> Iterator[None]:
+    """Run a registered entry's code (a score's compute, an operator's apply, a metric, a scheme's draw): any
+    exception it raises is a ContractError naming the entry, its class and file, the call, the exception and the
+    line it was raised at, never a bare traceback. A UserError (already a clear answer) passes unchanged."""
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as exc:
+        raise raised(kind, name, entry, call, exc) from None
+
+
+def raised(kind: str, name: str, entry: object, call: str, exc: BaseException) -> ContractError:
+    """The ContractError for an exception `call` of a registered entry raised (see guarded)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    text = f"{type(exc).__name__}: {exc}"
+    if len(text) > MESSAGE_LIMIT:
+        text = text[:MESSAGE_LIMIT] + f"… ({len(text) - MESSAGE_LIMIT} more characters)"
+    return violation(kind, name, entry, f"{call} raised {text}{at}")
+
+
+def is_plugin(entry: object) -> bool:
+    """Whether an entry was defined outside causalrate (a user's plugin)."""
+    target = getattr(entry, "fn", entry)
+    if not hasattr(target, "__module__"):
+        target = type(target)
+    module = getattr(target, "__module__", "") or ""
+    return module != "causalrate" and not module.startswith("causalrate.")
 
 
 Check = Callable[[str, Any], None]

@@ -47,5 +47,13 @@ def format_validation_error(path: Path | Traversable, exc: ValidationError) -> s
             msg = "unknown key (check the spelling; docs/reference.md lists the allowed keys)"
         given = err.get("input")
         shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else f" (got {given!r})"
-        lines.append(f"  {field}: {msg}{shown}")
+        lines.append(cut(f"  {field}: {msg}{shown}", 300))
+        if len(lines) > 40:  # a page: the first problems are enough to start fixing
+            lines.append(f"  ... and {len(exc.errors()) - 40} more")
+            break
     return "\n".join(lines)
+
+
+def cut(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with a note of how many more there were (a message stays a page)."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"

@@ -30,7 +30,9 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise UserError("export needs pyarrow: pip install 'causalrate[parquet]'") from None
+        raise UserError(
+            "export needs pyarrow, a dependency of causalrate this install lacks: pip install pyarrow"
+        ) from None
     if out is not None and out.is_dir():
         raise UserError(f"--out {out}: a folder; give the parquet file's path (e.g. {out / 'forecasts.parquet'})")
     load_run_plugins(run_dir)
@@ -45,16 +47,19 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
         series = store.series_attributes()
     frame = rows.merge(windows, on="window")
     for col in ("forecast", "info", "offsets"):
-        frame[col] = frame[col].map(lambda v: None if v is None else json.loads(v))
+        frame[col] = frame[col].map(lambda v: None if v is None or v is np.nan or pd.isna(v) else json.loads(v))
     attributes = series.set_index("series").add_prefix("attr_")
     frame = frame.merge(attributes, left_on="series", right_index=True, how="inner")
     frame = frame.merge(_operators(run_dir), on="perturbation", how="left")
     frame = _with_what_was_seen(frame, run_dir)
     target = out or run_dir / "forecasts.parquet"
-    target.parent.mkdir(parents=True, exist_ok=True)  # as assess makes its --out
-    frame.to_parquet(target, index=False)
-    if "truth_dates" in frame:
-        _long(frame).to_parquet(target.with_name(target.stem + "_long.parquet"), index=False)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)  # as assess makes its --out
+        frame.to_parquet(target, index=False)
+        if "truth_dates" in frame:
+            _long(frame).to_parquet(target.with_name(target.stem + "_long.parquet"), index=False)
+    except OSError as exc:
+        raise UserError(f"--out {target}: cannot write the parquet file there ({exc.strerror or exc})") from None
     return target
 
 

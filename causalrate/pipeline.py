@@ -8,6 +8,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +46,7 @@ from causalrate.uncertainty.rigor import assess_rigor, run_resamples, wrs_bandwi
 
 if TYPE_CHECKING:
     from causalrate.forecast.cache import ForecastCache
+    from causalrate.forecast.runner import Executor
 
 log = logging.getLogger(__name__)
 RUN_FILES = ("forecasts.sqlite", "forecasts.sqlite-*", "ratings.json", "scores.csv", "report.md")
@@ -67,13 +71,21 @@ def assess(
     (or forecast.cache: refresh) nothing is read from the forecast cache; what is made is written to it.
     """
     # forecasting's modules (matplotlib for image systems among them) here, not at import: a re-rate needs none
-    from causalrate.forecast.plan import forecast_all, summary_lines
     from causalrate.forecast.runner import make_executor
 
     study = prepare(config, base_dir=base_dir, skip_unavailable=skip_unavailable)
     config = study.config  # without the systems that cannot run here, if skipped
+    preflight(study)  # a broken plugin fails here, in seconds, not after the forecasts
     # joined before the run's folder is written: a cluster that cannot be reached leaves nothing behind
     runner = make_executor(executor, workers=workers, retries=config.forecast.retries, address=address)
+    with writer_lock(out):
+        return _assess(study, out, runner, resume=resume, overwrite=overwrite, refresh=refresh)
+
+
+def _assess(study: Study, out: Path, runner: Executor, *, resume: bool, overwrite: bool, refresh: bool) -> Path:
+    from causalrate.forecast.plan import forecast_all, summary_lines
+
+    config, base_dir = study.config, study.base_dir
     store = _open_store(study, out, resume=resume, overwrite=overwrite)
     cache = _open_cache(config, base_dir)
     try:
@@ -99,6 +111,73 @@ def assess(
     return out
 
 
+PREFLIGHT_WINDOWS = 8  # windows each perturbation is applied to before forecasting
+
+
+def preflight(study: Study) -> None:
+    """Run every registered piece once on synthetic forecasts before any real one is made: each metric on a
+    small batch, each perturbation on the first windows, and the whole analysis (every score's compute and
+    replicates, every scheme's draws) on synthetic forecast rows of the study's systems, perturbations and
+    windows (some failed). A broken plugin stops the run here with a ContractError naming it (exit code 2)."""
+    from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
+    from causalrate.score.scores import check_metric
+
+    cfg, windows = study.config, study.windows
+    for name in cfg.rating.scores or SCORES.names():
+        check_metric(name, SCORES.get(name))
+    k = min(PREFLIGHT_WINDOWS, len(windows))
+    truth, inputs = windows.truth[:k], windows.inputs[:k]
+    levels = (0.1, 0.5, 0.9)
+    with np.errstate(all="ignore"):
+        for m in METRICS.names():
+            METRICS.get(m)(truth, truth * 1.01, inputs, None, season=study.dataset.season, levels=levels)
+    history = series_history(study.dataset, windows)[:k]
+    origins = [(study.table["series"].iloc[i], int(windows.start[i])) for i in range(k)]
+    for p in study.forecast_suite:
+        firsts = placed_firsts(p, study.dataset, windows, seed=cfg.seed)[:k, 0]
+        p.apply(inputs, firsts, seeds=perturbation_seeds(cfg.seed, p.id, origins), history=history)
+    small = cfg.model_copy(
+        update={
+            "causal": cfg.causal.model_copy(update={"draws": 2}),
+            "rigor": cfg.rigor.model_copy(
+                update={"bootstrap_size": min(cfg.rigor.bootstrap_size, 20), "refute": False}
+            ),
+            "heterogeneity": cfg.heterogeneity.model_copy(update={"enabled": False}),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        analyze(replace(study, config=small), synthetic_forecasts(study))
+
+
+def synthetic_forecasts(study: Study) -> pd.DataFrame:
+    """Forecast rows as the store gives them, for every system, perturbation and window of the study, with
+    positive random metric values; the first system's every tenth forecast failed (NaN metrics)."""
+    rng = np.random.default_rng(study.config.seed)
+    n = len(study.table)
+    systems, perturbations = list(study.systems), [p.id for p in study.forecast_suite]
+    rows = len(systems) * len(perturbations) * n
+    frame = pd.DataFrame(
+        {
+            "system": np.repeat(systems, len(perturbations) * n),
+            "window": np.tile(np.arange(n), len(systems) * len(perturbations)),
+            "perturbation": np.tile(np.repeat(perturbations, n), len(systems)),
+            "forecast": "[]",
+            "error": None,
+            "seconds": 0.0,
+            "info": None,
+            "offsets": None,
+            "series": np.tile(study.table["series"].to_numpy(), len(systems) * len(perturbations)),
+            "start": np.tile(study.windows.start, len(systems) * len(perturbations)),
+        }
+    )
+    failed = (frame["system"] == systems[0]).to_numpy() & (np.arange(rows) % 10 == 0)
+    frame.loc[failed, "error"] = "synthetic failure"
+    for name in METRICS.names():
+        frame[name] = np.where(failed, np.nan, rng.uniform(0.05, 1.0, rows))
+    return frame
+
+
 def assess_frame(frame: pd.DataFrame, config: StudyConfig, *, base_dir: Path, out: Path, **options) -> Path:
     """assess() on a long-format DataFrame (unique_id, ds, y and attribute columns; config.data's column and
     frequency settings apply). The frame is written to out/data-<digest>.parquet first, so the run keeps the data
@@ -110,6 +189,33 @@ def assess_frame(frame: pd.DataFrame, config: StudyConfig, *, base_dir: Path, ou
     frame.to_parquet(path, index=False)
     data = config.data.model_copy(update={"source": "parquet", "path": str(path), "layout": "long"})
     return assess(config.model_copy(update={"data": data}), base_dir=base_dir, out=out, **options)
+
+
+LOCK_FILE = ".causalrate.lock"
+
+
+@contextmanager
+def writer_lock(out: Path) -> Iterator[None]:
+    """One writer per run folder: a second `assess` into the same --out while one runs is refused at once
+    (exit code 2), instead of both writing one store and leaving a ratings.json without its forecasts.
+    An OS lock on out/.causalrate.lock, released when the process ends however it ends (no stale lock)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / LOCK_FILE, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UserError(
+                f"{out}: another causalrate assess is writing this run folder now; wait for it, or use another --out"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _open_store(study: Study, out: Path, *, resume: bool, overwrite: bool) -> ForecastStore:

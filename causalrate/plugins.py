@@ -40,7 +40,7 @@ def load(entries: Iterable[str], *, where: object = "plugins") -> None:
             _import_file(Path(entry)) if is_file(entry) else importlib.import_module(entry)
         except UserError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() at import is no finished run: exit 2 naming the file
             raise UserError(f"{where}: plugins: cannot import {entry!r}: {type(exc).__name__}: {exc}") from None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from causalrate.contracts import Facts, check_facts
+from causalrate.contracts import Facts, check_facts, describe, violation
 from causalrate.errors import UserError
 
 T = TypeVar("T")
@@ -55,7 +55,10 @@ class Registry(Generic[T]):
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(entry: T) -> T:
             if name in self._entries:
-                raise ValueError(f"{self.kind} {name!r} is already registered")
+                first = self._entries[name]
+                raise violation(
+                    self.kind, name, entry, f"the name is already registered by {describe(first)}; choose another name"
+                )
             self.validate(name, entry)
             self._entries[name] = entry
             for hook in self._hooks:

@@ -249,6 +249,7 @@ class Fragility(Section):
     spread: Number = None
     explained: Number = None
     selfcheck: list[dict[str, Any]] = Field(default_factory=list)
+    selfcheck_skipped: str | None = None  # why a confounded scheme has no self-check row (too few windows)
     profile: dict[str, Any] | None = None  # the main driver's partial dependence: covariate, points
 
 

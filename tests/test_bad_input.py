@@ -389,3 +389,83 @@ def test_rigor_replicates_is_read_as_the_older_name_of_bootstrap_size(tmp_path):
 
     config = write_yaml(tmp_path / "s.yaml", STUDY + "rigor: {replicates: 30}\n")
     assert load_config(config)[0].rigor.bootstrap_size == 30
+
+
+# --- issue 42: each case of the sweep a clear answer -------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["plugin", "model file"])
+def test_sys_exit_at_import_is_exit_2_naming_the_file(tmp_path, cli, where):
+    """sys.exit(0) in a plugin or a python system's file ended the run with exit 0 and nothing written."""
+    wide_csv(tmp_path / "prices.csv")
+    (tmp_path / "mine.py").write_text(
+        "import sys\nsys.exit(0)\ndef f(inputs, horizon):\n    return inputs[:, -horizon:]\n"
+    )
+    body = STUDY.replace("name: bad", "name: bad\nplugins: [mine.py]") if where == "plugin" else STUDY
+    if where == "model file":
+        body += '  - {name: mine, type: python, function: "mine.py:f"}\n'
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "mine.py" in err and "SystemExit" in err and "Traceback" not in err, err
+
+
+def test_quantile_levels_out_of_order_are_refused(tmp_path, cli):
+    """[0.9, 0.5, 0.1] was read as if sorted: the grid's rows scored against the wrong levels (CRPS 13.4 vs 2.7)."""
+    wide_csv(tmp_path / "prices.csv")
+    (tmp_path / "q.py").write_text(
+        "import numpy as np\ndef f(inputs, horizon):\n    return np.zeros((len(inputs), 3, horizon))\n"
+    )
+    body = STUDY + '  - {name: q, type: python, function: "q.py:f", quantiles: [0.9, 0.5, 0.1]}\n'
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "ascending order" in err and "[0.1, 0.5, 0.9]" in err and "Traceback" not in err, err
+
+
+def test_a_key_given_twice_is_refused_at_its_line(tmp_path, cli):
+    config = write_yaml(tmp_path / "s.yaml", STUDY.replace("name: bad", "name: bad\nseed: 1\nseed: 2"))
+    code, _, err = cli("assess", config)
+    assert code == 2 and "'seed' is given twice" in err and "line 3" in err, err
+
+
+def test_an_alias_bomb_is_refused_at_once_with_a_short_message(tmp_path, cli):
+    """413 bytes of nested aliases took 19-57 s and 3.2 GB and printed a 1 GB message."""
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for k in range(1, 9):
+        lines.append(f"{chr(97 + k)}: &{chr(97 + k)} [" + ", ".join([f"*{chr(96 + k)}"] * 9) + "]")
+    config = write_yaml(tmp_path / "s.yaml", STUDY + "\n".join(lines) + "\n")
+    code, _, err = cli("assess", config)
+    assert code == 2 and "expand to more than 100000 values" in err and len(err) < 2000, err[:3000]
+
+
+def test_a_huge_config_is_refused(tmp_path, cli):
+    config = write_yaml(tmp_path / "s.yaml", STUDY + "#" + "x" * 1_100_000 + "\n")
+    code, _, err = cli("assess", config)
+    assert code == 2 and "a config is at most" in err, err[:3000]
+
+
+def test_export_of_a_run_with_failure_rows_and_an_unwritable_out(tmp_path, cli):
+    """export ended in a TypeError on any run with a failure row; --out /proc/x.parquet in an OSError."""
+    wide_csv(tmp_path / "prices.csv")
+    (tmp_path / "planted.py").write_text((Path(__file__).parent / "planted.py").read_text())
+    body = STUDY.replace("systems:", "causal: {schemes: [uniform], draws: 2}\nsystems:")
+    body += '  - {name: broken, type: python, function: "planted.py:always_fails"}\n'
+    config = write_yaml(tmp_path / "s.yaml", body)
+    run = tmp_path / "run"
+    code, _, err = cli("assess", config, "--out", run, "--workers", "1", "--no-cards", "--allow-failed-systems")
+    assert code == 0, err
+    code, _, err = cli("export", run)
+    assert code == 0, err
+    rows = pd.read_parquet(run / "forecasts.parquet")
+    broken = rows[rows["system"] == "broken"]
+    assert len(broken) and broken["forecast"].isna().all() and broken["error"].notna().all()
+    code, _, err = cli("export", run, "--out", "/proc/x.parquet")
+    assert code == 2 and "/proc/x.parquet" in err and "Traceback" not in err, err
+
+
+def test_a_second_writer_of_one_run_folder_is_refused(tmp_path, cli):
+    """Two assess into one --out at the same instant both ran and left ratings.json without its forecasts."""
+    from causalrate.pipeline import writer_lock
+
+    config = two_systems(tmp_path)
+    with writer_lock(tmp_path / "run"):  # as the first assess holds it while it runs
+        code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
+    assert code == 2 and "another causalrate assess is writing this run folder" in err, err
+    assert not (tmp_path / "run" / "forecasts.sqlite").exists()

@@ -175,7 +175,7 @@ systems:
   - {{name: naive, type: naive}}
   - {{name: seasonal, type: seasonal_naive}}
 causal:
-  schemes: [uniform]
+  schemes: [{schemes}]
   draws: 4
 rigor: {{refute: false}}
 rating:
@@ -186,13 +186,18 @@ HEADER = """\
 import numpy as np
 import pandas as pd
 from causalrate.perturb.operators import OPERATORS, Operator
-from causalrate.score.scores import SCORES, Score
+from causalrate.score.scores import SCORES, MetricScore, Score
+from causalrate.causal.schemes import SCHEMES, Scheme
+from causalrate.forecast.metrics import metric
 """
 
 
-def _assess(tmp_path: Path, plugin: str, *, operator: str = "drop_to_zero") -> subprocess.CompletedProcess:
+def _assess(
+    tmp_path: Path, plugin: str, *, operator: str = "drop_to_zero", schemes: str = "uniform"
+) -> subprocess.CompletedProcess:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "plugin.py").write_text(HEADER + textwrap.dedent(plugin))
-    (tmp_path / "study.yaml").write_text(STUDY.format(operator=operator))
+    (tmp_path / "study.yaml").write_text(STUDY.format(operator=operator, schemes=schemes))
     command = ["assess", str(tmp_path / "study.yaml"), "--no-cards", "--out", str(tmp_path / "run")]
     return subprocess.run(
         [sys.executable, "-m", "causalrate", *command],
@@ -260,6 +265,170 @@ MISTAKES = {
         ["perturbation operator 'everywhere'", "Everywhere", "changed points it may not touch", "touches = 'mask'"],
     ),
 }
+
+
+SCHEME_PLUGIN = """
+@SCHEMES.register("{name}")
+class {cls}(Scheme):
+    rated = False
+    {body}
+"""
+
+# issue 42: the mistakes that changed ratings silently or ended in a traceback; each now stops before forecasting
+LATER_MISTAKES = {
+    "score returning NaN raws": (
+        SCORE_PLUGIN.format(name="nan_raw", cls="NanRaw", facts="", frame="return frame.assign(raw=np.nan)"),
+        "drop_to_zero",
+        ["score 'nan_raw'", "NanRaw", "non-finite raw value(s)", "NaN with a `note`"],
+    ),
+    "score returning inf raws": (
+        SCORE_PLUGIN.format(name="inf_raw", cls="InfRaw", facts="", frame="return frame.assign(raw=np.inf)"),
+        "drop_to_zero",
+        ["score 'inf_raw'", "InfRaw", "non-finite raw value(s), e.g. inf"],
+    ),
+    "MetricScore subclass declaring no family": (
+        """
+        @SCORES.register("mae_again")
+        class MaeAgain(MetricScore):
+            metric = "mae"
+        """,
+        "drop_to_zero",
+        ["score 'mae_again'", "MaeAgain", "inherits family = 'accuracy'", "declaring it"],
+    ),
+    "metric typo": (
+        """
+        @SCORES.register("typo_metric")
+        class TypoMetric(MetricScore):
+            family = "accuracy"
+            metric = "maee"
+        """,
+        "drop_to_zero",
+        ["score 'typo_metric'", "TypoMetric", "metric = 'maee' is no registered metric", "'mae'"],
+    ),
+    "higher-is-better metric rated as lower-is-better": (
+        """
+        @SCORES.register("sign_backwards")
+        class SignBackwards(MetricScore):
+            family = "accuracy"
+            metric = "sign_accuracy"
+        """,
+        "drop_to_zero",
+        ["score 'sign_backwards'", "SignBackwards", "higher_is_better = False", "higher-is-better"],
+    ),
+    "exception in compute": (
+        SCORE_PLUGIN.format(name="crash", cls="Crash", facts="", frame="return 1 / 0"),
+        "drop_to_zero",
+        ["score 'crash'", "Crash", "compute(evidence) raised ZeroDivisionError", "plugin.py:"],
+    ),
+    "exception in replicates": (
+        SCORE_PLUGIN.format(name="bad_reps", cls="BadReps", facts='    resampling = "windows"', frame="return frame")
+        + "\n    def replicates(self, evidence, resampler):\n        raise RuntimeError('no replicates')\n",
+        "drop_to_zero",
+        ["score 'bad_reps'", "BadReps", "replicates(evidence, resampler) raised RuntimeError: no replicates"],
+    ),
+    "operator widening its mask in place": (
+        OPERATOR_PLUGIN.format(name="widen", cls="Widen", body="mask[:, :5] = True; values[mask] = 0.0; return values"),
+        "widen",
+        ["perturbation operator 'widen'", "Widen", "apply() raised ValueError", "read-only"],
+    ),
+    "exception in an operator": (
+        OPERATOR_PLUGIN.format(name="boom", cls="Boom", body="raise KeyError('boom')"),
+        "boom",
+        ["perturbation operator 'boom'", "Boom", "apply() raised KeyError", "plugin.py:"],
+    ),
+    "calibrate changing the series in place": (
+        """
+        @OPERATORS.register("mutating")
+        class Mutating(Operator):
+            calibrated = True
+            def calibrate(self, series, **params):
+                series *= 2.0
+                return 1.0
+            def apply(self, values, mask, *, seeds, calibration, **params):
+                return np.where(mask, values + calibration[:, None], values)
+        """,
+        "mutating",
+        ["perturbation operator 'mutating'", "Mutating", "calibrate() raised ValueError", "read-only"],
+    ),
+    "exception in a metric": (
+        """
+        @metric("exploding", "raises")
+        def exploding(truth, forecast, clean_input):
+            raise ArithmeticError("overflow in my metric")
+        """,
+        "drop_to_zero",
+        ["metric 'exploding'", "exploding", "ArithmeticError: overflow in my metric"],
+    ),
+    "scheme probability above 1": (
+        SCHEME_PLUGIN.format(
+            name="bad_probs",
+            cls="BadProbs",
+            body="def probabilities(self, table, *, high, low):\n        return np.full(len(table), 1.7)",
+        ),
+        "drop_to_zero",
+        ["assignment scheme 'bad_probs'", "BadProbs", "outside [0, 1], e.g. 1.7"],
+    ),
+    "scheme probabilities of the wrong length": (
+        SCHEME_PLUGIN.format(
+            name="short_probs",
+            cls="ShortProbs",
+            body="def probabilities(self, table, *, high, low):\n        return np.full(3, 0.5)",
+        ),
+        "drop_to_zero",
+        ["assignment scheme 'short_probs'", "ShortProbs", "expected"],
+    ),
+    "scheme draw not boolean": (
+        SCHEME_PLUGIN.format(
+            name="float_draw",
+            cls="FloatDraw",
+            body="def draw(self, table, *, high, low, rng):\n        return rng.random(len(table))",
+        ),
+        "drop_to_zero",
+        ["assignment scheme 'float_draw'", "FloatDraw", "expected", "bools"],
+    ),
+    "re-registering a built-in name": (
+        """
+        from causalrate.systems import SYSTEMS, System
+
+        @SYSTEMS.register("naive")
+        class MyNaive(System):
+            def forecast(self, batch):
+                return None
+        """,
+        "drop_to_zero",
+        ["system type 'naive'", "MyNaive", "already registered"],
+    ),
+}
+SCHEMES_OF = {"bad_probs": "uniform, bad_probs", "short_probs": "uniform, short_probs", "float_draw": "float_draw"}
+
+
+@pytest.mark.parametrize("mistake", list(LATER_MISTAKES))
+def test_a_later_plugin_mistake_stops_the_run_before_forecasting(tmp_path, mistake):
+    plugin, operator, words = LATER_MISTAKES[mistake]
+    scheme = next((s for name, s in SCHEMES_OF.items() if f'"{name}"' in plugin), "uniform")
+    done = _assess(tmp_path, plugin, operator=operator, schemes=scheme)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    for word in words:
+        assert word in done.stderr, done.stderr
+    assert str(tmp_path / "plugin.py") in done.stderr
+    assert not (tmp_path / "run" / "forecasts.sqlite").exists()  # stopped before the run's store was made
+
+
+def test_a_noted_nan_is_undefined_and_built_in_rows_are_unchanged(tmp_path):
+    plugin = SCORE_PLUGIN.format(
+        name="noted", cls="Noted", facts="", frame="return frame.assign(raw=np.nan, note='undefined: no data')"
+    )
+    done = _assess(tmp_path / "with", plugin)
+    assert done.returncode == 0, done.stderr
+    baseline = _assess(tmp_path / "without", "")
+    assert baseline.returncode == 0, baseline.stderr
+    rows = {
+        run: json.loads((tmp_path / run / "run" / "ratings.json").read_text())["ratings"] for run in ("with", "without")
+    }
+    noted = [r for r in rows["with"] if r["score"] == "noted"]
+    assert noted and all(r["note"] == "undefined: no data" for r in noted)
+    assert [r for r in rows["with"] if r["score"] != "noted"] == rows["without"]
 
 
 @pytest.mark.parametrize("mistake", list(MISTAKES))

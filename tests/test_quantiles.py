@@ -65,7 +65,7 @@ def test_a_python_system_returns_quantiles(tmp_path):
         "    last = inputs[:, -1:, None]\n"
         "    return last + np.array([-1.0, 0.0, 1.0])[None, :, None] * np.ones((1, 1, horizon))\n"
     )
-    settings = PythonSettings(function="q.py:spread", quantiles=[0.9, 0.5, 0.1])
+    settings = PythonSettings(function="q.py:spread", quantiles=[0.1, 0.5, 0.9])  # the rows' order
     system = PythonFunction(settings, base_dir=tmp_path)
     out = system.forecast(batch_of(np.arange(12.0).reshape(2, 6), horizon=4, season=1))
     assert system.quantile_levels == (0.1, 0.5, 0.9) and system.output == "quantiles"

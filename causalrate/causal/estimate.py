@@ -16,7 +16,7 @@ import pandas as pd
 from causalrate.causal.effects import PIE_EPSILON, DrawSettings, ape_true, design_matrix
 from causalrate.causal.graph import OUTCOME, TREATMENT, Identification
 from causalrate.causal.matching import MatchPlan, MatchResult, match_plan, propensity
-from causalrate.causal.schemes import SCHEMES
+from causalrate.causal.schemes import SCHEMES, checked_draw
 from causalrate.memo import OFF, Memo
 from causalrate.seeding import rng
 
@@ -158,8 +158,8 @@ def estimate_all(
                 for b in range(settings.draws):
                     key = (scheme, perturbation, b)
                     if key not in assignments:
-                        assignments[key] = schemes[scheme].draw(
-                            windows, high=settings.high, low=settings.low, rng=rng(settings.seed, *key)
+                        assignments[key] = checked_draw(
+                            schemes[scheme], windows, high=settings.high, low=settings.low, rng=rng(settings.seed, *key)
                         )
                     t = assignments[key][valid]
                     if t.all() or not t.any():

@@ -322,10 +322,13 @@ def selfcheck_draw(
     rows = []
     for name, learner in meta_learners(seed).items():
         t = treated.astype(int)
-        if name == "dr_learner":
-            learner.fit(X=features, treatment=t, y=y, p=p, seed=seed % 2**32)
-        else:
-            learner.fit(X=features, treatment=t, y=y, p=p)
+        try:
+            if name == "dr_learner":
+                learner.fit(X=features, treatment=t, y=y, p=p, seed=seed % 2**32)
+            else:
+                learner.fit(X=features, treatment=t, y=y, p=p)
+        except ValueError:  # a cross-fitting fold with no window of an arm (few windows): no check of this draw
+            return []
         cate = np.asarray(learner.predict(X=features, p=p, verbose=False), dtype=float).ravel()
         corr = spearmanr(cate, ite).statistic if np.ptp(cate) > 0 and np.ptp(ite) > 0 else np.nan
         rows.append(
@@ -448,6 +451,7 @@ def fragility_cell(
         "explained": fmap.explained,
         "profile": driver_profile(main, local, ite),
         "selfcheck": checks,
+        **({"selfcheck_skipped": why} if cfg.selfcheck and (why := selfcheck_skipped(checks, estimates)) else {}),
     }
 
 
@@ -477,6 +481,21 @@ def driver_profile(driver: str | None, frame: pd.DataFrame, ite: np.ndarray, bin
     return {"covariate": driver, "points": points}
 
 
+SELFCHECK_MIN_ARM = 10  # windows per arm (perturbed, clean) a meta-learner self-check draw needs
+
+
+def selfcheck_skipped(checks: list[dict], estimates: list[Estimate]) -> str | None:
+    """Why the self-check has no row for a confounded scheme of the cell: too few windows in an arm."""
+    confounded = {e.scheme for e in estimates if SCHEMES.get(e.scheme).confounders}
+    missing = sorted(confounded - {c["scheme"] for c in checks})
+    if not missing:
+        return None
+    return (
+        f"no meta-learner self-check for {', '.join(missing)}: its draws have fewer than {SELFCHECK_MIN_ARM} "
+        "windows perturbed or clean (more windows: a longer period, more series or a smaller stride)"
+    )
+
+
 def selfcheck(
     windows: pd.DataFrame, cov: Covariates, ite: np.ndarray, estimates: list[Estimate], *, seed: int, limit: int
 ) -> list[dict]:
@@ -494,10 +513,14 @@ def selfcheck(
         rows = []
         for e in chosen:
             t = e.treated
+            if min(int(t.sum()), int((~t).sum())) < SELFCHECK_MIN_ARM:
+                continue  # the learners' cross-fitting needs windows in both arms (skipped(): the reason)
             score = propensity(features, t, strata=strata)
             rows += selfcheck_draw(
                 x, t, e.outcome, ite, score, seed=stable_seed(seed, "selfcheck", scheme, e.perturbation, e.draw)
             )
+        if not rows:
+            continue
         means = pd.DataFrame(rows).groupby("learner", sort=True).mean()
         out += [{"scheme": scheme, "learner": name, **row} for name, row in means.to_dict("index").items()]
     return out

@@ -53,6 +53,8 @@ def nearest_with_ties(query: np.ndarray, pool: np.ndarray, *, caliper: float, rn
 
     Returns -1 where the nearest pool value is farther than `caliper`.
     """
+    if pool.size == 0:  # nobody to match (a draw that leaves an arm empty on few windows)
+        return np.full(query.size, -1)
     order = np.argsort(pool, kind="stable")
     ordered = pool[order]
     pos = np.searchsorted(ordered, query)

@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from causalrate.contracts import ContractError, describe, facts_of, violation
+from causalrate.contracts import ContractError, describe, facts_of, guarded, violation
 from causalrate.data.characteristics import attribute_columns
 from causalrate.errors import UserError
 from causalrate.registry import Registry
@@ -44,7 +44,53 @@ class Scheme:
         The causal stage calls it once per (scheme, perturbation, draw) with that triple's own
         seeded stream and shares the result with every system (causal.estimate).
         """
-        return rng.random(len(table)) < self.probabilities(table, high=high, low=low)
+        return rng.random(len(table)) < checked_probabilities(self, table, high=high, low=low)
+
+
+def _named(scheme: Scheme) -> str:
+    return next((n for n, entry in SCHEMES.items() if entry is type(scheme)), type(scheme).__qualname__)
+
+
+def checked_probabilities(scheme: Scheme, table: pd.DataFrame, *, high: float, low: float) -> np.ndarray:
+    """probabilities(), checked: one finite probability in [0, 1] per row of `table`; else ContractError naming
+    the scheme (a wrong probability must not silently drop the scheme or bias its draws)."""
+    cls = type(scheme)
+    with guarded("assignment scheme", _named(scheme), cls, "probabilities()"):
+        values = scheme.probabilities(table, high=high, low=low)
+    out = np.asarray(values, dtype=float) if isinstance(values, np.ndarray | list | pd.Series) else None
+    if out is None or out.shape != (len(table),):
+        shape = getattr(values, "shape", type(values).__name__)
+        raise violation(
+            "assignment scheme", _named(scheme), cls, f"probabilities() returned {shape}; expected {len(table)} values"
+        )
+    bad = ~((out >= 0) & (out <= 1))
+    if bad.any():
+        raise violation(
+            "assignment scheme",
+            _named(scheme),
+            cls,
+            f"probabilities() returned {int(bad.sum())} value(s) outside [0, 1], e.g. {float(out[bad][0]):g}",
+        )
+    return out
+
+
+def checked_draw(
+    scheme: Scheme, table: pd.DataFrame, *, high: float, low: float, rng: np.random.Generator
+) -> np.ndarray:
+    """draw(), checked: one bool per row of `table`; else ContractError naming the scheme."""
+    cls = type(scheme)
+    with guarded("assignment scheme", _named(scheme), cls, "draw()"):
+        drawn = scheme.draw(table, high=high, low=low, rng=rng)
+    if not isinstance(drawn, np.ndarray) or drawn.dtype != bool or drawn.shape != (len(table),):
+        got = f"{type(drawn).__name__} {getattr(drawn, 'dtype', '')} {getattr(drawn, 'shape', '')}".strip()
+        raise violation(
+            "assignment scheme",
+            _named(scheme),
+            cls,
+            f"draw() returned {got}; expected {len(table)} bools (a numpy "
+            "array of dtype bool: which windows are perturbed)",
+        )
+    return drawn
 
 
 SCHEMES: Registry[type[Scheme]] = Registry("assignment scheme")

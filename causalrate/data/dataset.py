@@ -20,6 +20,12 @@ class Series:
     values: np.ndarray  # float64, finite
     attributes: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """The values and dates are read-only: nothing (a plugin's calibrate() included) changes the data rated."""
+        for array in (self.values, self.dates):
+            if isinstance(array, np.ndarray):
+                array.setflags(write=False)
+
 
 @dataclass(frozen=True)
 class Dataset:

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from causalrate.contracts import ContractError, describe, facts_of
+from causalrate.contracts import ContractError, describe, facts_of, guarded
 from causalrate.registry import Registry
 
 MetricFn = Callable[..., np.ndarray]
@@ -42,9 +42,10 @@ class Metric:
     ) -> np.ndarray:
         given = {"season": season, "levels": levels}
         extra = {k: given[k] for k in self.context}
-        if self.uses_samples:
-            return self.fn(truth, forecast, clean_input, samples or [None] * len(truth), **extra)
-        return self.fn(truth, forecast, clean_input, **extra)
+        with guarded("metric", self.name, self, "computing it"):  # a plugin metric's exception names it
+            if self.uses_samples:
+                return self.fn(truth, forecast, clean_input, samples or [None] * len(truth), **extra)
+            return self.fn(truth, forecast, clean_input, **extra)
 
 
 METRICS: Registry[Metric] = Registry("metric")

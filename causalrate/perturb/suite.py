@@ -13,6 +13,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from causalrate.contracts import guarded, is_plugin, raised
 from causalrate.errors import UserError, format_validation_error
 from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
 from causalrate.perturb.placement import Placement, PlacementName, offsets_mask
@@ -108,13 +109,23 @@ class Perturbation:
             )
             for part in self.components
         ]
+        # where each part may act, decided before any operator runs (one that widens its mask in place must not
+        # widen what it is allowed to change); the masks and the clean inputs reach it read-only
+        allowed = np.logical_or.reduce([reach(o, m) for o, m, _ in parts])
+        for _, mask, _ in parts:
+            mask.setflags(write=False)
+        clean = inputs.view()
+        clean.setflags(write=False)
         if len(parts) == 1:
             operator, mask, params = parts[0]
-            return checked_output(
-                operator, inputs, operator.apply(inputs.copy(), mask, seeds=seeds, **params), reach(operator, mask)
-            )
-        out = self.operator.apply(inputs.copy(), self.mask(firsts, n), seeds=seeds, parts=parts)
-        return checked_output(self.operator, inputs, out, np.logical_or.reduce([reach(o, m) for o, m, _ in parts]))
+            with guarded("perturbation operator", _named(operator), type(operator), "apply()"):
+                out = operator.apply(inputs.copy(), mask, seeds=seeds, **params)
+            return checked_output(operator, clean, out, allowed)
+        combined = self.mask(firsts, n)
+        combined.setflags(write=False)
+        with guarded("perturbation operator", _named(self.operator), type(self.operator), "apply()"):
+            out = self.operator.apply(inputs.copy(), combined, seeds=seeds, parts=parts)
+        return checked_output(self.operator, clean, out, allowed)
 
     def apply_dates(self, dates: np.ndarray, firsts: np.ndarray) -> np.ndarray:
         """The input timestamps [w, n] after the perturbation (most operators leave them alone)."""
@@ -144,11 +155,23 @@ class Perturbation:
         values: dict[int, float] = {}
         for h in history:
             if id(h) not in values:
+                view = h.view()  # read-only: calibrate() must not change the dataset
+                view.setflags(write=False)
+                operator = type(part.operator)
                 try:
-                    values[id(h)] = part.operator.calibrate(h, **part.params)
-                except ValueError as exc:
-                    raise UserError(f"perturbations: {self.id}: {exc}") from None
+                    values[id(h)] = part.operator.calibrate(view, **part.params)
+                except UserError:
+                    raise
+                except Exception as exc:
+                    if isinstance(exc, ValueError) and not is_plugin(operator):  # the series cannot be calibrated on
+                        raise UserError(f"perturbations: {self.id}: {exc}") from None
+                    raise raised("perturbation operator", _named(part.operator), operator, "calibrate()", exc) from None
         return {"calibration": np.array([values[id(h)] for h in history])}
+
+
+def _named(operator: Operator) -> str:
+    """The name an operator is registered under (its class's name if it is not registered)."""
+    return next((n for n, entry in OPERATORS.items() if entry is type(operator)), type(operator).__qualname__)
 
 
 def perturbation_seeds(seed: int, perturbation: str, origins: list[tuple[str, int]]) -> np.ndarray:

@@ -182,10 +182,15 @@ def _rate_group(
     use_absolute = settings.scale == "absolute" and scale is not None
     coverage = group["coverage"].to_numpy()
     notes = [
-        f"insufficient: computed on {100 * c:.0f} % of the windows (< {100 * settings.min_coverage:.0f} %); rated worst"
+        (
+            f"insufficient: computed on {100 * c:.0f} % of the windows (< {100 * settings.min_coverage:.0f} %); "
+            "rated worst"
+            if is_short
+            else "insufficient: the score could not be computed from its forecasts; rated worst"
+        )
         if bad
         else note
-        for c, bad, note in zip(coverage, insufficient, group["note"], strict=True)
+        for c, bad, is_short, note in zip(coverage, insufficient, short, group["note"], strict=True)
     ]
     return group.assign(
         rating=[a if use_absolute else int(r) for a, r in zip(absolute, relative, strict=True)],

@@ -27,7 +27,7 @@ from causalrate.causal.resampling import (
 )
 from causalrate.causal.schemes import SCHEMES, Scheme
 from causalrate.causal.wrs import Dimension, Grouping, attribute_dimensions, grouped_wrs, unit_scaled, wrs_plans
-from causalrate.contracts import ContractError, describe, facts_of, violation
+from causalrate.contracts import ContractError, describe, facts_of, guarded, is_plugin, violation
 from causalrate.data.characteristics import attribute_columns
 from causalrate.registry import Registry
 from causalrate.score.bias import bias_gap, observed_bias
@@ -265,6 +265,44 @@ def _fits(name: str, cls: type[Score]) -> None:
         raise violation(
             "score", name, cls, "resampling = 'windows' needs a `metric`, window_values(evidence) or replicates()"
         )
+    inherited = next((base for base in cls.__mro__ if "family" in vars(base)), Score)
+    if cls.family in HEADLINE_FAMILIES and is_plugin(cls) and not is_plugin(inherited):
+        raise violation(
+            "score",
+            name,
+            cls,
+            f"it inherits family = {cls.family!r} from causalrate's {inherited.__name__}; a plugin score joins a "
+            f"headline only by declaring it: write family = {cls.family!r} (or 'diagnostic') in its class",
+        )
+    check_metric(name, cls, known_only=True)
+
+
+SPECIAL_METRICS = ("failed", "outcome")  # per-forecast columns that are no registered metric
+
+
+def check_metric(name: str, cls: type[Score], *, known_only: bool = False) -> None:
+    """A score's `metric` is a registered metric (or failed / outcome) whose direction is the score's:
+    a typo must not surface as a KeyError after forecasting, nor a higher-is-better metric be rated backwards.
+    known_only: only the direction of a metric already registered (a plugin may register it later)."""
+    from causalrate.forecast.metrics import METRICS
+
+    if cls.metric is None or cls.metric in SPECIAL_METRICS:
+        return
+    if cls.metric not in METRICS:
+        if known_only:
+            return
+        raise violation(
+            "score", name, cls, f"metric = {cls.metric!r} is no registered metric; expected one of {METRICS.names()}"
+        )
+    lower = METRICS.get(cls.metric).lower_is_better
+    if cls.higher_is_better == lower:
+        raise violation(
+            "score",
+            name,
+            cls,
+            f"higher_is_better = {cls.higher_is_better} but its metric {cls.metric!r} is "
+            f"{'lower' if lower else 'higher'}-is-better; declare higher_is_better = {not lower}",
+        )
 
 
 SCORES.contract(
@@ -295,11 +333,13 @@ def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.Da
     raw, unavailable = [], {}
     rated = {d.attribute for d in dimensions_of(evidence)}
     for name in names or SCORES.names():
-        generated_for = getattr(SCORES.get(name), "generated_for", None)
+        cls = SCORES.get(name)
+        generated_for = getattr(cls, "generated_for", None)
         if generated_for is not None and generated_for not in rated:
             continue  # another data's attribute (registered earlier in this process): not a score of this run
-        score = SCORES.get(name)()
-        values = score.compute(evidence)
+        score = cls()
+        with guarded("score", name, cls, "compute(evidence)"):
+            values = score.compute(evidence)
         if isinstance(values, Unavailable):
             unavailable[name] = values.reason
             continue
@@ -330,6 +370,17 @@ def check_frame(name: str, cls: type[Score], values: object, evidence: Evidence)
         )
     if len(values) and values["raw"].dtype.kind not in "iuf":
         raise wrong(f"raw values of dtype {values['raw'].dtype}; expected numbers (NaN: not computed)")
+    raw = values["raw"].to_numpy(dtype=float) if len(values) else np.zeros(0)
+    infinite = np.isinf(raw)
+    # NaN with no note: a built-in's "not computed" (rated insufficient); a plugin must say why in `note`
+    unexplained = np.isnan(raw) & (values["note"].isna().to_numpy() if "note" in values else True)
+    bad = infinite | (unexplained if is_plugin(cls) else False)
+    if bad.any():
+        first = values[bad].iloc[0]
+        raise wrong(
+            f"{int(bad.sum())} non-finite raw value(s), e.g. {first['raw']} for ({first['system']!r}, "
+            f"{first['perturbation']!r}); expected finite numbers, or NaN with a `note` saying why it is undefined"
+        )
     duplicated = values.duplicated(["system", "perturbation"])
     if duplicated.any():
         first = values[duplicated].iloc[0]
@@ -545,7 +596,8 @@ class Ape(Score):
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         first = first[~first["perturbation"].isin(evidence.worst_perturbations)]
-        return first[["system", "perturbation"]].assign(raw=first["ape_true"].clip(lower=0).to_numpy())
+        rows = first[["system", "perturbation"]].assign(raw=first["ape_true"].clip(lower=0).to_numpy())
+        return every_system(evidence, rows, exclude=evidence.worst_perturbations)
 
     def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
         """The paired differences outcome − clean outcome of every window (APE_true is their mean)."""
@@ -616,7 +668,16 @@ class FragilitySpread(Score):
             return Unavailable(
                 f"no fragility map: heterogeneity.enabled is false, or causalml cannot be used here ({INSTALL})"
             )
-        return evidence.heterogeneity
+        rows = evidence.heterogeneity
+        if rows.empty:
+            from causalrate.causal.heterogeneity import MIN_LEAF_WINDOWS
+
+            return Unavailable(
+                f"no fragility map: no system and perturbation has {4 * MIN_LEAF_WINDOWS} windows forecast both "
+                "clean and perturbed (more windows: a longer period, more series or a smaller stride)"
+            )
+        mapped = set(rows["perturbation"])
+        return every_system(evidence, rows, exclude=tuple(p for p in evidence.perturbations if p not in mapped))
 
 
 class SchemeScore(Score):
@@ -641,7 +702,7 @@ class SchemeScore(Score):
         rows = self.rows(evidence)
         if isinstance(rows, Unavailable):
             return rows
-        return rows[["system", "perturbation"]].assign(raw=rows["ape_adj"].abs().to_numpy())
+        return every_system(evidence, rows[["system", "perturbation"]].assign(raw=rows["ape_adj"].abs().to_numpy()))
 
     def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
         """The score in each of its scheme's draws (none where the systems' draw counts differ: not paired),
@@ -688,7 +749,8 @@ class PieScore(SchemeScore):
             f"undefined: APE_obs interval [{lo:.3g}, {hi:.3g}] covers 0, no apparent effect to explain" if n else None
             for lo, hi, n in zip(rows["ape_obs_lo"], rows["ape_obs_hi"], nothing, strict=True)
         ]
-        return rows[["system", "perturbation"]].assign(raw=rows["pie"].where(~nothing).to_numpy(), note=note)
+        frame = rows[["system", "perturbation"]].assign(raw=rows["pie"].where(~nothing).to_numpy(), note=note)
+        return every_system(evidence, frame)
 
     def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
         """As SchemeScore's, with no interval where PIE% is undefined (the effects table's pie is NaN)."""
@@ -842,6 +904,23 @@ class FailureRate(Score):
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         rates = evidence.forecasts.groupby(["system", "perturbation"], sort=True)["failed"].mean()
         return _complete(evidence, rates)
+
+
+def every_system(evidence: Evidence, frame: pd.DataFrame, exclude: tuple[str, ...] = ()) -> pd.DataFrame:
+    """An effect score's rows plus a row of raw NaN (not computed: rated insufficient, worst) for every system
+    and perturbation of the run (the control and `exclude` aside) the effects have none for: a system whose
+    every forecast failed has no effect estimate, and must not go unrated."""
+    if evidence.forecasts.empty:
+        return frame
+    forecast = evidence.forecasts[["system", "perturbation"]].drop_duplicates()
+    wanted = forecast[(forecast["perturbation"] != evidence.control) & ~forecast["perturbation"].isin(exclude)]
+    have = pd.MultiIndex.from_frame(frame[["system", "perturbation"]])
+    missing = wanted[~pd.MultiIndex.from_frame(wanted).isin(have)]
+    if missing.empty:
+        return frame
+    return pd.concat([frame, missing.assign(raw=np.nan)], ignore_index=True).sort_values(
+        ["system", "perturbation"], kind="stable", ignore_index=True
+    )
 
 
 def _complete(evidence: Evidence, values: pd.Series) -> pd.DataFrame:

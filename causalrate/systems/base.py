@@ -112,12 +112,18 @@ def real_numbers(values: object, what: str) -> np.ndarray:
 
 
 def quantile_levels(levels: list[float] | None) -> list[float] | None:
-    """A system's stated quantile levels, checked: in (0, 1), distinct, the median among them; sorted."""
+    """A system's stated quantile levels, checked: in (0, 1), distinct, the median among them, ascending (the
+    order of the grid's rows: levels given in another order would be read as if sorted, silently wrong)."""
     if levels is None:
         return None
     if not all(0 < q < 1 for q in levels) or len(set(levels)) != len(levels) or 0.5 not in levels:
         raise ValueError(f"quantiles must be distinct levels in (0, 1) that include 0.5 (the point), got {levels}")
-    return sorted(levels)
+    if list(levels) != sorted(levels):
+        raise ValueError(
+            f"quantiles must be in ascending order, as the rows of the forecast's quantile grid, got {levels}; "
+            f"list them as {sorted(levels)} and return the grid's rows in that order"
+        )
+    return list(levels)
 
 
 Modality = Literal["numeric", "plot"]

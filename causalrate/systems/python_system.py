@@ -160,7 +160,7 @@ def load_callable(target: str, *, base_dir: Path) -> Callable:
         function = getattr(module, name)
     except FileNotFoundError as exc:
         raise UserError(f"system type python: function: no file {exc}") from None
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() at import too: exit 2 naming the file, not a silent exit
         raise UserError(f"system type python: function: cannot load {target!r}: {type(exc).__name__}: {exc}") from None
     if not callable(function):
         raise UserError(f"system type python: function: {target!r} is not callable")

@@ -38,6 +38,7 @@ from causalrate.causal.schemes import SCHEMES
 from causalrate.causal.welch import two_sided_p
 from causalrate.causal.wrs import Grouping, pair_tests
 from causalrate.config import StudyConfig
+from causalrate.contracts import guarded
 from causalrate.data.characteristics import attribute_columns
 from causalrate.memo import OFF, Memo, RunCache
 from causalrate.score.scores import SCORES, Ape, Evidence, Resampler, perturbed_groups
@@ -150,7 +151,9 @@ def assess_rigor(
         for name, cls in SCORES.items():
             if cls.resampling == "none":
                 continue
-            for (system, p), row in cls().replicates(evidence, resampler).items():
+            with guarded("score", name, cls, "replicates(evidence, resampler)"):
+                replicates = cls().replicates(evidence, resampler)
+            for (system, p), row in replicates.items():
                 if row.values is not None:
                     values.setdefault((name, p), {})[system] = row.values
                     if cls.resampling == "windows":

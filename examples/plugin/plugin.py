@@ -46,6 +46,7 @@ class Drift(System):
 class Mae(MetricScore):
     """A score: mean absolute error in the data's units; a window mean, so bootstrapped for its interval."""
 
+    family = "accuracy"  # joins the accuracy headline: a plugin score joins a headline only by declaring it
     metric = "mae"  # a per-forecast metric the run already computes
     label = "MAE"
     description = "mean absolute forecast error, in the data's units"
