@@ -150,7 +150,9 @@ def noop_parts(noop) -> list[tuple[str, float, str]]:
     parts["store"] = store.spent
     parts["metrics + store"] -= store.spent
     for name, seconds in parts.items():
-        rows.append((f"no-op, one process: {name.replace('metrics + store', 'metrics')}", 1e6 * seconds / made, "µs/fc"))
+        rows.append(
+            (f"no-op, one process: {name.replace('metrics + store', 'metrics')}", 1e6 * seconds / made, "µs/fc")
+        )
     rows.append(("no-op, one process: all parts", 1e6 * total / made, "µs/fc (target ≤ 40)"))
     for workers in (1, 2):
         seconds = engine_stage(noop, LocalExecutor(workers))
