@@ -1,7 +1,13 @@
 """Benchmarks of the engine itself (issue 8): overhead, scaling, re-rating.
 
-Run: python bench/engine.py [--skip-ray] [--smoke]. Prints Markdown rows for bench/RESULTS.md.
+Run: python bench/engine.py [--skip-ray] [--noop-only] [--smoke]. Prints Markdown rows for bench/RESULTS.md.
 
+0. No-op overhead (issue 43): `naive` (a model that costs microseconds) on the quickstart's six series
+   from 2012 (stride 2, the paper suite: 72,036 forecasts), no cache. End to end with the local
+   executor (1 and 2 workers): forecasts/s. Per part, in one process (a serial executor that
+   times each step of the same code): planning (perturb, impute, seeds, keys, batches), hand-off
+   (pickling each job and result both ways, what crosses to a worker), model (`run_job`), metrics
+   and store (`put_forecasts`), in µs per forecast of one core.
 1. Engine overhead: the ARIMA-only quickstart forecast stage (1,800 fits) through the engine
    (one worker process, SQLite store, metrics, no cache) vs the same fits in a bare loop.
 2. Scaling: the same stage with 1 and 2 workers, local pool and Ray.
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -19,13 +26,14 @@ import time
 import warnings
 from pathlib import Path
 
-from common import arguments, causalrate, machine, study
+import yaml
+from common import QUICKSTART, arguments, causalrate, machine, study
 from threadpoolctl import threadpool_limits
 
 from causalrate.config import load_config
 from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.plan import forecast_all, store_windows
-from causalrate.forecast.runner import LocalExecutor, RayExecutor
+from causalrate.forecast.runner import LocalExecutor, RayExecutor, run_job
 from causalrate.forecast.store import ForecastStore
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
 from causalrate.rerate import rerate
@@ -73,11 +81,102 @@ def bare_loop(study) -> float:
     return time.perf_counter() - started
 
 
+def noop_study(smoke: bool, folder: Path):
+    """The quickstart with `naive` alone on its six series from 2012 (two from mid-2021 in --smoke), no cache."""
+    raw = yaml.safe_load(QUICKSTART.read_text())
+    raw["data"]["start"] = "2021-06-01" if smoke else "2012-01-01"
+    if smoke:
+        raw["data"]["series"] = ["AAPL", "MSFT"]
+    raw["systems"] = [s for s in raw["systems"] if s["type"] == "naive"]
+    raw["forecast"] = {"cache": False}
+    path = folder / "noop.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    config, base_dir = load_config(path)
+    return prepare(config, base_dir=base_dir)
+
+
+class TimedStore(ForecastStore):
+    """A store that adds the seconds spent in put_forecasts to `spent`."""
+
+    spent = 0.0
+
+    def put_forecasts(self, **kwargs) -> None:
+        started = time.process_time()
+        super().put_forecasts(**kwargs)
+        self.spent += time.process_time() - started
+
+
+class PartsExecutor:
+    """Runs every job in this process, timing (CPU seconds of this process) each part of the forecast stage."""
+
+    def __init__(self) -> None:
+        self.parts = dict.fromkeys(("planning", "hand-off", "model", "metrics + store"), 0.0)
+
+    def run(self, jobs, on_done, *, expected=None, label="") -> None:
+        jobs, clock = iter(jobs), time.process_time
+        while True:
+            started = clock()
+            job = next(jobs, None)
+            self.parts["planning"] += clock() - started
+            if job is None:
+                return
+            started = clock()
+            job = pickle.loads(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
+            self.parts["hand-off"] += clock() - started
+            started = clock()
+            result = run_job(job)
+            self.parts["model"] += clock() - started
+            started = clock()
+            result = pickle.loads(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+            self.parts["hand-off"] += clock() - started
+            started = clock()
+            on_done(job, result)
+            self.parts["metrics + store"] += clock() - started
+
+
+def noop_parts(noop) -> list[tuple[str, float, str]]:
+    """µs per forecast of each part, in one process; and forecasts/s end to end with 1 and 2 workers."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        store = TimedStore.create(Path(tmp) / "f.sqlite", metrics=METRICS.names())
+        store_windows(store, noop)
+        executor = PartsExecutor()
+        started = time.process_time()
+        made = forecast_all(noop, store, cache=None, executor=executor)["made"]
+        total = time.process_time() - started
+        store.close()
+    parts = executor.parts
+    parts["planning"] += total - sum(parts.values())  # what forecast_all does outside the jobs (its set-up, worst)
+    parts["store"] = store.spent
+    parts["metrics + store"] -= store.spent
+    for name, seconds in parts.items():
+        rows.append(
+            (f"no-op, one process: {name.replace('metrics + store', 'metrics')}", 1e6 * seconds / made, "µs/fc")
+        )
+    rows.append(("no-op, one process: all parts", 1e6 * total / made, "µs/fc (target ≤ 40)"))
+    for workers in (1, 2):
+        seconds = engine_stage(noop, LocalExecutor(workers))
+        rows.append((f"no-op, {made:,} forecasts, local executor, {workers} worker(s)", made / seconds, "fc/s"))
+    rows[-1] = (*rows[-1][:2], "fc/s (target ≥ 50,000 on 2 cores)")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--noop-only", action="store_true", help="only the no-op overhead (seconds, not minutes)")
     args = arguments(parser)
     print(machine())
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory() as tmp:
+        noop = noop_parts(noop_study(args.smoke, Path(tmp)))
+    print("\n| no-op measure | value | unit |\n|---|---|---|")
+    for name, value, unit in noop:
+        print(f"| {name} | {value:,.1f} | {unit} |")
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    sys.stdout.flush()
+    if args.noop_only:
+        return
     folder = tempfile.TemporaryDirectory()
     path = study(args.smoke, Path(folder.name))
     arima = arima_study(path)

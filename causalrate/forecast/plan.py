@@ -177,17 +177,14 @@ def forecast_all(
                 identity = system.identity()
                 if system.seasonal or system.wants_context:  # what it reads of the data's calendar
                     identity |= {"frequency": ds.frequency, "season": ds.season}
-                keys = forecast_keys(
-                    identity, seen, wd.horizon, seeds=seeds if system.stochastic else None, context=context
-                )
+                stochastic = seeds if system.stochastic else None
+                keys = forecast_keys(identity, seen, wd.horizon, seeds=stochastic, context=context) if cache else []
                 hits = cache.get(keys) if cache and not refresh else {}
-                if not refresh:  # the published reference forecasts take precedence over this machine's
-                    published = published_forecasts(
-                        identity, seen, wd.horizon, keys, seeds=seeds if system.stochastic else None, context=context
-                    )
+                if keys and not refresh:  # the published reference forecasts take precedence over this machine's
+                    published = published_forecasts(identity, seen, wd.horizon, keys, seeds=stochastic, context=context)
                     hits |= published
                     tally[spec.name]["published"] += len(published)
-                hit = np.array([k in hits for k in keys], dtype=bool)
+                hit = np.array([k in hits for k in keys], dtype=bool) if hits else np.zeros(todo.size, dtype=bool)
                 tally[spec.name]["forecasts"] += int(todo.size)
                 tally[spec.name]["cached"] += int(hit.sum())
                 found["cached"] += int(hit.sum())
@@ -225,7 +222,7 @@ def forecast_all(
                         base_dir=study.base_dir,
                         timeout=cfg.forecast.timeout * int(rows.size),  # per forecast, for the batch
                         batch=batch,
-                        keys=[keys[c] for c in chunk],
+                        keys=[keys[c] for c in chunk] if keys else [],
                         accelerator=system.accelerator,
                         plugins=tuple(cfg_plugins),
                         variant=variant,
@@ -247,10 +244,11 @@ def forecast_all(
             ]
             cache.put(made, replace=refresh)
 
-    jobs = planned()
-    first = next(jobs, None)  # plans until the first miss: a run answered by the cache starts no worker
-    if first is not None:
-        executor.run(chain([first], jobs), on_done, expected=lambda: wanted - found["cached"])
+    with store.buffered():  # finished batches written in bulk
+        jobs = planned()
+        first = next(jobs, None)  # plans until the first miss: a run answered by the cache starts no worker
+        if first is not None:
+            executor.run(chain([first], jobs), on_done, expected=lambda: wanted - found["cached"])
     needed = sum(  # worst: m candidates per window
         placed[p.id].size for p in study.forecast_suite for s in cfg.systems if p.applies_to(study.systems[s.name])
     )

@@ -538,15 +538,28 @@ class LocalExecutor:
                 pool.close(kill=interrupted)  # Ctrl-C or an error: stop now, the finished batches are stored
 
 
+DEPTH = 2  # batches handed to a worker at a time: the next one waits in its queue while it runs the first
+
+
 class _Pool:
-    """One LocalExecutor.run's workers, started as jobs arrive, and which batch each holds since when."""
+    """One LocalExecutor.run's workers, started as jobs arrive, and which batches each holds since when.
+
+    Each worker is handed up to DEPTH batches, so it starts the next as soon as it finishes one instead of
+    idling while the main process records the answer and sends more; a batch's clock starts when the
+    worker takes it up."""
 
     def __init__(self, executor: LocalExecutor, feed: Feed) -> None:
         self.executor, self.feed = executor, feed
         self.results = executor.context.Queue()
         self.slots: list[tuple[Any, multiprocessing.Queue]] = []
         self.home: dict[str, int] = {}  # device → the one slot that runs its batches
-        self.running: dict[int, tuple[int, float | None]] = {}  # slot → (job index, when the worker took it up)
+        self.queued: dict[int, list[int]] = {}  # slot → the job indexes its worker holds, the one it runs first
+        self.started: dict[int, float] = {}  # slot → when its worker took up its first held job
+
+    @property
+    def running(self) -> bool:
+        """A worker still holds a batch."""
+        return any(self.queued.values())
 
     def _slot_of(self, job: Job, slot: int) -> int:
         """The slot the job must run in: its device's home (assigned on first sight), else any (`slot`)."""
@@ -555,46 +568,62 @@ class _Pool:
         return self.home.setdefault(job.accelerator, len(self.home) % max(self.executor.workers, 1))
 
     def hand_out(self) -> None:
-        """Give every idle slot the next waiting batch it may run (accelerator batches only to their home),
-        starting the slot's worker the first time it has one."""
+        """Give every slot holding fewer than DEPTH batches the next waiting batch it may run (accelerator
+        batches only to their home), starting the slot's worker the first time it has one."""
         jobs, pending = self.feed.jobs, self.feed.pending
-        for slot in range(max(self.executor.workers, 1)):
-            if slot in self.running:
-                continue
-            index = next((i for i in reversed(pending) if self._slot_of(jobs[i], slot) == slot), None)
-            if index is None:
-                continue
-            while len(self.slots) <= slot:
-                self.slots.append(self.executor._start(self.results))
-            pending.remove(index)
-            self.feed.attempts[index] += 1
-            self.slots[slot][1].put((index, jobs[index]))
-            self.running[slot] = (index, None)  # the clock starts when the worker takes it up
+        for _ in range(DEPTH):
+            for slot in range(max(self.executor.workers, 1)):
+                held = self.queued.setdefault(slot, [])
+                if len(held) >= DEPTH:
+                    continue
+                index = next((i for i in reversed(pending) if self._slot_of(jobs[i], slot) == slot), None)
+                if index is None:
+                    continue
+                while len(self.slots) <= slot:
+                    self.slots.append(self.executor._start(self.results))
+                pending.remove(index)
+                self.feed.attempts[index] += 1
+                self.slots[slot][1].put((index, jobs[index]))
+                held.append(index)
 
     def take_answer(self, done: OnDone) -> None:
-        """Read one message (wait ≤ 0.5 s): a batch taken up starts its clock; a finished one is settled."""
+        """Read every message there is (wait ≤ 0.5 s for the first): a batch taken up starts its clock; a
+        finished one is settled."""
         try:
-            index, result = self.results.get(timeout=0.5)
+            message = self.results.get(timeout=0.5)
         except queue.Empty:
             return
-        slot = next((s for s, (i, _) in self.running.items() if i == index), None)
+        while True:
+            self._settle(*message, done)
+            try:
+                message = self.results.get_nowait()
+            except queue.Empty:
+                return
+
+    def _settle(self, index: int, result: BatchResult | str | None, done: OnDone) -> None:
+        slot = next((s for s, held in self.queued.items() if index in held), None)
         if result is None:  # the worker took the batch up
             if slot is not None:
-                self.running[slot] = (index, time.monotonic())
+                self.started[slot] = time.monotonic()
             return
         if slot is None and index not in self.feed.pending:
             return  # a killed worker's late answer, already settled
         if slot is None:
             self.feed.pending.remove(index)  # it answered just before being killed: take it
         else:
-            del self.running[slot]
+            self.queued[slot].remove(index)
+            self.started.pop(slot, None)
         job = self.feed.settle(index)
         done(job, BatchResult.failed(job, result, 0.0) if isinstance(result, str) else result)
 
     def replace_lost(self, done: OnDone) -> None:
-        """Kill a hung worker, restart a dead one; its batch is retried or, past the retries, a failure."""
-        for slot, (index, started) in list(self.running.items()):
-            process = self.slots[slot][0]
+        """Kill a hung worker, restart a dead one; the batch it ran is retried or, past the retries, a failure;
+        the batches it held but had not begun wait again, their try not counted."""
+        for slot, held in self.queued.items():
+            if not held:
+                continue
+            process, index = self.slots[slot][0], held[0]
+            started = self.started.get(slot)
             elapsed = 0.0 if started is None else time.monotonic() - started
             hung = elapsed > self.feed.jobs[index].timeout + GRACE_SECONDS
             if not hung and process.is_alive():
@@ -602,7 +631,11 @@ class _Pool:
             process.kill()
             process.join()
             self.slots[slot] = self.executor._start(self.results)
-            del self.running[slot]
+            self.started.pop(slot, None)
+            for waiting in held[1:]:
+                self.feed.attempts[waiting] -= 1
+                self.feed.pending.append(waiting)
+            held.clear()
             if not hung and self.feed.attempts[index] <= self.executor.retries:  # past its time: not tried again
                 self.feed.pending.append(index)
                 continue

@@ -1,14 +1,18 @@
-"""The run's SQLite store: every forecast row is written as soon as its batch completes.
+"""The run's SQLite store: every forecast row is written soon after its batch completes.
 
-WAL journal, one transaction per batch, so a crash loses at most the batch in flight.
+WAL journal. Outside `buffered()` each batch is one transaction; inside it (the forecast stage) finished
+batches are gathered and written together, one transaction per FLUSH_ROWS rows or FLUSH_SECONDS, so a
+crash loses at most those and the batches in flight (a resumed run forecasts them again).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +23,8 @@ from causalrate.errors import UserError
 from causalrate.redact import scrub, scrub_optional
 
 SCHEMA_VERSION = "causalrate/forecasts-v3"  # v2: sample paths and per-row info; v3: perturbed offsets
+FLUSH_ROWS = 4096  # buffered rows written in one transaction
+FLUSH_SECONDS = 0.5  # at most this long between a batch's end and its rows' transaction (while batches come)
 READ_ONLY_SCHEMAS = (
     "causalrate/forecasts-v1",
     "causalrate/forecasts-v2",
@@ -54,6 +60,8 @@ class ForecastStore:
             self.conn = sqlite3.connect(path)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
+        self._rows: list[tuple] | None = None  # inside buffered(): rows not yet written
+        self._since = 0.0
 
     @classmethod
     def open(cls, path: Path, *, metrics: Sequence[str], readonly: bool = False) -> ForecastStore:
@@ -132,26 +140,65 @@ class ForecastStore:
         info: Sequence[dict | None],
         offsets: Sequence[list[int]],
     ) -> None:
-        """Write one batch in one transaction: all of it or none of it. `seconds`: per row.
+        """Write one batch in one transaction (inside `buffered()`: with the batches before it), all of it or
+        none of it. `seconds`: per row.
 
         Sample paths are stored as float64 bytes ([s, d], C order; `d` from the forecast);
         `offsets`: per row the perturbed input offsets (0 = oldest; [] for the control).
         """
-        rows = []
-        for i, window in enumerate(window_ids):
-            failed = errors[i] is not None
-            values = [None if failed or not np.isfinite(metrics[m][i]) else float(metrics[m][i]) for m in self.metrics]
-            forecast = None if failed else json.dumps(forecasts[i].tolist())
-            sample = samples[i]
-            paths = None if failed or sample is None else samples_to_bytes(sample)
-            facts = None if info[i] is None else scrub(json.dumps(info[i], sort_keys=True))
-            error = scrub_optional(errors[i])  # the boundary every stored error text crosses
-            placed = json.dumps([int(o) for o in offsets[i]])
-            row = (system, int(window), perturbations[i], forecast, error, float(seconds[i]), paths, facts, placed)
-            rows.append((*row, *values))
+        n = len(window_ids)
+        failed = np.array([e is not None for e in errors], dtype=bool)
+        values = np.empty((n, len(self.metrics)))
+        for j, m in enumerate(self.metrics):
+            values[:, j] = metrics[m]
+        cells = values.tolist()  # the metric columns, NULL where not finite or the row failed
+        for i, j in zip(*np.nonzero(~np.isfinite(values) | failed[:, None]), strict=True):
+            cells[i][j] = None
+        texts = forecast_texts(forecasts)
+        rows = [
+            (
+                system,
+                int(window_ids[i]),
+                perturbations[i],
+                None if failed[i] else texts[i],
+                scrub_optional(errors[i]),  # the boundary every stored error text crosses
+                float(seconds[i]),
+                None if failed[i] or samples[i] is None else samples_to_bytes(samples[i]),
+                None if info[i] is None else scrub(json.dumps(info[i], sort_keys=True)),
+                json.dumps([int(o) for o in offsets[i]]),
+                *cells[i],
+            )
+            for i in range(n)
+        ]
+        if self._rows is None:
+            self._write(rows)
+            return
+        self._rows.extend(rows)
+        if len(self._rows) >= FLUSH_ROWS or time.monotonic() - self._since >= FLUSH_SECONDS:
+            self.flush()
+
+    def _write(self, rows: list[tuple]) -> None:
         marks = ", ".join("?" * (9 + len(self.metrics)))
         with self.conn:
             self.conn.executemany(f"INSERT INTO forecasts VALUES ({marks})", rows)
+
+    def flush(self) -> None:
+        """Write the buffered rows now (one transaction)."""
+        if self._rows:
+            self._write(self._rows)
+            self._rows.clear()
+        self._since = time.monotonic()
+
+    @contextlib.contextmanager
+    def buffered(self) -> Iterator[None]:
+        """Gather put_forecasts' rows and write them in bulk (see the module); all written on leaving, also on
+        an error or Ctrl-C (the finished batches are kept)."""
+        self._rows, self._since = [], time.monotonic()
+        try:
+            yield
+        finally:
+            self.flush()
+            self._rows = None
 
     def failed_systems(self) -> dict[str, str]:
         """Systems none of whose forecasts succeeded, each with its first error (in the order rows were written)."""
@@ -266,6 +313,14 @@ class ForecastStore:
         with contextlib.suppress(sqlite3.OperationalError):  # another process still reads it: SQLite tidies later
             self.conn.execute("PRAGMA journal_mode=DELETE")
         self.conn.close()
+
+
+def forecast_texts(forecasts: np.ndarray) -> list[str]:
+    """Per row [d] its JSON text, as json.dumps writes a list of floats (a finite float is its repr)."""
+    return [
+        "[" + ", ".join(map(repr, row)) + "]" if all(map(math.isfinite, row)) else json.dumps(row)
+        for row in np.asarray(forecasts, dtype=np.float64).tolist()
+    ]
 
 
 def samples_to_bytes(samples: np.ndarray) -> bytes:
