@@ -96,7 +96,30 @@ def perturbations(study: StudyPlugins) -> list[str]:
     for name, op, mark in entries(OPERATORS.items(), study):
         description = PLACEHOLDER.sub(r"<\1>", op.description)  # filled per suite entry; here it reads <param>
         rows.append((name, f"{op.kind:11}{description}{mark}"))
-    return aligned(rows)
+    return aligned(rows) + severity_lines()
+
+
+def severity_lines() -> list[str]:
+    """The duration faults' severity table (ratings/severity.yaml): what `severity: L` sets per fault."""
+    from causalrate.perturb.faults import LEVELS, severity_table
+
+    table = severity_table()
+    k = ", ".join(f"{level}: {points}" for level, points in zip(LEVELS, table.k, strict=True))
+    lines = [
+        "",
+        f"severity table of the duration faults (severity: 1-5 in an entry, or grid: {{severity: [...]}}); "
+        f"k = points for a season of {table.base}, scaled by the data's season / {table.base} ({k})",
+    ]
+    rows = [
+        (
+            fault,
+            "k only"
+            if not settings
+            else "; ".join(f"{n} = {', '.join(f'{v:g}' for v in vs)}" for n, vs in settings.items()),
+        )
+        for fault, settings in table.magnitudes.items()
+    ]
+    return lines + ["  " + line for line in aligned(rows)]
 
 
 def systems(study: StudyPlugins) -> list[str]:

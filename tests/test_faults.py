@@ -116,7 +116,7 @@ def test_each_fault_changes_the_values_as_described():
     assert at("stuck", k=3).tolist() == [1, 3, 5, 7, 9, 9, 9, 9, 17, 19]
     assert np.isnan(at("gap", k=3)[5:8]).all() and not np.isnan(at("gap", k=3)[[4, 8]]).any()
     np.testing.assert_allclose(at("drift", k=4, c=2)[4:8] - x[0, 4:8], 2 * sd * np.array([1, 2, 3, 4]) / 4)
-    np.testing.assert_allclose(at("gain", k=2, g=0.5)[6:8], 1.5 * x[0, 6:8])
+    np.testing.assert_allclose(at("gain", k=2, c=0.5)[6:8], (1 + 0.5 * sd / x.mean()) * x[0, 6:8])
     np.testing.assert_allclose(at("offset", k=2, c=1)[[5, 6, 7, 8]] - x[0, [5, 6, 7, 8]], [0, sd, sd, 0])
     assert at("delay", k=3).tolist() == [1, 1, 1, 1, 3, 5, 7, 9, 17, 19]  # late by 3 up to offset 7, then on time
     ceiling = np.quantile(x, 0.5)

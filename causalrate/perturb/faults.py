@@ -5,7 +5,7 @@ newest input point. Each fault reads its duration `k` and a magnitude on the win
 (σ = the clean window's standard deviation, as `level_shift` and `noise` use), and declares
 `touches = "run"` (the k points ending at each placed point; `delay` touches every point up to it).
 The severity table (ratings/severity.yaml, shipped as causalrate.scales) maps levels 1–5 to (k,
-magnitude): `severity_params` resolves a level for the data's season when the suite is loaded, so the
+magnitude): `SeverityTable.params` resolves a level for the data's season when the suite is loaded, so the
 params a run records are the ones applied.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 import yaml
 
-from causalrate.perturb.operators import OPERATORS, Operator
+from causalrate.perturb.operators import OPERATORS, Operator, Touches
 
 LEVELS = (1, 2, 3, 4, 5)
 
@@ -44,11 +44,10 @@ def duration(k: float) -> int:
 
 class Fault(Operator):
     """A duration fault: `k` points ending at each placed point. `fault` names it in plain words (the label's
-    line per fault family); `magnitude` is the setting the severity table grades besides k (None: k only)."""
+    line per fault family)."""
 
-    touches = "run"
+    touches: ClassVar[Touches] = "run"
     fault: ClassVar[str] = ""
-    magnitude: ClassVar[str | None] = None
 
     def run(self, mask: np.ndarray, k: float) -> np.ndarray:
         """bool [batch, n]: the points the fault covers."""
@@ -63,7 +62,10 @@ def sigma(values: np.ndarray) -> np.ndarray:
 @OPERATORS.register("stuck")
 class Stuck(Fault):
     fault = "stuck reading"
-    description = "the reading sticks for {k:g} points: each repeats the last value before the fault (a stuck sensor)"
+    description = (
+        "the reading sticks for {k:g} points: each repeats the last value before the fault (a stuck sensor or a "
+        "frozen feed)"
+    )
     params: ClassVar[dict[str, float]] = {"k": 3.0}
 
     def apply(self, values, mask, *, seeds, k: float, **params):  # type: ignore[override]
@@ -87,7 +89,6 @@ class Gap(Fault):
 @OPERATORS.register("drift")
 class Drift(Fault):
     fault = "drift"
-    magnitude = "c"
     description = (
         "the values drift away over {k:g} points, by up to {c:g} times the window's standard deviation "
         "(a calibration drift)"
@@ -102,19 +103,26 @@ class Drift(Fault):
 
 @OPERATORS.register("gain")
 class Gain(Fault):
-    fault = "gain error"
-    magnitude = "g"
-    description = "for {k:g} points the values are multiplied by 1 + {g:g} (a gain error)"
-    params: ClassVar[dict[str, float]] = {"k": 3.0, "g": 0.1}
+    """× (1 + g) with g sized on the window's own scale: the gain that raises the window's mean absolute value
+    by c standard deviations (g = c·σ / mean |x|), so that a level means the same harm on a series near 400 as
+    on one near 1 (a fixed g of 5 % is six standard deviations of a CO2 record, a fraction of one of a price)."""
 
-    def apply(self, values, mask, *, seeds, k: float, g: float, **params):  # type: ignore[override]
-        return np.where(self.run(mask, k), values * (1.0 + g), values)
+    fault = "gain error"
+    description = (
+        "for {k:g} points the values are multiplied by 1 + g, the gain that makes the window's typical size "
+        "{c:g} times its standard deviation larger (a gain error)"
+    )
+    params: ClassVar[dict[str, float]] = {"k": 3.0, "c": 1.0}
+
+    def apply(self, values, mask, *, seeds, k: float, c: float, **params):  # type: ignore[override]
+        size = np.nanmean(np.abs(values), axis=1, keepdims=True)
+        gain = np.divide(c * sigma(values), size, out=np.zeros_like(size), where=size > 0)
+        return np.where(self.run(mask, k), values * (1.0 + gain), values)
 
 
 @OPERATORS.register("offset")
 class Offset(Fault):
     fault = "offset"
-    magnitude = "c"
     description = (
         "for {k:g} points the values read {c:g} times the window's standard deviation too high, then return "
         "to normal (an offset error)"
@@ -150,8 +158,10 @@ class Delay(Fault):
 @OPERATORS.register("clip")
 class Clip(Fault):
     fault = "clipped readings"
-    magnitude = "q"
-    description = "for {k:g} points, values above the window's {q:g} quantile are cut off at it (a saturated sensor)"
+    description = (
+        "for {k:g} points, values above the window's {q:g} quantile are cut off at it (a saturated sensor or a "
+        "capped field)"
+    )
     params: ClassVar[dict[str, float]] = {"k": 3.0, "q": 0.8}
 
     def apply(self, values, mask, *, seeds, k: float, q: float, **params):  # type: ignore[override]

@@ -11,6 +11,7 @@ from typing import Any
 
 from causalrate.config import REFERENCE_SYSTEMS
 from causalrate.rate.absolute import ABSOLUTE_LEVELS
+from causalrate.report.faults import fault_lines
 from causalrate.report.headlines import QUESTIONS, TITLES, headlines, level_class, level_words, top_fragility_rule
 from causalrate.report.headlines import warnings as label_warnings
 from causalrate.run import RatingsDocument
@@ -119,6 +120,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
         "fallback": any(h["source"] != "headlines" for h in heads),
         "tested": tested(doc),
         "rule": rule,
+        "faults": fault_lines(doc, system),
         "references": references,
         "warnings": found[:MAX_WARNINGS],
         "more_warnings": max(0, len(found) - MAX_WARNINGS),
