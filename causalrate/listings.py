@@ -95,31 +95,20 @@ def perturbations(study: StudyPlugins) -> list[str]:
     rows = []
     for name, op, mark in entries(OPERATORS.items(), study):
         description = PLACEHOLDER.sub(r"<\1>", op.description)  # filled per suite entry; here it reads <param>
-        rows.append((name, f"{op.kind:11}{description}{mark}"))
-    return aligned(rows) + severity_lines()
+        rows.append((name, f"{op.kind:11}{description}{severity_facts(name)}{mark}"))
+    return aligned(rows)
 
 
-def severity_lines() -> list[str]:
-    """The duration faults' severity table (ratings/severity.yaml): what `severity: L` sets per fault."""
-    from causalrate.perturb.faults import LEVELS, severity_table
+def severity_facts(operator: str) -> str:
+    """A duration fault's row of the severity table (ratings/severity.yaml): what `severity: 1-5` sets."""
+    from causalrate.perturb.faults import severity_table
 
     table = severity_table()
-    k = ", ".join(f"{level}: {points}" for level, points in zip(LEVELS, table.k, strict=True))
-    lines = [
-        "",
-        f"severity table of the duration faults (severity: 1-5 in an entry, or grid: {{severity: [...]}}); "
-        f"k = points for a season of {table.base}, scaled by the data's season / {table.base} ({k})",
-    ]
-    rows = [
-        (
-            fault,
-            "k only"
-            if not settings
-            else "; ".join(f"{n} = {', '.join(f'{v:g}' for v in vs)}" for n, vs in settings.items()),
-        )
-        for fault, settings in table.magnitudes.items()
-    ]
-    return lines + ["  " + line for line in aligned(rows)]
+    if operator not in table.magnitudes:
+        return ""
+    settings = [f"k = {', '.join(map(str, table.k))} (× season / {table.base})"]
+    settings += [f"{n} = {', '.join(f'{v:g}' for v in vs)}" for n, vs in table.magnitudes[operator].items()]
+    return f"  [severity 1-5: {'; '.join(settings)}]"
 
 
 def systems(study: StudyPlugins) -> list[str]:

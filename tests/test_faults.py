@@ -256,3 +256,64 @@ def test_a_wrong_severity_is_refused(entry, words):
 def test_a_fractional_duration_is_a_user_error():
     with pytest.raises((UserError, ValueError), match="whole number"):
         perturb(placed("stuck", params={"k": 2.5}), windows(rows=2))
+
+
+# --- through a run: ratings.json's `faults`, the label's lines, the report's table ---------------------------
+
+SENSOR_SUITE = """\
+name: planted-sensors
+newest_point: true
+perturbations:
+  - {id: F0, operator: none}
+  - {id: stuck, operator: stuck, severity: 3}
+  - {id: gap, operator: gap, severity: 3}
+  - {id: delay, operator: delay, severity: 3}
+  - {id: offset, operator: offset, severity: 3}
+  - {id: stuck-dose, operator: stuck, grid: {severity: [1, 3, 5]}}
+"""
+SENSOR_SYSTEMS = """\
+- {name: last, type: python, function: "planted.py:last_value"}
+- {name: deaf, type: python, function: "planted.py:ignores_input"}
+"""
+
+
+def test_a_run_reports_each_faults_rise_by_level(synthetic_study, cli, tmp_path):
+    """A last-value forecaster (gaps imputed by ffill) sees the same newest value under stuck, gap and delay ending
+    at the newest point (the value k points back), so their rises there are equal; a system that ignores its
+    input does not change under any fault. The label says so per fault; the report tabulates fault × level."""
+    (tmp_path / "sensors.yaml").write_text(SENSOR_SUITE)
+    config = synthetic_study(SENSOR_SYSTEMS, suite="sensors.yaml", stride=4, draws=2)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1")
+    assert code == 0, err
+    from causalrate.report.faults import fault_lines, fault_table
+    from causalrate.run import Run
+
+    doc = Run.open(tmp_path / "run").ratings
+    rows = {(r.system, r.perturbation): r for r in doc.faults}
+    assert {p.id: p.level for p in doc.perturbations if p.level} == {
+        "stuck": 3,
+        "gap": 3,
+        "delay": 3,
+        "offset": 3,
+        "stuck-dose@1": 1,
+        "stuck-dose@3": 3,
+        "stuck-dose@5": 5,
+    }
+    last = {p: rows[("last", p)] for p in ("stuck", "gap", "delay")}
+    assert last["stuck"].rise_newest == last["gap"].rise_newest == last["delay"].rise_newest > 0
+    assert rows[("last", "stuck-dose@3")].rise_newest is None  # a grid member has no newest-point companion
+    assert all(r.ape_true == 0 and r.rise == 0 for (system, _), r in rows.items() if system == "deaf")
+    assert fault_lines(doc, "deaf") == [
+        f"{name}: its error does not change at severity 3; does not change while still on at the newest point"
+        for name in ("stuck reading", "gap in the data", "delayed feed", "offset")
+    ]
+    (stuck_line, *_) = fault_lines(doc, "last")
+    assert stuck_line.startswith("stuck reading: its error") and "while still on at the newest point" in stuck_line
+    table = fault_table(doc, "last")
+    assert table is not None and table["levels"] == [1, 3, 5]
+    dose = next(row for row in table["rows"] if row["entry"] == "stuck-dose")
+    assert sorted(dose["cells"]) == [1, 3, 5]
+    label = (tmp_path / "run" / "cards" / "last.html").read_text()
+    assert 'id="faults"' in label and "stuck reading: its error" in label
+    report = (tmp_path / "run" / "cards" / "last.report.html").read_text()
+    assert 'id="fault-table"' in report and "stuck-dose" in report
