@@ -95,8 +95,20 @@ def perturbations(study: StudyPlugins) -> list[str]:
     rows = []
     for name, op, mark in entries(OPERATORS.items(), study):
         description = PLACEHOLDER.sub(r"<\1>", op.description)  # filled per suite entry; here it reads <param>
-        rows.append((name, f"{op.kind:11}{description}{mark}"))
+        rows.append((name, f"{op.kind:11}{description}{severity_facts(name)}{mark}"))
     return aligned(rows)
+
+
+def severity_facts(operator: str) -> str:
+    """A duration fault's row of the severity table (ratings/severity.yaml): what `severity: 1-5` sets."""
+    from causalrate.perturb.faults import severity_table
+
+    table = severity_table()
+    if operator not in table.magnitudes:
+        return ""
+    settings = [f"k = {', '.join(map(str, table.k))} (× season / {table.base})"]
+    settings += [f"{n} = {', '.join(f'{v:g}' for v in vs)}" for n, vs in table.magnitudes[operator].items()]
+    return f"  [severity 1-5: {'; '.join(settings)}]"
 
 
 def systems(study: StudyPlugins) -> list[str]:

@@ -105,6 +105,7 @@ class PerturbationRecord(Section):
     positional: bool = True
     combine: list[dict[str, Any]] | None = None
     calibration: dict[str, Number] | None = None  # series → calibrated magnitude
+    level: int | None = None  # a duration fault's level in the severity table (ratings/severity.yaml)
 
 
 class RatingRow(Section):
@@ -228,6 +229,22 @@ class Effect(Section):
     balance: dict[str, list[Number]] = Field(default_factory=dict)  # confounder → [before, after]
 
 
+class FaultEffect(Section):
+    """A duration fault at one severity level, for one system: how much its error rose (the label's line per
+    fault, the report's fault × severity table)."""
+
+    system: str
+    perturbation: str
+    fault: str  # the operator (stuck, gap, …)
+    name: str  # the fault in plain words
+    level: int
+    ape_true: Number = None  # mean paired rise of the outcome over the windows
+    clean: Number = None  # the system's mean clean outcome on those windows
+    rise: Number = None  # ape_true / clean: the relative rise of its error
+    ape_newest: Number = None  # the same with the fault still on at the newest input point (newest_point suites)
+    rise_newest: Number = None
+
+
 class Driver(Section):
     covariate: str
     importance: Number
@@ -309,6 +326,7 @@ class RatingsDocument(Section):
     not_rated: dict[str, str] = Field(default_factory=dict)  # score → why it was not rated
     recency_profile: list[RecencyPoint] = Field(default_factory=list)
     effects: list[Effect] = Field(default_factory=list)
+    faults: list[FaultEffect] = Field(default_factory=list)  # duration faults by severity level (issue 44)
     heterogeneity: dict[str, dict[str, Fragility]] = Field(default_factory=dict)  # system → perturbation → map
     identification: dict[str, Identification] = Field(default_factory=dict)
     counts: Counts | None = None

@@ -102,7 +102,11 @@ def prepare(
         config = config.model_copy(update={"causal": config.causal.model_copy(update={"schemes": schemes})})
     _check_window_count(len(windows), w.stride)
     loaded = load_suite(
-        config.perturbations, base_dir=base_dir, input_length=w.input_length, placement=config.placement
+        config.perturbations,
+        base_dir=base_dir,
+        input_length=w.input_length,
+        placement=config.placement,
+        season=dataset.season,
     )
     suite, newest = [p for p in loaded if not p.newest_of], [p for p in loaded if p.newest_of]
     systems, unavailable = {}, dict(not_assessed or {})

@@ -10,6 +10,7 @@ per row. Add your own with ``@OPERATORS.register("name")`` on an Operator subcla
 from __future__ import annotations
 
 import string
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -19,8 +20,9 @@ from causalrate.registry import Registry
 
 Kind = Literal["semantic", "syntactic", "control"]
 # which input points apply() may change: the masked ones, the masked ones and their two neighbours (a swap),
-# the masked ones and every later one (a level shift), or all of them (a change of units)
-Touches = Literal["mask", "neighbours", "mask_onwards", "window"]
+# the masked ones and every later one (a level shift), all of them (a change of units), the `k` points ending
+# at each masked one (a duration fault: its param k), or every point up to a masked one (a delayed feed)
+Touches = Literal["mask", "neighbours", "mask_onwards", "window", "run", "up_to_mask"]
 
 
 class Operator:
@@ -66,17 +68,28 @@ def _fits(name: str, cls: type[Operator]) -> None:
             f"its description names {sorted(fields - set(cls.params))}, which are not among its params "
             f"{sorted(cls.params)}",
         )
+    if cls.touches == "run" and "k" not in cls.params:
+        raise violation("perturbation operator", name, cls, "it touches a run of k points but has no param 'k'")
 
 
 OPERATORS.contract(facts_of(Operator, "kind", "description", "params", "positional", "calibrated", "touches"), _fits)
 
 
-def reach(operator: Operator, mask: np.ndarray) -> np.ndarray:
-    """bool [batch, n]: the points `operator` may change at `mask` (its `touches`)."""
+def reach(operator: Operator, mask: np.ndarray, params: Mapping[str, Any] | None = None) -> np.ndarray:
+    """bool [batch, n]: the points `operator` may change at `mask` (its `touches`; a run's k from `params`,
+    else the operator's default)."""
     if operator.touches == "window":
         return np.ones_like(mask, dtype=bool)
     if operator.touches == "mask_onwards":
         return np.maximum.accumulate(mask, axis=1)
+    if operator.touches == "up_to_mask":
+        return np.maximum.accumulate(mask[:, ::-1], axis=1)[:, ::-1]
+    if operator.touches == "run":
+        k = int({**operator.params, **(params or {})}["k"])
+        covered = mask.copy()
+        for lag in range(1, min(k, mask.shape[1])):
+            covered[:, :-lag] |= mask[:, lag:]
+        return covered
     if operator.touches == "neighbours":
         near = mask.copy()
         near[:, 1:] |= mask[:, :-1]
@@ -278,5 +291,5 @@ class Combined(Operator):
     def apply(self, values, mask, *, seeds, parts, **params):  # type: ignore[override]
         for operator, part_mask, part_params in parts:
             out = operator.apply(values.copy(), part_mask, seeds=seeds, **part_params)
-            values = checked_output(operator, values, out, reach(operator, part_mask))
+            values = checked_output(operator, values, out, reach(operator, part_mask, part_params))
         return values

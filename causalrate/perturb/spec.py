@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
+from causalrate.perturb.faults import Fault, severity_table
 from causalrate.perturb.operators import OPERATORS
 from causalrate.perturb.placement import PlacementName
 
@@ -57,7 +58,12 @@ class PerturbationSpec(BaseModel):
     )
     params: dict[str, float] = Field(default_factory=dict)
     grid: dict[str, list[float]] | None = Field(
-        None, description="severity grid: one setting (or period) and its values, e.g. {period: [80, 40, 20, 10]}"
+        None,
+        description="severity grid: one setting (or period, or a duration fault's severity) and its values, "
+        "e.g. {period: [80, 40, 20, 10]} or {severity: [1, 2, 3, 4, 5]}",
+    )
+    severity: int | None = Field(
+        None, ge=1, le=5, description="a duration fault's level in the severity table (ratings/severity.yaml)"
     )
     description: str | None = None
 
@@ -72,6 +78,8 @@ class PerturbationSpec(BaseModel):
                 raise ValueError(f"grid {name}: give at least two distinct values, got {values}")
             if name == "period" and any(v < 1 or v != int(v) for v in values):
                 raise ValueError(f"grid period: values must be whole numbers >= 1, got {values}")
+            if name == "severity" and any(v not in (1, 2, 3, 4, 5) for v in values):
+                raise ValueError(f"grid severity: values must be levels 1 to 5, got {values}")
         return grid
 
     @field_validator("operator")
@@ -89,4 +97,21 @@ class PerturbationSpec(BaseModel):
             raise ValueError("operator 'combined' needs combine: [two or more operators], and only it takes combine")
         if self.combine is not None and len(self.combine) < 2:
             raise ValueError("combine: give at least two operators")
+        durations = [self.params.get("k", 1), *((self.grid or {}).get("k") or [])]
+        if issubclass(OPERATORS.get(self.operator), Fault) and any(k < 1 or k != int(k) for k in durations):
+            raise ValueError(f"k: a duration fault lasts a whole number of points >= 1, got {durations}")
+        graded = self.severity is not None or (self.grid is not None and "severity" in self.grid)
+        if graded:
+            if self.severity is not None and self.grid is not None and "severity" in self.grid:
+                raise ValueError("give severity: L or grid: {severity: [...]}, not both")
+            if self.operator not in severity_table().magnitudes:
+                raise ValueError(
+                    f"severity applies to the duration faults {sorted(severity_table().magnitudes)}, "
+                    f"not {self.operator!r}"
+                )
+            graded_params = {"k", *severity_table().magnitudes[self.operator]}
+            if set(self.params) & graded_params:
+                raise ValueError(
+                    f"severity sets {sorted(graded_params)}; give either severity or params {sorted(graded_params)}"
+                )
         return self

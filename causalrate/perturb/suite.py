@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from causalrate.contracts import guarded, is_plugin, raised
 from causalrate.errors import UserError, format_validation_error
+from causalrate.perturb.faults import severity_table
 from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
 from causalrate.perturb.placement import Placement, PlacementName, offsets_mask
 from causalrate.perturb.spec import PerturbationSpec
@@ -50,6 +51,7 @@ class Perturbation:
     family: str = ""
     severity: float | None = None
     severity_label: str = ""  # what the severity measures, for dose-response axes
+    level: int | None = None  # a duration fault's level in the severity table (a grid member's or `severity:`)
     placement: Placement = field(default_factory=Placement)
     parts: tuple[Part, ...] = ()  # combined corruptions; else the one operator
     impute: str | None = None
@@ -111,7 +113,7 @@ class Perturbation:
         ]
         # where each part may act, decided before any operator runs (one that widens its mask in place must not
         # widen what it is allowed to change); the masks and the clean inputs reach it read-only
-        allowed = np.logical_or.reduce([reach(o, m) for o, m, _ in parts])
+        allowed = np.logical_or.reduce([reach(o, m, p) for o, m, p in parts])
         for _, mask, _ in parts:
             mask.setflags(write=False)
         clean = inputs.view()
@@ -208,11 +210,17 @@ def newest_point(p: Perturbation) -> Perturbation | None:
 
 
 def load_suite(
-    spec: str | list[PerturbationSpec], *, base_dir: Path, input_length: int, placement: PlacementName = "cyclic"
+    spec: str | list[PerturbationSpec],
+    *,
+    base_dir: Path,
+    input_length: int,
+    placement: PlacementName = "cyclic",
+    season: int = 1,
 ) -> list[Perturbation]:
     """Resolve a suite name (shipped catalog), a YAML path, or an inline list.
 
-    `placement` is the study's default for entries that set none. A suite file with `newest_point: true`
+    `placement` is the study's default for entries that set none; `season` scales the duration faults'
+    severity levels (ratings/severity.yaml). A suite file with `newest_point: true`
     also lists each corrupting perturbation's newest-point companion (newest_point), after the others.
     """
     newest = False
@@ -227,7 +235,7 @@ def load_suite(
         specs, newest = suite_file.perturbations, suite_file.newest_point
     else:
         specs = spec
-    suite = [p for s in specs for p in _expand(s, input_length, placement)]
+    suite = [p for s in specs for p in _expand(s, input_length, placement, season)]
     if newest:
         suite += [c for c in map(newest_point, suite) if c is not None]
     ids = [p.id for p in suite]
@@ -265,14 +273,41 @@ def _checked(pid: str, operator: str, params: dict[str, float]) -> dict[str, flo
     return {**cls.params, **params}
 
 
-def _expand(spec: PerturbationSpec, input_length: int, placement: PlacementName) -> list[Perturbation]:
-    """One Perturbation, or one per severity of the spec's grid."""
+def _expand(spec: PerturbationSpec, input_length: int, placement: PlacementName, season: int) -> list[Perturbation]:
+    """One Perturbation, or one per severity of the spec's grid (a duration fault's levels: the severity table's
+    settings for the data's season)."""
     settings = _settings(spec)
     if spec.offset is not None and spec.offset >= input_length:
         raise UserError(f"perturbations: {spec.id}: offset {spec.offset} is outside the input (0..{input_length - 1})")
+
+    def graded(level: int) -> dict[str, float]:
+        return {**settings, **severity_table().params(spec.operator, level, season=season, input_length=input_length)}
+
     if not spec.grid:
+        if spec.severity is not None:
+            resolved = _resolve(
+                spec, spec.period or input_length, graded(spec.severity), spec.id, None, placement, input_length
+            )
+            return [replace(resolved, level=spec.severity)]
         return [_resolve(spec, spec.period or input_length, settings, spec.id, None, placement, input_length)]
     ((name, values),) = spec.grid.items()
+    if name == "severity":
+        return [
+            replace(
+                _resolve(
+                    spec,
+                    spec.period or input_length,
+                    graded(int(v)),
+                    f"{spec.id}@{v:g}",
+                    float(v),
+                    placement,
+                    input_length,
+                ),
+                severity_label="severity level (ratings/severity.yaml)",
+                level=int(v),
+            )
+            for v in values
+        ]
     if name != "period" and name not in settings:
         raise UserError(
             f"perturbations: {spec.id}: grid over {name!r}, which is neither 'period' nor a setting "

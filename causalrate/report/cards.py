@@ -26,6 +26,7 @@ from causalrate.errors import UserError
 from causalrate.report.card_figures import card_figures
 from causalrate.report.comparison import cell, comparison_context, normalised_scores, radar_scores
 from causalrate.report.estimators import EFFECT_COLUMNS, estimator, facts, label
+from causalrate.report.faults import fault_table
 from causalrate.report.headlines import headlines, warnings
 from causalrate.report.label import data_source_name, groups_words, label_context
 from causalrate.report.machine import eval_results, model_card, model_index
@@ -129,6 +130,7 @@ def report_context(
         "adjusted_scores": [row["score"] for row in tables["confounding"] if row["score"].startswith("ape_")],
         "groups": groups_words(doc),
         "grids": grids,
+        "fault_table": fault_table(doc, system),
         "figures": card_figures(run, system, normalised),
         "failures": failures,
         "draws": draws,

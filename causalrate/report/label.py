@@ -12,6 +12,7 @@ from typing import Any
 
 from causalrate.config import REFERENCE_SYSTEMS
 from causalrate.rate.absolute import ABSOLUTE_LEVELS
+from causalrate.report.faults import fault_lines
 from causalrate.report.headlines import (
     TITLES,
     headline_words,
@@ -180,6 +181,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
         "fallback": not doc.headlines,  # an older ratings.json: the sentences are taken from its rating rows
         "tested": tested(doc),
         "rule": rule,
+        "faults": fault_lines(doc, system),
         "references": references,
         "warnings": found[:MAX_WARNINGS],
         "more_warnings": max(0, len(found) - MAX_WARNINGS),

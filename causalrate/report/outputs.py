@@ -16,6 +16,7 @@ import pandas as pd
 
 from causalrate.perturb.operators import OPERATORS
 from causalrate.report.estimators import facts
+from causalrate.report.faults import fault_effects
 from causalrate.report.missing_values import missing_values
 from causalrate.report.templating import environment, rating_cell
 from causalrate.run import (
@@ -97,6 +98,7 @@ def ratings_document(study: Study, result: Result) -> RatingsDocument:
                 family=p.family,
                 severity=clean_float(p.severity),
                 severity_label=p.severity_label,
+                **({"level": p.level} if p.level is not None else {}),  # set only for graded duration faults
                 **placement_record(p, study),
             )
             for p in study.suite
@@ -139,6 +141,7 @@ def ratings_document(study: Study, result: Result) -> RatingsDocument:
             for row in result.recency_profile
         ],
         effects=[effect_record(r) for r in result.evidence.effects.itertuples()],
+        **({"faults": faults} if (faults := fault_effects(study, result)) else {}),
         heterogeneity=_clean(result.heterogeneity),
         identification={
             scheme: Identification.written(adjustment_set=list(ident.adjustment_set), estimand=ident.estimand)

@@ -1,0 +1,134 @@
+"""Duration faults by severity (issue 44): ratings.json's `faults` section, the label's line per fault and the
+detailed report's fault × severity table.
+
+A row is one system under one duration fault at one level of the severity table (a `severity:` entry or a
+member of a `grid: {severity: …}`): APE_true (the paired mean rise of the outcome) and that rise relative to
+the system's clean outcome on the same windows ("its error rises by 40 %").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from causalrate.causal.effects import ape_true
+from causalrate.perturb.faults import Fault
+from causalrate.perturb.operators import OPERATORS
+from causalrate.run import FaultEffect, RatingsDocument
+from causalrate.score.scores import wide_column
+from causalrate.score.wide import wide_tables
+
+if TYPE_CHECKING:
+    from causalrate.study import Result, Study
+
+LABEL_LEVEL = 3  # the label's line per fault: its effect at this level (the sensors suite's)
+
+
+def fault_name(operator: str) -> str:
+    cls = OPERATORS.get(operator)
+    return cls.fault if issubclass(cls, Fault) else operator
+
+
+def fault_effects(study: Study, result: Result) -> list[FaultEffect]:
+    """Per system, every graded duration fault of the suite: its APE_true and relative rise, in suite order."""
+    graded = [p for p in study.suite if p.level is not None]
+    if not graded:
+        return []
+    evidence = result.evidence
+    ids = [p.id for p in graded]
+    newest = {}
+    if not evidence.newest.empty:  # the newest-point forecasts, under the id of the perturbation they place
+        newest = wide_tables(
+            evidence.newest,
+            "outcome",
+            perturbations=ids,
+            n_windows=0 if evidence.table is None else len(evidence.table),
+        )
+    rows = []
+    for system, wide in wide_column(evidence, "outcome").items():
+        control = wide[evidence.control].to_numpy()
+        for p in graded:
+            if p.id not in wide.columns:
+                continue
+            effect, clean, rise = relative_rise(wide[p.id].to_numpy(), control)
+            at_newest = newest[system][p.id].to_numpy() if system in newest else np.full(len(control), np.nan)
+            effect_newest, _, rise_newest = relative_rise(at_newest, control)
+            rows.append(
+                FaultEffect.written(
+                    system=system,
+                    perturbation=p.id,
+                    fault=p.operator_name,
+                    name=fault_name(p.operator_name),
+                    level=p.level,
+                    ape_true=_clean(effect),
+                    clean=_clean(clean),
+                    rise=_clean(rise),
+                    ape_newest=_clean(effect_newest),
+                    rise_newest=_clean(rise_newest),
+                )
+            )
+    return rows
+
+
+def relative_rise(outcomes: np.ndarray, control: np.ndarray) -> tuple[float, float, float]:
+    """(APE_true, the mean clean outcome on the same windows, their ratio); NaN where no window has both."""
+    effect, n = ape_true(outcomes, control)
+    if not n:
+        return np.nan, np.nan, np.nan
+    clean = float(control[np.isfinite(outcomes) & np.isfinite(control)].mean())
+    return effect, clean, (effect / clean if clean != 0 else np.nan)
+
+
+def _clean(x: float) -> float | None:
+    return float(f"{x:.10g}") if np.isfinite(x) else None
+
+
+def fault_lines(doc: RatingsDocument, system: str) -> list[str]:
+    """One line per fault family at level 3 (its severity-3 entry, else its grid's member): "stuck reading: its
+    error rises by 5 % at severity 3, rises by 40 % when still on at the newest point"."""
+    lines: dict[str, str] = {}
+    for row in doc.faults:
+        if row.system != system or row.level != LABEL_LEVEL or row.name in lines:
+            continue
+        line = f"{row.name}: {_rise_words(row.rise)} at severity {LABEL_LEVEL}"
+        if row.rise_newest is not None:
+            line += f", {_rise_words(row.rise_newest).removeprefix('its error ')} when still on at the newest point"
+        lines[row.name] = line
+    return list(lines.values())
+
+
+def _rise_words(rise: float | None) -> str:
+    if rise is None:
+        return "no error measured"
+    if abs(rise) < 0.005:
+        return "its error does not change"
+    return f"its error {'rises' if rise > 0 else 'falls'} by {abs(100 * rise):.0f} %"
+
+
+def fault_table(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
+    """The fault × severity table of one system: per suite entry (a severity grid, or a fault at one level; a
+    newest-point row beside the latter), the relative rise of its error and APE_true at each level, as text;
+    None when the run graded no fault."""
+    mine = [r for r in doc.faults if r.system == system]
+    if not mine:
+        return None
+    rows: dict[str, dict[str, Any]] = {}
+    for r in mine:
+        record = doc.perturbation(r.perturbation)
+        family = record.family if record is not None else r.perturbation  # a grid's id, or the entry's
+        rows.setdefault(family, {"entry": family, "name": r.name, "cells": {}})["cells"][r.level] = _cell(
+            r.rise, r.ape_true
+        )
+        if r.rise_newest is not None:
+            newest = rows.setdefault(
+                f"{family}@last", {"entry": family, "name": f"{r.name}, still on at the newest point", "cells": {}}
+            )
+            newest["cells"][r.level] = _cell(r.rise_newest, r.ape_newest)
+    return {"levels": sorted({r.level for r in mine}), "rows": list(rows.values())}
+
+
+def _cell(rise: float | None, ape: float | None) -> str:
+    if rise is None:
+        return "—"
+    return f"{100 * rise:+.1f} % ({ape:.3g})"
