@@ -201,3 +201,20 @@ def test_comparison_places_a_headline_without_cause_and_names_one_set_by_failure
     assert points["median"]["y"] == pytest.approx(max(effects))
     assert "random" not in points
     assert left_out["random"] == "its robustness headline is set by 5 % of its forecasts fail"
+
+
+@pytest.mark.parametrize(
+    ("data", "source", "shown"),
+    [
+        ({"source": "csv", "path": "/home/rater/private/load.csv"}, "/home/rater/private/load.csv", "load.csv"),
+        ({"source": "parquet", "path": r"C:\Users\rater\load.parquet"}, r"C:\Users\rater\load.parquet", "load.parquet"),
+        ({"source": "yfinance", "series": ["AAPL"]}, "yfinance cache /home/rater/.cache", "Yahoo Finance (yfinance)"),
+    ],
+)
+def test_a_card_never_shows_the_raters_folders(run, tmp_path, data, source, shown):
+    def edit(d):
+        d["provenance"]["config"]["data"] = data
+        d["provenance"]["data_source"] = source
+
+    doc = RatingsDocument.read(edited_run(run, tmp_path, edit) / "ratings.json")
+    assert dict(label.tested(doc))["Data"] == shown

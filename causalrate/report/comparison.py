@@ -134,8 +134,13 @@ def scatter_points(doc: RatingsDocument) -> tuple[dict[str, dict[str, float]], d
             left_out[system] = x_why or y_why
             continue
         out[system] = {
-            "x": x["value"], "x_lo": x["lo"], "x_hi": x["hi"], "y": y["value"], "y_lo": y["lo"], "y_hi": y["hi"]
-        }  # fmt: skip
+            "x": x["value"],
+            "x_lo": x["lo"],
+            "x_hi": x["hi"],
+            "y": y["value"],
+            "y_lo": y["lo"],
+            "y_hi": y["hi"],
+        }
     return out, left_out
 
 

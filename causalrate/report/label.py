@@ -36,6 +36,8 @@ def data_source_name(doc: RatingsDocument) -> str:
     data = doc.provenance.config.get("data", {})
     if data.get("source") in ("csv", "parquet") and data.get("path"):
         return PurePath(str(data["path"]).replace("\\", "/")).name
+    if data.get("source") == "yfinance":
+        return "Yahoo Finance (yfinance)"  # its source names the local cache folder
     return doc.provenance.data_source
 
 
