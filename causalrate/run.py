@@ -132,6 +132,7 @@ class RatingRow(Section):
     min_effect: Number = None
     n_min: Number = None
     ape_true_interval: Interval | None = None
+    margin: Number = None  # the practical-equivalence margin δ in the raw score's units (METHOD §6.2)
     improves: bool = False  # the APE's interval lies wholly below 0: the perturbation lowers its error (level 1)
     cannot_rule_out: Number = None  # inconclusive APE: the harm its interval leaves open (raw units)
     cannot_rule_out_share: Number = None  # the same as a share of the naive reference's clean error

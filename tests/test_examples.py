@@ -27,7 +27,8 @@ def test_plugin_example_rates_all_four_kinds(tmp_path):
     assert [s["name"] for s in doc["systems"]] == ["naive", "drift"]  # the plugin system is rated
     assert [p["id"] for p in doc["perturbations"]] == ["P0", "P1"]
     for system in ("naive", "drift"):
-        assert rows[(system, "ape", "P1")]["raw"] > 0  # the plugin operator changed the inputs
+        # the plugin operator changed the inputs: a signed effect (the `ape` row rates its harm, max(APE, 0))
+        assert any(e["ape_true"] != 0 for e in doc["effects"] if (e["system"], e["perturbation"]) == (system, "P1"))
         mae = rows[(system, "mae", "P1")]  # the plugin score: rated, with a bootstrap interval
         assert mae["interval"][0] <= mae["raw"] <= mae["interval"][1] and "stability" in mae
         ape = rows[(system, "ape_calm_first", "P1")]  # the plugin scheme's generated scores

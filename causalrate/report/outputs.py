@@ -237,6 +237,8 @@ def rating_row(r: Any, uncertainty: RowUncertainty) -> RatingRow:
     if (power := uncertainty.power) is not None:
         fields |= {name: clean_float(getattr(power, name)) for name in ("p_value", "power", "n_min", "min_effect")}
         fields["inconclusive"] = bool(power.inconclusive)
+    if (margin := getattr(r, "margin", None)) is not None and math.isfinite(margin) and margin > 0:
+        fields["margin"] = clean_float(margin)
     if bool(getattr(r, "improves", False)):
         fields["improves"] = True
     for name in ("cannot_rule_out", "cannot_rule_out_share"):
