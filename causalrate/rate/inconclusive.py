@@ -20,8 +20,9 @@ def inconclusive_level(rating):
 def withhold_inconclusive(rated: pd.DataFrame, rigor: Rigor, *, naive_error: float) -> tuple[pd.DataFrame, Rigor]:
     """Harm, not change, on every APE row the rigor layer tested (signed interval and power):
 
-    - its interval wholly below 0: the perturbation significantly lowers the error, it `improves` the system:
-      level 1, no practical effect (an improvement is never worse than no effect);
+    - its interval wholly below 0 and reaching a fall of at least δ: the perturbation significantly lowers the
+      error, it `improves` the system: level 1, no practical effect (an improvement is never worse than no
+      effect); a significant fall too small to reach δ is only "no practical effect" (level 1 by the margin);
     - no harm detected, power under 80 % and the interval reaching a harm ≥ δ (the row's margin): inconclusive,
       shown as '≥ k' (k its level, never the best) with `cannot_rule_out` the harm the interval leaves open
       (the interval's upper end, raw units; `cannot_rule_out_share`: as a share of naive_error, the naive
@@ -39,8 +40,8 @@ def withhold_inconclusive(rated: pd.DataFrame, rigor: Rigor, *, naive_error: flo
         row = rigor.row(key)
         if row.power is None or row.ape_true_interval is None or bool(rated["insufficient"].iat[i]):
             continue
-        hi = float(row.ape_true_interval[1])
-        if hi < 0:
+        lo, hi = (float(v) for v in row.ape_true_interval)
+        if hi < 0 and lo <= -float(rated["margin"].iat[i]):
             rated.iloc[i, at["improves"]] = True
             rated.iloc[i, at["relevant"]] = False
             rated.iloc[i, at["rating"]] = 1
