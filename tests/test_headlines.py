@@ -57,6 +57,10 @@ def test_a_perfect_oracle_is_best_and_does_not_crash(planted):
     for p in ("P1", "P2", "P3"):
         assert rows_of(planted, "smape", "P0")["oracle"]["raw"] == 0.0
         assert rows_of(planted, "ape", p)["oracle"]["rating"] == 1
+    # every error 0: no group differs from another (0, not the undefined 0 / 0 that rated it worst)
+    bias_rows = [r for r in planted["ratings"] if r["system"] == "oracle" and r["score"].startswith("bias_")]
+    assert bias_rows and all(r["raw"] == 0.0 and r["rating"] == 1 for r in bias_rows)
+    assert oracle["bias"]["rating"] == 1
 
 
 def test_a_huge_constant_is_worst_on_accuracy_and_tied_with_nobody(planted):

@@ -31,7 +31,9 @@ def bias_gap(sums: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarra
             for g in range(len(n)):
                 mean_g = s1[g] / n[g]
                 mean_rest = (block_sum - s1[g]) / (block_size - n[g])
-                gaps = np.fmax(gaps, np.abs(mean_g - mean_rest) / overall)
+                gap = np.abs(mean_g - mean_rest)
+                # no gap is no bias, also where every error is 0 (a perfect oracle: 0 / 0)
+                gaps = np.fmax(gaps, np.where(gap == 0, 0.0, gap / overall))
     return gaps
 
 
