@@ -169,10 +169,17 @@ def quickstart(tmp_path_factory) -> Path:
     return folder / "run"
 
 
+# The end-to-end tier (`-m e2e`): tests marked so in their file, every test of these files (a bench script, an
+# example, each a whole study in a subprocess), and every test that uses one of these fixtures (the session's
+# quickstart run, a managed environment, the zoo's runs). The rest is the fast tier: unit, contract and rule
+# tests on small synthetic studies.
+E2E_FILES = {"test_bench.py", "test_examples.py", "test_example_mlforecast.py", "test_example_neuralforecast.py"}
+E2E_FIXTURES = {"quickstart", "moment_python", "own_runs"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that uses the session's quickstart run is end to end (`-m e2e`), whatever its file."""
     for item in items:
-        if "quickstart" in getattr(item, "fixturenames", ()):
+        if item.path.name in E2E_FILES or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
 
 

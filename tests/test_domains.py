@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from causalrate.config import DataConfig
@@ -22,6 +23,7 @@ def test_the_shipped_series_span_domains_and_frequencies():
     assert (nile.values[:2].tolist(), str(nile.dates[0])) == ([1120.0, 1160.0], "1871-01-01")  # statsmodels' own
 
 
+@pytest.mark.e2e
 def test_domains_study_smoke(tmp_path, cli):
     study = yaml.safe_load(STUDY.read_text())
     study["windows"]["stride"] = 48

@@ -118,6 +118,7 @@ def run(tmp_path_factory):
     mp.undo()
 
 
+@pytest.mark.e2e
 def test_core_zoo_runs_end_to_end_with_its_output_kind(run):
     assert run["code"] == 0
     with sqlite3.connect(run["folder"] / "run" / "forecasts.sqlite") as conn:
