@@ -115,7 +115,9 @@ class Resamples:
     def means(self, values: np.ndarray) -> np.ndarray:
         return replicate_means(self.counts, values, widen=self.widen)
 
-    def intervals(self, values: np.ndarray, means: np.ndarray | None = None, *, level: float = 0.95) -> list:
+    def intervals(
+        self, values: np.ndarray, means: np.ndarray | None = None, *, level: float = 0.95
+    ) -> list[tuple[float, float]]:
         """The interval of the mean of values [W] ([(lo, hi)], one entry), or of each column of [W, k] (k
         entries): studentized_interval, on the widened replicate means (means: self.means(values), when
         already made) and each replicate's sd, both from replicate_means (the sd from centred squares)."""
