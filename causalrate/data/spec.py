@@ -21,8 +21,10 @@ class DataConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    source: Literal["embedded", "csv", "parquet", "yfinance", "statsmodels"] = Field(
-        "embedded", description="statsmodels: series of five domains and four frequencies shipped in statsmodels"
+    source: Literal["embedded", "csv", "parquet", "yfinance", "statsmodels", "electricity"] = Field(
+        "embedded",
+        description="statsmodels: series of five domains and four frequencies shipped in statsmodels; electricity: "
+        "Victoria's hourly demand in ten fortnights (attributes month, season), shipped in statsmodels",
     )
     series: list[str] | None = Field(None, description="series ids / tickers to keep; null = all")
     start: date | None = None
