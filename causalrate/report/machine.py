@@ -22,6 +22,7 @@ from causalrate.report.estimators import estimator, label
 from causalrate.report.headlines import headlines, warnings
 from causalrate.report.templating import missing_values_text
 from causalrate.run import RatingsDocument
+from causalrate.score.scores import bias_attributes, differ_by
 
 PAPER = (
     "Lakkaraju et al., On Creating a Causally Grounded Usable Rating Method for Assessing the Robustness "
@@ -93,6 +94,7 @@ def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str)
             else []
         ),
     ]
+    by = differ_by(bias_attributes({r.score for r in doc.ratings}))  # the data's attributes the bias scores compare
     card = {
         "schema_version": "0.0.2",
         "model_details": {
@@ -114,7 +116,7 @@ def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str)
             "limitations": [{"description": text} for text in limits if text],
             "ethical_considerations": [
                 {
-                    "name": "Errors that differ between industries or companies (bias rating).",
+                    "name": f"Errors that differ {by or 'between groups'} (bias rating).",
                     "mitigation_strategy": "Check the bias headline and the WRS rows before use on a group.",
                 }
             ],
