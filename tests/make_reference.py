@@ -20,7 +20,7 @@ from causalrate.pipeline import assess
 from causalrate.systems import SYSTEMS
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCES = ("quickstart", "domains", "sensors")
+REFERENCES = ("quickstart", "domains", "sensors", "electricity")  # studies/<name>.yaml → ratings/<name>/
 PUBLISHED_STUDIES = ("quickstart", "domains")
 
 

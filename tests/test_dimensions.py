@@ -84,3 +84,15 @@ def test_a_system_too_high_in_one_region_gets_the_worst_bias_naming_region(tmp_p
     assert "differ by region or site" in bias["high_north"]["meaning"]
     label = (tmp_path / "run" / "cards" / "high_north.html").read_text()
     assert "Do its errors differ by region or site?" in label and "industries" not in label
+
+
+def test_an_attributes_generated_scores_take_their_built_in_kins_scales():
+    from causalrate.causal.schemes import attribute_scheme
+    from causalrate.rate.absolute import scale_of
+    from causalrate.score.scores import SCORES, register_dimension
+
+    register_dimension("store_kind")
+    attribute_scheme("store_kind")
+    for prefix in ("wrs", "bias", "ape", "pie"):
+        assert SCORES.get(f"{prefix}_store_kind").generated_for == "store_kind"
+        assert scale_of(f"{prefix}_store_kind") == scale_of(f"{prefix}_industry") is not None

@@ -23,7 +23,8 @@ def test_readme_links_the_project_method_document():
 
 def test_method_document_names_every_registered_rule():
     for registry in (OPERATORS, SCORES, SCHEMES, SYSTEMS, METRICS):
-        missing = [name for name in registry.names() if f"`{name}`" not in METHOD]
+        generated = {n for n, e in registry.items() if getattr(e, "generated_for", None)}  # a data attribute's
+        missing = [name for name in registry.names() if f"`{name}`" not in METHOD and name not in generated]
         assert not missing, f"docs/method.md does not describe {missing}"
 
 

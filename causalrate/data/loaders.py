@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.data.dataset import Dataset, Series, validate_series
-from causalrate.data.domains import statsmodels_series
+from causalrate.data.domains import electricity_series, statsmodels_series
 from causalrate.data.frequency import Frequency, date_unit, regular_grid, resolve
 from causalrate.data.spec import DataConfig
 from causalrate.errors import UserError
@@ -25,6 +25,8 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
         wide, attributes, source = _embedded()
     elif cfg.source == "statsmodels":
         wide, attributes, source = statsmodels_series()
+    elif cfg.source == "electricity":
+        wide, attributes, source = electricity_series()
     elif cfg.source == "yfinance":
         wide, source = _yfinance(cfg, base_dir)
         attributes = {}

@@ -25,8 +25,10 @@ class DataConfig(BaseModel):
     description: str | None = Field(
         None, max_length=300, description="what the data are, in the words of the people who know them (cards)"
     )
-    source: Literal["embedded", "csv", "parquet", "yfinance", "statsmodels"] = Field(
-        "embedded", description="statsmodels: series of five domains and four frequencies shipped in statsmodels"
+    source: Literal["embedded", "csv", "parquet", "yfinance", "statsmodels", "electricity"] = Field(
+        "embedded",
+        description="statsmodels: series of five domains and four frequencies shipped in statsmodels; electricity: "
+        "Victoria's hourly demand in ten fortnights (attributes month, season), shipped in statsmodels",
     )
     series: list[str] | None = Field(None, description="series ids / tickers to keep; null = all")
     start: date | None = None

@@ -63,9 +63,13 @@ def published_margins() -> dict[str, Margin | None]:
 
 
 def scale_of(score: str) -> Scale | None:
-    """The score's published scale: its own `absolute_scale`, else its entry in ratings/scales.yaml."""
-    own = SCORES.get(score).absolute_scale if score in SCORES else None
-    return own or load_scales().get(score)
+    """The score's published scale: its own `absolute_scale`, else its entry in ratings/scales.yaml; a score
+    generated for a data attribute (wrs_region) takes its built-in kin's (wrs_industry)."""
+    cls = SCORES.get(score) if score in SCORES else None
+    own = cls.absolute_scale if cls else None
+    attribute = getattr(cls, "generated_for", None)
+    kin = f"{score.removesuffix(attribute)}industry" if attribute and score.endswith(attribute) else score
+    return own or load_scales().get(score) or load_scales().get(kin)
 
 
 def naive_clean_error(inputs: np.ndarray, truth: np.ndarray, outcome, *, season: int) -> float:
