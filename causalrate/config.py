@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from causalrate import plugins
 from causalrate.data.spec import DataConfig, default_data
@@ -195,6 +204,16 @@ class ModelConfig(StudySettings):
     outcome: str = Field(
         "rmax_scaled", description="the quickstart's outcome (docs/reference.md: Method decisions), not METHOD's rmax"
     )
+
+    @model_validator(mode="after")
+    def _not_a_reference_name(self) -> ModelConfig:
+        """A model named like a reference system of another type would replace that reference unseen."""
+        if self.model.name in REFERENCE_SYSTEMS and self.model.type != self.model.name:
+            raise ValueError(
+                f"model.name {self.model.name!r} is the name of a reference system the model is compared with; "
+                "give the model another name"
+            )
+        return self
 
     def to_study(self) -> dict[str, Any]:
         references = [{"name": n, "type": n} for n in REFERENCE_SYSTEMS if n != self.model.name]
