@@ -123,9 +123,16 @@ def _card(args: argparse.Namespace) -> int:
 
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
     systems = [args.system] if args.system else None
-    written = render_cards(Path(args.run_dir), systems=systems, formats=formats, png_required="png" in formats)
+    # what can be written is written (without Chromium: every format but png and pdf, with a warning saying so)
+    written = render_cards(Path(args.run_dir), systems=systems, formats=formats)
     for path in written:
         print(path)
+    asked = [f for f in ("png", "pdf") if f in formats and args.format != CARD_FORMATS]
+    lacking = [f for f in asked if not any(p.suffix == f".{f}" for p in written)]
+    if lacking:  # asked for by name: the run's other files are written, but the answer is no
+        raise UserError(
+            f"--format {args.format}: wrote {len(written)} file(s) but no {' or '.join(lacking)} (see above)"
+        )
     return 0
 
 
@@ -290,7 +297,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--system", help="only this system's card")
     c.add_argument(
         "--format",
-        default="html,png,pdf,md,json,yaml",
+        default=CARD_FORMATS,
         help="comma-separated: html (label, report, comparison, index), png, pdf (label), md (report), "
         "json (model card), yaml (model-index); default: all",
     )
@@ -340,6 +347,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+CARD_FORMATS = "html,png,pdf,md,json,yaml"  # card's default --format
 MAX_MESSAGE = 8000  # characters of an error message printed: a page or two, never a gigabyte
 
 

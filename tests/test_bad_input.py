@@ -505,3 +505,16 @@ def test_an_outcome_metric_that_is_never_finite_is_refused_before_forecasting(tm
     code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
     assert code == 2 and "metric 'nan_everywhere'" in err and "no finite value" in err, err
     assert not (tmp_path / "run" / "forecasts.sqlite").exists()
+
+
+def test_card_without_chromium_writes_what_it_can_and_says_what_it_could_not(finished_run, cli, monkeypatch):
+    """`card RUN` without Chromium exited 2 and wrote nothing unless --format dropped png and pdf."""
+    import causalrate.report.cards as cards
+
+    monkeypatch.setattr(cards, "browser_problem", lambda: "no Chromium here (test)")
+    _, run = finished_run
+    code, _, err = cli("card", run)
+    assert code == 0 and "no Chromium here (test)" in err and "wrote the other formats" in err, err
+    assert list((run / "cards").glob("*.html")) and not list((run / "cards").glob("*.png"))
+    code, _, err = cli("card", run, "--format", "html,png")
+    assert code == 2 and "no png" in err and "Traceback" not in err, err
