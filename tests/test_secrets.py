@@ -194,3 +194,25 @@ def test_a_credential_in_an_http_url_is_refused_and_not_printed(tmp_path, cli):
     code, _, err = cli("assess", config, "--out", tmp_path / "run")
     assert code == 2 and "query parameter 'token'" in err and "headers_env" in err, err
     assert "ghp_s3cr3tvalue99" not in err
+
+
+def test_what_a_python_system_prints_is_scrubbed(tmp_path, monkeypatch, capsys):
+    import numpy as np
+
+    from causalrate.systems.python_system import PythonFunction, PythonSettings
+    from tests.test_statsforecast import batch_of
+
+    monkeypatch.setenv("UNIT_PRINTED", "pk-printed-0123456789")
+    declare("UNIT_PRINTED")
+    (tmp_path / "chatty.py").write_text(
+        "import os, sys\n"
+        "def f(inputs, horizon):\n"
+        "    print('calling with', os.environ['UNIT_PRINTED'])\n"
+        "    print('key again', os.environ['UNIT_PRINTED'], file=sys.stderr)\n"
+        "    return inputs[:, -1:].repeat(horizon, axis=1)\n"
+    )
+    system = PythonFunction(PythonSettings(function="chatty.py:f"), base_dir=tmp_path)
+    system.forecast(batch_of(np.arange(12.0).reshape(2, 6), horizon=3, season=1))
+    captured = capsys.readouterr()
+    assert "pk-printed-0123456789" not in captured.out + captured.err
+    assert "calling with ***" in captured.err and "key again ***" in captured.err
