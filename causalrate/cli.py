@@ -321,7 +321,9 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--systems", help="comma-separated systems to compare (default: all of the run's)")
     se.add_argument("--questions", type=int, default=8, help="number of questions, even (default 8)")
     se.add_argument("--per-question", type=int, help="systems shown per question (default 3, or all if fewer)")
-    se.add_argument("--participants", type=int, default=30, help="participant ids to assign (default 30)")
+    se.add_argument(
+        "--participants", type=_at_least_one, default=30, help="participant ids to assign (default 30; at least 1)"
+    )
     se.add_argument("--seed", type=int, default=0, help="draws questions, letters, windows and assignments")
     se.add_argument("--overwrite", action="store_true", help="replace the kit's files in a --out that holds some")
     se.set_defaults(func=_study_export)
@@ -345,6 +347,17 @@ def parser() -> argparse.ArgumentParser:
         )
         ls.set_defaults(func=_listing)
     return p
+
+
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse answers anything else with exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
 
 
 CARD_FORMATS = "html,png,pdf,md,json,yaml"  # card's default --format

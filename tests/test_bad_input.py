@@ -248,6 +248,8 @@ def test_flag_mistakes_name_the_flag(finished_run, cli, tmp_path):
     assert "rating.levels" not in err
     code, _, err = cli("study", "export", run, "--out", tmp_path / "kit", "--per-question", "10")
     assert code == 2 and "--per-question: from 2 to 2" in err and "--questions" not in err, err
+    code, _, err = cli("study", "export", run, "--out", tmp_path / "kit", "--participants", "0")
+    assert code == 2 and "--participants" in err and "at least 1, got 0" in err, err
     code, _, err = cli("assess", config, "--resume", run, "--out", tmp_path / "other")
     assert code == 2 and "--out" in err and "resumed in place" in err, err
     assert not (tmp_path / "other").exists()
