@@ -123,9 +123,16 @@ def _card(args: argparse.Namespace) -> int:
 
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
     systems = [args.system] if args.system else None
-    written = render_cards(Path(args.run_dir), systems=systems, formats=formats, png_required="png" in formats)
+    # what can be written is written (without Chromium: every format but png and pdf, with a warning saying so)
+    written = render_cards(Path(args.run_dir), systems=systems, formats=formats)
     for path in written:
         print(path)
+    asked = [f for f in ("png", "pdf") if f in formats and args.format != CARD_FORMATS]
+    lacking = [f for f in asked if not any(p.suffix == f".{f}" for p in written)]
+    if lacking:  # asked for by name: the run's other files are written, but the answer is no
+        raise UserError(
+            f"--format {args.format}: wrote {len(written)} file(s) but no {' or '.join(lacking)} (see above)"
+        )
     return 0
 
 
@@ -290,7 +297,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--system", help="only this system's card")
     c.add_argument(
         "--format",
-        default="html,png,pdf,md,json,yaml",
+        default=CARD_FORMATS,
         help="comma-separated: html (label, report, comparison, index), png, pdf (label), md (report), "
         "json (model card), yaml (model-index); default: all",
     )
@@ -314,7 +321,9 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--systems", help="comma-separated systems to compare (default: all of the run's)")
     se.add_argument("--questions", type=int, default=8, help="number of questions, even (default 8)")
     se.add_argument("--per-question", type=int, help="systems shown per question (default 3, or all if fewer)")
-    se.add_argument("--participants", type=int, default=30, help="participant ids to assign (default 30)")
+    se.add_argument(
+        "--participants", type=_at_least_one, default=30, help="participant ids to assign (default 30; at least 1)"
+    )
     se.add_argument("--seed", type=int, default=0, help="draws questions, letters, windows and assignments")
     se.add_argument("--overwrite", action="store_true", help="replace the kit's files in a --out that holds some")
     se.set_defaults(func=_study_export)
@@ -340,6 +349,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse answers anything else with exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+CARD_FORMATS = "html,png,pdf,md,json,yaml"  # card's default --format
 MAX_MESSAGE = 8000  # characters of an error message printed: a page or two, never a gigabyte
 
 

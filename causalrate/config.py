@@ -10,14 +10,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from causalrate import plugins
 from causalrate.data.spec import DataConfig, default_data
 from causalrate.errors import UserError, format_validation_error
 from causalrate.perturb.spec import PerturbationSpec
 from causalrate.systems.spec import SystemSpec
+from causalrate.yamlio import read_yaml
 
 REFERENCE_SYSTEMS = ["naive", "arima", "random", "seasonal_naive", "biased"]  # METHOD §7
 
@@ -206,6 +215,16 @@ class ModelConfig(StudySettings):
         "rmax_scaled", description="the quickstart's outcome (docs/reference.md: Method decisions), not METHOD's rmax"
     )
 
+    @model_validator(mode="after")
+    def _not_a_reference_name(self) -> ModelConfig:
+        """A model named like a reference system of another type would replace that reference unseen."""
+        if self.model.name in REFERENCE_SYSTEMS and self.model.type != self.model.name:
+            raise ValueError(
+                f"model.name {self.model.name!r} is the name of a reference system the model is compared with; "
+                "give the model another name"
+            )
+        return self
+
     def to_study(self) -> dict[str, Any]:
         references = [{"name": n, "type": n} for n in REFERENCE_SYSTEMS if n != self.model.name]
         study = self.model_dump(exclude={"model"}, exclude_unset=True)
@@ -222,83 +241,17 @@ def outcome_metric_names() -> list[str]:
     return [n for n, m in METRICS.items() if m.lower_is_better]
 
 
-MAX_YAML_BYTES = 1_000_000  # a study or model YAML is a page or two; beyond this it is not one
-MAX_YAML_EXPANDED = 100_000  # values the aliases (*name) of one file expand to: ample for a config, not a bomb
-
-
-class _Loader(yaml.SafeLoader):
-    """yaml's safe loader, but an impossible date (2021-13-01) is a YAML error at its line, not a ValueError;
-    a key given twice in one mapping is an error (not the last one silently kept); aliases may expand to at
-    most MAX_YAML_EXPANDED values (a few hundred bytes of nested aliases would otherwise be gigabytes)."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            anchored = self.anchors.get(event.anchor)
-            if anchored is not None:
-                self.expanded = getattr(self, "expanded", 0) + _values(anchored, self.__dict__.setdefault("sizes", {}))
-                if self.expanded > MAX_YAML_EXPANDED:
-                    raise yaml.composer.ComposerError(
-                        None,
-                        None,
-                        f"its aliases (*name) expand to more than {MAX_YAML_EXPANDED} values; write the values out",
-                        event.start_mark,
-                    )
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for key, _ in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
-                    if key.value in seen:
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"key {key.value!r} is given twice in one mapping; keep one", key.start_mark
-                        )
-                    seen.add(key.value)
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_yaml_timestamp(self, node):
-        try:
-            return super().construct_yaml_timestamp(node)
-        except ValueError as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"{node.value!r} is not a date ({exc}); expected YYYY-MM-DD", node.start_mark
-            ) from None
-
-
-def _values(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """How many values a YAML node stands for, its aliased parts expanded (memoised per node in `sizes`)."""
-    if id(node) not in sizes:
-        if isinstance(node, yaml.SequenceNode):
-            sizes[id(node)] = 1 + sum(_values(child, sizes) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            sizes[id(node)] = 1 + sum(_values(k, sizes) + _values(v, sizes) for k, v in node.value)
-        else:
-            sizes[id(node)] = 1
-    return sizes[id(node)]
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
-
-
 def load_config(path: str | Path, *, seed: int | None = None) -> tuple[StudyConfig, Path]:
     """Read and validate a study or model YAML; return it and the folder it lives in."""
     path = Path(path)
     try:
-        if path.is_file() and path.stat().st_size > MAX_YAML_BYTES:
-            raise UserError(f"{path}: {path.stat().st_size} bytes; a config is at most {MAX_YAML_BYTES} bytes")
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # a SafeLoader: plain data only
+        raw = read_yaml(path)
     except FileNotFoundError:
         raise UserError(f"{path}: no such config file") from None
     except IsADirectoryError:
         raise UserError(f"{path}: a folder; give the study or model YAML file (e.g. studies/quickstart.yaml)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the config ({exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise UserError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(raw, dict):
         raise UserError(f"{path}: expected a mapping with 'systems:' (a study) or 'model:' (one model)")
     if ("model" in raw) == ("systems" in raw):

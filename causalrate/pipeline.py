@@ -27,6 +27,7 @@ from causalrate.causal.resampling import Resamples
 from causalrate.causal.selfcheck import judge
 from causalrate.causal.wrs import wrs_plans, wrs_scores
 from causalrate.config import StudyConfig
+from causalrate.contracts import violation
 from causalrate.errors import UserError
 from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.store import ForecastStore
@@ -129,8 +130,19 @@ def preflight(study: Study) -> None:
     truth, inputs = windows.truth[:k], windows.inputs[:k]
     levels = (0.1, 0.5, 0.9)
     with np.errstate(all="ignore"):
-        for m in METRICS.names():
-            METRICS.get(m)(truth, truth * 1.01, inputs, None, season=study.dataset.season, levels=levels)
+        values = {
+            m: METRICS.get(m)(truth, truth * 1.01, inputs, None, season=study.dataset.season, levels=levels)
+            for m in METRICS.names()
+        }
+    if not np.isfinite(np.asarray(values[cfg.outcome], dtype=float)).any():  # every system would tie, rated
+        outcome = METRICS.get(cfg.outcome)
+        raise violation(
+            "metric",
+            cfg.outcome,
+            outcome,
+            "the study's outcome gives no finite value for a plain forecast (1 % off "
+            "the truth): every effect would be NaN; return numbers, or choose another outcome",
+        )
     history = series_history(study.dataset, windows)[:k]
     origins = [(study.table["series"].iloc[i], int(windows.start[i])) for i in range(k)]
     for p in study.forecast_suite:

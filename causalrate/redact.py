@@ -14,12 +14,13 @@ Code that cuts a text short scrubs it first, so a cut never leaves half a secret
 from __future__ import annotations
 
 import base64
+import binascii
 import html
 import json
 import os
 import re
 from functools import lru_cache
-from urllib.parse import quote, quote_plus
+from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
 
 _NAMES: set[str] = set()
 MASK = "***"
@@ -30,9 +31,17 @@ def declare(*names: str) -> None:
     _NAMES.update(n for n in names if n)
 
 
+_CONCEALED: set[str] = set()
+
+
+def conceal(*values: str) -> None:
+    """Mark literal values (e.g. a credential found in a URL of the config) that must never appear in any output."""
+    _CONCEALED.update(v for v in values if v)
+
+
 def secret_values() -> list[str]:
     """The current values of the declared variables, longest first (a secret inside another is masked whole)."""
-    values = {os.environ.get(name, "") for name in _NAMES}
+    values = {os.environ.get(name, "") for name in _NAMES} | _CONCEALED
     return sorted((v for v in values if v), key=len, reverse=True)
 
 
@@ -77,9 +86,46 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
 
 
 def scrub(text: str, extra: list[str] | tuple[str, ...] = ()) -> str:
-    """`text` with every declared (and every `extra`) secret, in every form above, replaced by ***."""
+    """`text` with every declared (and every `extra`) secret, in every form above, replaced by ***; and every
+    base64 block whose decoded text holds one (an endpoint echoing its request headers encoded) by *** whole."""
     pattern = _pattern(tuple(sorted({*secret_values(), *(e for e in extra if e)})))
-    return text if pattern is None else pattern.sub(MASK, text)
+    if pattern is None:
+        return text
+    return pattern.sub(MASK, BASE64_BLOCK.sub(lambda block: _masked_block(block.group(0), pattern), text))
+
+
+BASE64_BLOCK = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")  # a run of base64 (standard or URL-safe) characters
+
+
+def _masked_block(block: str, pattern: re.Pattern[str]) -> str:
+    """*** if the base64 block decodes to a text that carries a secret (at whatever offset), else the block."""
+    padded = block.rstrip("=") + "=" * (-len(block.rstrip("=")) % 4)
+    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+        try:
+            decoded = decode(padded).decode("utf-8", errors="ignore")
+        except (binascii.Error, ValueError):
+            continue
+        if pattern.search(decoded):
+            return MASK
+    return block
+
+
+SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "pwd", "auth", "signature", "sig", "credential")
+
+
+def secrets_in_url(url: str) -> list[str]:
+    """The parts of a URL that look like a credential: a password in its user info, and every query parameter
+    named like one (api_key, token, sig, ...). A URL is stored in the run and shown in its report, so it must
+    carry none (headers_env holds them, read from the environment). The values found are concealed (scrubbed)."""
+    parts = urlsplit(url)
+    found = ["the password in its user info"] if parts.password else []
+    conceal(parts.password or "")
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        words = re.split(r"[^a-z]+", name.lower())
+        if value and any(w in SECRET_WORDS or w.endswith(SECRET_WORDS) for w in words):
+            found.append(f"query parameter {name!r}")
+            conceal(value)  # the error that refuses the url must not print it
+    return found
 
 
 def scrub_optional(text: str | None) -> str | None:

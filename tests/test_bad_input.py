@@ -248,6 +248,8 @@ def test_flag_mistakes_name_the_flag(finished_run, cli, tmp_path):
     assert "rating.levels" not in err
     code, _, err = cli("study", "export", run, "--out", tmp_path / "kit", "--per-question", "10")
     assert code == 2 and "--per-question: from 2 to 2" in err and "--questions" not in err, err
+    code, _, err = cli("study", "export", run, "--out", tmp_path / "kit", "--participants", "0")
+    assert code == 2 and "--participants" in err and "at least 1, got 0" in err, err
     code, _, err = cli("assess", config, "--resume", run, "--out", tmp_path / "other")
     assert code == 2 and "--out" in err and "resumed in place" in err, err
     assert not (tmp_path / "other").exists()
@@ -469,3 +471,52 @@ def test_a_second_writer_of_one_run_folder_is_refused(tmp_path, cli):
         code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
     assert code == 2 and "another causalrate assess is writing this run folder" in err, err
     assert not (tmp_path / "run" / "forecasts.sqlite").exists()
+
+
+def test_a_repeated_csv_header_is_refused(tmp_path, cli):
+    """pandas renames the second `AAA` to `AAA.1`: a series (or an attribute) silently lost or renamed."""
+    wide_csv(tmp_path / "prices.csv", BBB=np.arange(60.0) % 7 + 50)
+    text = (tmp_path / "prices.csv").read_text().replace("date,AAA,BBB", "date,AAA,AAA", 1)
+    (tmp_path / "prices.csv").write_text(text)
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", STUDY), "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "repeats column(s) ['AAA']" in err and "prices.csv" in err, err
+
+
+def test_attributes_of_a_series_not_in_the_data_are_refused(tmp_path, cli):
+    wide_csv(tmp_path / "prices.csv")
+    body = STUDY.replace("prices.csv}", "prices.csv, attributes: {AAB: {industry: X}}}")
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "data.attributes names series ['AAB'] not in the data" in err, err
+
+
+def test_a_model_named_like_a_reference_system_is_refused(tmp_path, cli):
+    config = write_yaml(tmp_path / "m.yaml", "model: {name: naive, type: arima}\n")
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "'naive' is the name of a reference system" in err, err
+
+
+def test_an_outcome_metric_that_is_never_finite_is_refused_before_forecasting(tmp_path, cli):
+    """An all-NaN plugin metric as the outcome was rated (every effect NaN, every system tied)."""
+    wide_csv(tmp_path / "prices.csv")
+    (tmp_path / "nan_metric.py").write_text(
+        "import numpy as np\nfrom causalrate.forecast.metrics import metric\n\n"
+        "@metric('nan_everywhere', 'never a number')\n"
+        "def nan_everywhere(truth, forecast, clean_input):\n    return np.full(len(truth), np.nan)\n"
+    )
+    body = STUDY.replace("name: bad", "name: bad\nplugins: [nan_metric.py]\noutcome: nan_everywhere")
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "metric 'nan_everywhere'" in err and "no finite value" in err, err
+    assert not (tmp_path / "run" / "forecasts.sqlite").exists()
+
+
+def test_card_without_chromium_writes_what_it_can_and_says_what_it_could_not(finished_run, cli, monkeypatch):
+    """`card RUN` without Chromium exited 2 and wrote nothing unless --format dropped png and pdf."""
+    import causalrate.report.cards as cards
+
+    monkeypatch.setattr(cards, "browser_problem", lambda: "no Chromium here (test)")
+    _, run = finished_run
+    code, _, err = cli("card", run)
+    assert code == 0 and "no Chromium here (test)" in err and "wrote the other formats" in err, err
+    assert list((run / "cards").glob("*.html")) and not list((run / "cards").glob("*.png"))
+    code, _, err = cli("card", run, "--format", "html,png")
+    assert code == 2 and "no png" in err and "Traceback" not in err, err

@@ -77,8 +77,9 @@ def test_a_plugin_schemes_draws_feed_effects_rigor_and_refuters_alike(fixed_shar
     assert main(["assess", str(config), "--out", str(out), "--workers", "1", "--no-cards"]) == 0
 
     estimates = [e for e in seen["estimates"] if e.scheme == "fixed_share"]
-    # drawn once per (perturbation, draw) and shared by both systems, never redrawn by rigor or refuters
-    assert len(fixed_share.calls) == 3 * 4
+    # drawn once per (perturbation, draw) and shared by both systems, never redrawn by rigor or refuters (the
+    # first 3 * 2: the preflight's two draws per perturbation on synthetic forecasts, before forecasting)
+    assert len(fixed_share.calls) == 3 * 2 + 3 * 4
     assert len(estimates) == 2 * 3 * 4
     assert all(any(e.assignment is a for a in fixed_share.calls) for e in estimates)
     doc = json.loads((out / "ratings.json").read_text())

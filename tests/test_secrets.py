@@ -161,3 +161,58 @@ def test_an_excerpt_is_scrubbed_before_it_is_cut():
     with pytest.raises(ValueError) as info:
         _answer_table(raw, "forecast", rows=1, horizon=1, secrets=[TOKEN])
     assert "Bearer" not in str(info.value) and "***" in str(info.value)
+
+
+def test_a_secret_inside_a_base64_block_is_scrubbed(monkeypatch):
+    """An endpoint echoing its request headers base64-encoded: the secret's own base64 is no substring of the
+    block's (it depends on the offset), so the block is decoded and masked whole when it carries a secret."""
+    import base64
+
+    monkeypatch.setenv("UNIT_B64", "sk-live-0123456789abcdef")
+    declare("UNIT_B64")
+    for prefix in ("", "x", "xy"):  # every alignment of the secret inside the encoded block
+        headers = f"{prefix}Host: api\r\nAuthorization: Bearer sk-live-0123456789abcdef\r\nAccept: */*"
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            block = encode(headers.encode()).decode()
+            assert scrub(f"echo: {block} end") == "echo: *** end", (prefix, encode)
+    harmless = base64.b64encode(b"nothing secret in these headers at all").decode()
+    assert scrub(f"echo: {harmless}") == f"echo: {harmless}"
+
+
+def test_a_credential_in_an_http_url_is_refused_and_not_printed(tmp_path, cli):
+    from causalrate.redact import secrets_in_url
+
+    assert secrets_in_url("https://h/v1?api_key=abc123&x=1") == ["query parameter 'api_key'"]
+    assert secrets_in_url("https://u:pw123456@h/v1") == ["the password in its user info"]
+    assert secrets_in_url("https://h/v1?model=small&keyframes=3") == []
+    config = tmp_path / "s.yaml"
+    config.write_text(
+        "name: s\ndata: {source: embedded, series: [AAPL], start: 2022-01-01, end: 2022-06-30}\n"
+        "windows: {input_length: 20, horizon: 5, stride: 10}\n"
+        "systems:\n  - {name: served, type: http, url: 'https://example.invalid/f?token=ghp_s3cr3tvalue99'}\n"
+    )
+    code, _, err = cli("assess", config, "--out", tmp_path / "run")
+    assert code == 2 and "query parameter 'token'" in err and "headers_env" in err, err
+    assert "ghp_s3cr3tvalue99" not in err
+
+
+def test_what_a_python_system_prints_is_scrubbed(tmp_path, monkeypatch, capsys):
+    import numpy as np
+
+    from causalrate.systems.python_system import PythonFunction, PythonSettings
+    from tests.test_statsforecast import batch_of
+
+    monkeypatch.setenv("UNIT_PRINTED", "pk-printed-0123456789")
+    declare("UNIT_PRINTED")
+    (tmp_path / "chatty.py").write_text(
+        "import os, sys\n"
+        "def f(inputs, horizon):\n"
+        "    print('calling with', os.environ['UNIT_PRINTED'])\n"
+        "    print('key again', os.environ['UNIT_PRINTED'], file=sys.stderr)\n"
+        "    return inputs[:, -1:].repeat(horizon, axis=1)\n"
+    )
+    system = PythonFunction(PythonSettings(function="chatty.py:f"), base_dir=tmp_path)
+    system.forecast(batch_of(np.arange(12.0).reshape(2, 6), horizon=3, season=1))
+    captured = capsys.readouterr()
+    assert "pk-printed-0123456789" not in captured.out + captured.err
+    assert "calling with ***" in captured.err and "key again ***" in captured.err

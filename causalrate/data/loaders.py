@@ -32,6 +32,11 @@ def load_dataset(cfg: DataConfig, *, base_dir: Path, min_length: int) -> Dataset
         attributes = {}
     else:
         wide, attributes, source = _table(cfg, base_dir)
+    absent = [sid for sid in cfg.attributes if sid not in wide.columns]
+    if absent:  # a typo in a series id would silently give its attributes to nobody
+        raise UserError(
+            f"{source}: data.attributes names series {absent} not in the data; available: {list(wide.columns)}"
+        )
     for sid, attrs in cfg.attributes.items():  # the YAML mapping wins over the file's attributes
         attributes[sid] = {**attributes.get(sid, {}), **attrs}
 
@@ -105,10 +110,14 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
     source = str(path)
     try:
         frame = pd.read_parquet(path) if cfg.source == "parquet" else pd.read_csv(path)
+        header = list(pd.read_csv(path, nrows=1, header=None, dtype=str).iloc[0]) if cfg.source == "csv" else []
     except FileNotFoundError:
         raise UserError(f"data.path: no such file {path}") from None
     except Exception as exc:
         raise UserError(f"{source}: cannot read as {cfg.source}: {exc}") from None
+    repeated = sorted({str(c) for c in header if header.count(c) > 1})
+    if repeated:  # pandas would rename the second to "name.1": a series or attribute silently lost
+        raise UserError(f"{source}: the header repeats column(s) {repeated}; give every column its own name")
     columns = _columns(cfg, frame, source)
     date_column = columns["date"]
     try:

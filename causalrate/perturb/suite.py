@@ -10,7 +10,6 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from causalrate.contracts import guarded, is_plugin, raised
@@ -20,6 +19,7 @@ from causalrate.perturb.operators import OPERATORS, Operator, checked_output, re
 from causalrate.perturb.placement import Placement, PlacementName, offsets_mask
 from causalrate.perturb.spec import PerturbationSpec
 from causalrate.seeding import row_seeds
+from causalrate.yamlio import read_yaml
 
 
 @dataclass(frozen=True)
@@ -227,11 +227,9 @@ def load_suite(
     if isinstance(spec, str):
         path = _find_suite(spec, base_dir)
         try:
-            suite_file = SuiteFile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+            suite_file = SuiteFile.model_validate(read_yaml(path))
         except ValidationError as exc:
             raise UserError(format_validation_error(path, exc)) from None
-        except yaml.YAMLError as exc:
-            raise UserError(f"{path}: not valid YAML: {exc}") from None
         specs, newest = suite_file.perturbations, suite_file.newest_point
     else:
         specs = spec

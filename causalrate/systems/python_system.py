@@ -10,10 +10,12 @@ row's ``input_dates`` and ``truth_dates`` (datetime64 [batch, n] and [batch, hor
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import inspect
+import io
 import sys
 import sysconfig
 from collections.abc import Callable
@@ -24,6 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from causalrate.errors import UserError
+from causalrate.redact import scrub
 from causalrate.systems.base import SYSTEMS, Batch, Prediction, System, quantile_levels, real_numbers
 
 LOCAL_SOURCES_LIMIT = 500  # .py files fingerprinted by default; a larger local package keeps only the module's own
@@ -103,7 +106,13 @@ class PythonFunction(System):
 
     def forecast(self, batch: Batch) -> np.ndarray | Prediction:
         args = (batch.inputs.copy(), batch.horizon) + ((context_of(batch),) if self.settings.context else ())
-        out = self.function(*args, **({"files": self.files} if self.files else {}))
+        printed = io.StringIO()  # what the function prints reaches the console scrubbed of every secret
+        try:
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                out = self.function(*args, **({"files": self.files} if self.files else {}))
+        finally:
+            if printed.getvalue():
+                sys.stderr.write(scrub(printed.getvalue()))
         if self.quantile_levels:  # else checked as real numbers by Prediction.of
             values = real_numbers(out, "the function's quantiles")
             return Prediction.of_quantiles(values, self.quantile_levels, rows=len(batch.inputs), horizon=batch.horizon)

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from causalrate.data.dataset import Dataset
 from causalrate.errors import UserError
-from causalrate.redact import declare, scrub
+from causalrate.redact import declare, scrub, secrets_in_url
 from causalrate.systems.base import SYSTEMS, Batch, Prediction, System, TransportError, quantile_levels, real_numbers
 from causalrate.systems.checkpoints import require
 from causalrate.systems.llm import Answer, ChatSettings, ChatSystem, Request
@@ -175,6 +175,17 @@ class HttpSettings(RetrySettings):
     backoff: float = Field(1.0, ge=0)
 
     _levels = field_validator("quantiles")(classmethod(lambda cls, v: quantile_levels(v)))
+
+    @field_validator("url")
+    @classmethod
+    def _no_secret_in_url(cls, url: str) -> str:
+        found = secrets_in_url(url)
+        if found:
+            raise ValueError(
+                f"the url carries what looks like a credential ({', '.join(found)}); the url is written to "
+                "ratings.json and the report: pass it in a header read from the environment (headers_env)"
+            )
+        return url
 
     @model_validator(mode="after")
     def _declare_secrets(self) -> HttpSettings:
