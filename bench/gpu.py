@@ -3,6 +3,7 @@
 Run on a GPU machine:   python bench/gpu.py            (device: auto → CUDA, bfloat16)
 Smoke run on a CPU:     python bench/gpu.py --smoke    (tiny checkpoints, seconds)
 Some systems only:      python bench/gpu.py --systems chronos,chronos-bolt,phi3   (MOMENT needs its environment)
+CPU stand-in:           python bench/gpu.py --systems standin   (a torch MLP of fixed cost per batch, one thread)
 
 Models are randomly initialised from configs of their real sizes (no download): Chronos
 (t5-small: d_model 512, 6+6 layers, 4,096 bins, 20 sample paths), Chronos-Bolt (small), MOMENT
@@ -105,7 +106,31 @@ SYSTEMS = {
     "chronos-bolt": "{name: chronos-bolt, type: chronos, model: ckpt/bolt}",
     "moment": "{name: moment, type: moment, model: ckpt/moment, head: ckpt/moment-head.safetensors, seq_len: 512}",
     "phi3": "{name: phi3, type: phi3, model: ckpt/phi3, max_new_tokens: %d, parse_retries: 0}",
+    # the CPU stand-in (not run by default): a torch model of fixed cost per batch, on one thread as in a worker
+    "standin": "{name: standin, type: python, function: ckpt/standin.py:forecast}",
 }
+DEFAULT = ("chronos", "chronos-bolt", "moment", "phi3")
+
+STANDIN = """import numpy as np
+import torch
+
+torch.manual_seed(0)
+LAYERS = [torch.randn(80, 2048) / 9, torch.randn(2048, 2048) / 45, torch.randn(2048, 20) / 45]
+
+
+def forecast(inputs, horizon):
+    torch.set_num_threads(1)
+    x = torch.nan_to_num(torch.as_tensor(inputs, dtype=torch.float32))
+    with torch.no_grad():
+        for layer in LAYERS:
+            x = torch.tanh(x @ layer)
+    return np.asarray(inputs)[:, -1:] + x.numpy().astype(np.float64)[:, :horizon]
+"""
+
+
+def build_standin(folder: Path, smoke: bool) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    (folder.parent / "standin.py").write_text(STANDIN)
 
 
 # the paper's four, inline: the timed batches replay exactly these (no newest-point companions, no P3+ffill)
@@ -192,7 +217,7 @@ def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
     return (
         name,
         system.accelerator or "cpu",
-        str(system.batch_size),
+        str(system.batch_size or prepared.config.forecast.batch_size),
         f"{rows:,}",
         f"{rows / engine:.1f}",
         f"{steady:.1f}",
@@ -248,7 +273,8 @@ def batches(prepared) -> list:
             seen = impute(seen, cfg.forecast.imputation)
         seeds = row_seeds(cfg.seed, name, keys=[(*k, p.id) for k in keys])
         dates = p.apply_dates(wd.input_dates, wd.start)
-        for rows in np.array_split(np.arange(len(wd)), max(1, -(-len(wd) // system.batch_size))):
+        size = system.batch_size or cfg.forecast.batch_size
+        for rows in np.array_split(np.arange(len(wd)), max(1, -(-len(wd) // size))):
             out.append(
                 Batch(
                     inputs=seen[rows],
@@ -266,14 +292,20 @@ def main() -> None:
     import argparse
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}")
+    parser.add_argument("--systems", default=",".join(DEFAULT), help=f"comma-separated, of {', '.join(SYSTEMS)}")
     args = arguments(parser)
     chosen = [name for name in args.systems.split(",") if name]
     if unknown := sorted(set(chosen) - set(SYSTEMS)):
         raise SystemExit(f"--systems: unknown {unknown}; choose among {list(SYSTEMS)}")
     print(machine())
-    builders = {"chronos": build_chronos, "chronos-bolt": build_bolt, "moment": build_moment, "phi3": build_phi3}
-    folders = {"chronos": "chronos", "chronos-bolt": "bolt", "moment": "moment", "phi3": "phi3"}
+    builders = {
+        "chronos": build_chronos,
+        "chronos-bolt": build_bolt,
+        "moment": build_moment,
+        "phi3": build_phi3,
+        "standin": build_standin,
+    }
+    folders = {"chronos": "chronos", "chronos-bolt": "bolt", "moment": "moment", "phi3": "phi3", "standin": "standin"}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name in chosen:
