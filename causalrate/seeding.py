@@ -7,11 +7,16 @@ import json
 
 import numpy as np
 
+_JSON = json.JSONEncoder(default=str)  # what json.dumps(parts, default=str) builds on every call, built once
+
 
 def stable_seed(*parts: object) -> int:
     """A 64-bit seed from JSON-serialisable parts (never Python's salted hash())."""
-    digest = hashlib.blake2b(json.dumps(parts, default=str).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
+    return _seed_of(_JSON.encode(parts))
+
+
+def _seed_of(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
 def rng(*parts: object) -> np.random.Generator:
@@ -19,5 +24,12 @@ def rng(*parts: object) -> np.random.Generator:
 
 
 def row_seeds(*prefix: object, keys: list[tuple]) -> np.ndarray:
-    """One stable seed per row, e.g. per (series, window start, perturbation)."""
-    return np.array([stable_seed(*prefix, *key) for key in keys], dtype=np.uint64)
+    """One stable seed per row, e.g. per (series, window start, perturbation): stable_seed(*prefix, *key), the
+    prefix's JSON written once (a JSON list of prefix + key is the two lists' texts joined)."""
+    if not prefix:
+        return np.array([stable_seed(*key) for key in keys], dtype=np.uint64)
+    head = _JSON.encode(prefix)[:-1]
+    return np.array(
+        [_seed_of(f"{head}, {_JSON.encode(key)[1:]}") if key else _seed_of(head + "]") for key in keys],
+        dtype=np.uint64,
+    )

@@ -81,7 +81,7 @@ def forecast_all(
     """The full factorial: every system × window × perturbation not yet in the store.
 
     Forecasts found in the cache are written at once (unless `refresh`); the rest are batched into jobs,
-    and each finished batch is written to the store (one transaction) and to the cache.
+    and each finished batch is written to the store (in bulk: `ForecastStore.buffered`) and to the cache.
     """
     cfg, wd, ds = study.config, study.windows, study.dataset
     done = store.done()

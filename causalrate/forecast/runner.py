@@ -230,11 +230,10 @@ def _run_job(job: Job, *, cores: int) -> BatchResult:
     info: list[dict | None] = [None] * b
 
     def keep(rows: range, prediction: Prediction) -> None:
-        for j, i in enumerate(rows):
-            forecasts[i] = prediction.point[j]
-            samples[i] = None if prediction.samples is None else prediction.samples[j]
-            info[i] = None if prediction.info is None else prediction.info[j]
-            errors[i] = None if prediction.errors is None else prediction.errors[j]
+        forecasts[rows.start : rows.stop] = prediction.point
+        for name, kept in (("samples", samples), ("info", info), ("errors", errors)):
+            given = getattr(prediction, name)
+            kept[rows.start : rows.stop] = [None] * len(rows) if given is None else list(given)
 
     unreachable = False
     try:
@@ -249,10 +248,12 @@ def _run_job(job: Job, *, cores: int) -> BatchResult:
                 keep(range(i, i + 1), _call(system, batch.row(i), job.timeout / max(b, 1)))
             except SYSTEM_FAULT as exc:  # a failure row keeps the error text
                 errors[i] = f"{type(exc).__name__}: {exc}"[:4000]
+    finite = np.isfinite(forecasts).all(axis=1)
+    for i in np.flatnonzero(finite):
+        if samples[i] is not None and not np.isfinite(samples[i]).all():
+            finite[i] = False
     for i in range(b):
-        paths = samples[i]
-        finite = np.isfinite(forecasts[i]).all() and (paths is None or np.isfinite(paths).all())
-        if not finite:
+        if not finite[i]:
             errors[i] = errors[i] or "forecast holds NaN or inf"
         if errors[i] is not None:
             forecasts[i], samples[i] = np.nan, None

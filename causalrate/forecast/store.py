@@ -165,7 +165,7 @@ class ForecastStore:
                 float(seconds[i]),
                 None if failed[i] or samples[i] is None else samples_to_bytes(samples[i]),
                 None if info[i] is None else scrub(json.dumps(info[i], sort_keys=True)),
-                json.dumps([int(o) for o in offsets[i]]),
+                "[" + ", ".join(map(str, map(int, offsets[i]))) + "]",  # as json.dumps writes the list
                 *cells[i],
             )
             for i in range(n)

@@ -92,4 +92,6 @@ def offsets_mask(firsts: np.ndarray, *, period: int, input_length: int) -> np.nd
 
 def offsets_of(mask: np.ndarray) -> list[list[int]]:
     """Per row, the perturbed offsets (0 = oldest), as stored in the forecast store."""
-    return [np.flatnonzero(row).tolist() for row in mask]
+    rows, columns = np.nonzero(mask)
+    ends = np.cumsum(np.bincount(rows, minlength=mask.shape[0]))
+    return [part.tolist() for part in np.split(columns, ends[:-1])] if mask.shape[0] else []

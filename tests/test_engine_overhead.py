@@ -1,0 +1,38 @@
+"""Issue 43: the engine's faster paths write exactly what the plain ones did (seeds, store texts, offsets)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+
+from causalrate.forecast.store import forecast_texts
+from causalrate.perturb.placement import offsets_mask, offsets_of
+from causalrate.seeding import row_seeds, stable_seed
+
+
+def plain_seed(*parts: object) -> int:
+    """The seed as first defined: blake2b of json.dumps(parts, default=str)."""
+    digest = hashlib.blake2b(json.dumps(parts, default=str).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def test_row_seeds_equal_one_seed_per_row_from_the_whole_parts():
+    keys = [("AAPL", 12, "P1"), ('é"x', -3, "P3+ffill"), (), (1.5, None, True, np.int64(4), "a")]
+    for prefix in [(), (0,), (7, "naive"), (0, "perturb", "P1"), (np.int64(3),)]:
+        want = [plain_seed(*prefix, *key) for key in keys]
+        assert row_seeds(*prefix, keys=keys).tolist() == want
+        assert [stable_seed(*prefix, *key) for key in keys] == want
+
+
+def test_forecast_texts_are_json_dumps_of_each_row():
+    rows = np.array([[1.0, -0.0, 1e-300, 123456.789, 1 / 3], [np.nan, np.inf, 2.0, 0.1, 5e22]])
+    assert forecast_texts(rows) == [json.dumps(row) for row in rows.tolist()]
+
+
+def test_offsets_of_lists_each_rows_marked_offsets():
+    mask = offsets_mask(np.array([0, 3, 9, 1]), period=4, input_length=10)
+    mask[2] = False
+    assert offsets_of(mask) == [np.flatnonzero(row).tolist() for row in mask]
+    assert offsets_of(mask[:0]) == []
