@@ -6,7 +6,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from causalrate.errors import UserError
 from causalrate.forecast.impute import impute
 from causalrate.perturb.faults import LEVELS, Fault, severity_table
 from causalrate.perturb.operators import OPERATORS, checked_output, reach
@@ -253,9 +252,10 @@ def test_a_wrong_severity_is_refused(entry, words):
         PerturbationSpec(id="F", **entry)
 
 
-def test_a_fractional_duration_is_a_user_error():
-    with pytest.raises((UserError, ValueError), match="whole number"):
-        perturb(placed("stuck", params={"k": 2.5}), windows(rows=2))
+@pytest.mark.parametrize("entry", [{"params": {"k": 2.5}}, {"params": {"k": 0}}, {"grid": {"k": [1, 1.5]}}])
+def test_a_fractional_duration_is_refused_in_the_entry(entry):
+    with pytest.raises(ValueError, match="whole number of points"):
+        PerturbationSpec(id="F", operator="stuck", **entry)
 
 
 # --- through a run: ratings.json's `faults`, the label's lines, the report's table ---------------------------
@@ -304,11 +304,11 @@ def test_a_run_reports_each_faults_rise_by_level(synthetic_study, cli, tmp_path)
     assert rows[("last", "stuck-dose@3")].rise_newest is None  # a grid member has no newest-point companion
     assert all(r.ape_true == 0 and r.rise == 0 for (system, _), r in rows.items() if system == "deaf")
     assert fault_lines(doc, "deaf") == [
-        f"{name}: its error does not change at severity 3; does not change while still on at the newest point"
+        f"{name}: its error does not change at severity 3, does not change when still on at the newest point"
         for name in ("stuck reading", "gap in the data", "delayed feed", "offset")
     ]
     (stuck_line, *_) = fault_lines(doc, "last")
-    assert stuck_line.startswith("stuck reading: its error") and "while still on at the newest point" in stuck_line
+    assert stuck_line.startswith("stuck reading: its error") and "when still on at the newest point" in stuck_line
     table = fault_table(doc, "last")
     assert table is not None and table["levels"] == [1, 3, 5]
     dose = next(row for row in table["rows"] if row["entry"] == "stuck-dose")

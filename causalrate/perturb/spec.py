@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from causalrate.perturb.faults import severity_table
+from causalrate.perturb.faults import Fault, severity_table
 from causalrate.perturb.operators import OPERATORS
 from causalrate.perturb.placement import PlacementName
 
@@ -97,6 +97,9 @@ class PerturbationSpec(BaseModel):
             raise ValueError("operator 'combined' needs combine: [two or more operators], and only it takes combine")
         if self.combine is not None and len(self.combine) < 2:
             raise ValueError("combine: give at least two operators")
+        durations = [self.params.get("k", 1), *((self.grid or {}).get("k") or [])]
+        if issubclass(OPERATORS.get(self.operator), Fault) and any(k < 1 or k != int(k) for k in durations):
+            raise ValueError(f"k: a duration fault lasts a whole number of points >= 1, got {durations}")
         graded = self.severity is not None or (self.grid is not None and "severity" in self.grid)
         if graded:
             if self.severity is not None and self.grid is not None and "severity" in self.grid:

@@ -86,14 +86,14 @@ def _clean(x: float) -> float | None:
 
 def fault_lines(doc: RatingsDocument, system: str) -> list[str]:
     """One line per fault family at level 3 (its severity-3 entry, else its grid's member): "stuck reading: its
-    error rises by 5 % at severity 3; by 40 % while the fault is still on at the newest point"."""
+    error rises by 5 % at severity 3, rises by 40 % when still on at the newest point"."""
     lines: dict[str, str] = {}
     for row in doc.faults:
         if row.system != system or row.level != LABEL_LEVEL or row.name in lines:
             continue
         line = f"{row.name}: {_rise_words(row.rise)} at severity {LABEL_LEVEL}"
         if row.rise_newest is not None:
-            line += f"; {_rise_words(row.rise_newest).removeprefix('its error ')} while still on at the newest point"
+            line += f", {_rise_words(row.rise_newest).removeprefix('its error ')} when still on at the newest point"
         lines[row.name] = line
     return list(lines.values())
 
