@@ -338,3 +338,12 @@ def test_the_shipped_sensors_study_grades_every_fault_on_weekly_co2():
         if p.severity is not None:
             grids[p.family].append(p.params["k"])
     assert len(grids) == len(FAULTS) and all(ks == [2.0, 6.0, 13.0, 26.0, 52.0] for ks in grids.values())
+
+
+def test_the_relative_rise_pairs_windows_by_hand():
+    """APE_true over the windows where both forecasts exist, over the clean outcome on those same windows."""
+    from causalrate.report.faults import relative_rise
+
+    effect, clean, rise = relative_rise(np.array([2.0, 4.0, np.nan, 9.0]), np.array([1.0, 2.0, 3.0, np.nan]))
+    assert (effect, clean, rise) == (1.5, 1.5, 1.0)
+    assert np.isnan(relative_rise(np.array([np.nan]), np.array([1.0]))).all()
