@@ -317,3 +317,33 @@ def test_a_run_reports_each_faults_rise_by_level(synthetic_study, cli, tmp_path)
     assert 'id="faults"' in label and "stuck reading: its error" in label
     report = (tmp_path / "run" / "cards" / "last.report.html").read_text()
     assert 'id="fault-table"' in report and "stuck-dose" in report
+
+
+def test_the_shipped_sensors_study_grades_every_fault_on_weekly_co2():
+    """studies/sensors.yaml: the sensors suite on weekly CO2 (season 52) — every fault at severity 3 (13 weeks),
+    cyclic and with its newest-point companion, and a grid over the five levels."""
+    from causalrate.config import load_config
+    from causalrate.study import prepare
+
+    root = Path(__file__).resolve().parents[1]
+    config, base = load_config(root / "studies" / "sensors.yaml")
+    study = prepare(config, base_dir=base, check_systems=False)
+    assert study.dataset.season == 52 and [s.id for s in study.dataset.series] == ["co2.co2"]
+    at_three = [p for p in study.suite if p.level == 3 and p.severity is None]
+    assert sorted(p.operator_name for p in at_three) == sorted(FAULTS)
+    assert {p.params["k"] for p in at_three} == {13.0}
+    assert sorted(p.newest_of for p in study.newest) == sorted(p.id for p in at_three)
+    grids = {p.family: [] for p in study.suite if p.severity is not None}
+    for p in study.suite:
+        if p.severity is not None:
+            grids[p.family].append(p.params["k"])
+    assert len(grids) == len(FAULTS) and all(ks == [2.0, 6.0, 13.0, 26.0, 52.0] for ks in grids.values())
+
+
+def test_the_relative_rise_pairs_windows_by_hand():
+    """APE_true over the windows where both forecasts exist, over the clean outcome on those same windows."""
+    from causalrate.report.faults import relative_rise
+
+    effect, clean, rise = relative_rise(np.array([2.0, 4.0, np.nan, 9.0]), np.array([1.0, 2.0, 3.0, np.nan]))
+    assert (effect, clean, rise) == (1.5, 1.5, 1.0)
+    assert np.isnan(relative_rise(np.array([np.nan]), np.array([1.0]))).all()

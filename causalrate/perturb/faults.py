@@ -62,10 +62,7 @@ def sigma(values: np.ndarray) -> np.ndarray:
 @OPERATORS.register("stuck")
 class Stuck(Fault):
     fault = "stuck reading"
-    description = (
-        "the reading sticks for {k:g} points: each repeats the last value before the fault (a stuck sensor or a "
-        "frozen feed)"
-    )
+    description = "the reading sticks for {k:g} points at the last value before them (a stuck sensor, a frozen feed)"
     params: ClassVar[dict[str, float]] = {"k": 3.0}
 
     def apply(self, values, mask, *, seeds, k: float, **params):  # type: ignore[override]
@@ -79,7 +76,7 @@ class Stuck(Fault):
 class Gap(Fault):
     kind = "syntactic"
     fault = "gap in the data"
-    description = "{k:g} consecutive values are missing (an outage; systems that cannot take gaps get them imputed)"
+    description = "{k:g} consecutive values are missing (an outage)"
     params: ClassVar[dict[str, float]] = {"k": 3.0}
 
     def apply(self, values, mask, *, seeds, k: float, **params):  # type: ignore[override]
@@ -89,10 +86,7 @@ class Gap(Fault):
 @OPERATORS.register("drift")
 class Drift(Fault):
     fault = "drift"
-    description = (
-        "the values drift away over {k:g} points, by up to {c:g} times the window's standard deviation "
-        "(a calibration drift)"
-    )
+    description = "the values drift away over {k:g} points, to {c:g} window standard deviations off (calibration drift)"
     params: ClassVar[dict[str, float]] = {"k": 3.0, "c": 1.0}
 
     def apply(self, values, mask, *, seeds, k: float, c: float, **params):  # type: ignore[override]
@@ -109,8 +103,7 @@ class Gain(Fault):
 
     fault = "gain error"
     description = (
-        "for {k:g} points the values are multiplied by 1 + g, the gain that makes the window's typical size "
-        "{c:g} times its standard deviation larger (a gain error)"
+        "for {k:g} points the values are scaled up, by {c:g} window standard deviations at a typical value (gain)"
     )
     params: ClassVar[dict[str, float]] = {"k": 3.0, "c": 1.0}
 
@@ -123,10 +116,7 @@ class Gain(Fault):
 @OPERATORS.register("offset")
 class Offset(Fault):
     fault = "offset"
-    description = (
-        "for {k:g} points the values read {c:g} times the window's standard deviation too high, then return "
-        "to normal (an offset error)"
-    )
+    description = "for {k:g} points the values read {c:g} window standard deviations high, then recover (offset error)"
     params: ClassVar[dict[str, float]] = {"k": 3.0, "c": 1.0}
 
     def apply(self, values, mask, *, seeds, k: float, c: float, **params):  # type: ignore[override]
@@ -142,8 +132,7 @@ class Delay(Fault):
     touches = "up_to_mask"
     fault = "delayed feed"
     description = (
-        "the feed runs {k:g} points late: the input ends {k:g} points before its time, its oldest value "
-        "repeated to fill the start (a delayed feed)"
+        "the feed runs {k:g} points late: the input ends {k:g} points early, its start padded with its oldest value"
     )
     params: ClassVar[dict[str, float]] = {"k": 3.0}
 
@@ -158,10 +147,7 @@ class Delay(Fault):
 @OPERATORS.register("clip")
 class Clip(Fault):
     fault = "clipped readings"
-    description = (
-        "for {k:g} points, values above the window's {q:g} quantile are cut off at it (a saturated sensor or a "
-        "capped field)"
-    )
+    description = "for {k:g} points the values above the window's {q:g} quantile are cut to it (saturation)"
     params: ClassVar[dict[str, float]] = {"k": 3.0, "q": 0.8}
 
     def apply(self, values, mask, *, seeds, k: float, q: float, **params):  # type: ignore[override]
