@@ -97,7 +97,8 @@ def prepare(
     config = config.model_copy(update={"systems": [settle(spec, dataset) for spec in config.systems]})
     dimensions = _dimensions(dataset, windows, config)
     if "schemes" not in config.causal.model_fields_set:  # the defaults: every dimension's scheme, and `level`
-        own = [d.attribute for d in dimensions if SCHEMES.get(d.attribute).confounders == (d.attribute,)]
+        flat_first = sorted(dimensions, key=lambda d: d.parent is not None)  # industry, then company
+        own = [d.attribute for d in flat_first if SCHEMES.get(d.attribute).confounders == (d.attribute,)]
         schemes = ["uniform", *own, "level"]
         config = config.model_copy(update={"causal": config.causal.model_copy(update={"schemes": schemes})})
     _check_window_count(len(windows), w.stride)

@@ -32,7 +32,7 @@ def test_the_study_rates_month_within_season_with_the_seasonal_references():
     config, base_dir = load_config(STUDY)
     study = prepare(config, base_dir=base_dir, check_systems=False)
     assert study.dimensions == (Dimension("month", "season"), Dimension("season"))
-    assert study.config.causal.schemes == ["uniform", "month", "season", "level"]
+    assert study.config.causal.schemes == ["uniform", "season", "month", "level"]  # flat first
     assert {"seasonal_naive", "autoets", "autotheta", "holtwinters"} <= set(study.systems)
 
 

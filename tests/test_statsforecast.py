@@ -100,7 +100,7 @@ def test_a_model_yaml_on_an_hourly_csv(tmp_path, cli):
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1")
     assert code == 0, err
     doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
-    assert [s["name"] for s in doc["systems"]] == ["ets", "naive", "arima", "random", "biased"]
+    assert [s["name"] for s in doc["systems"]] == ["ets", "naive", "arima", "random", "seasonal_naive", "biased"]
     ets = next(s for s in doc["systems"] if s["name"] == "ets")
     assert ets["imputation"] == "ffill" and ets["settings"]["model"] == "AutoETS"
-    assert doc["provenance"]["config"]["causal"]["schemes"] == ["uniform", "level"]  # what this data can carry
+    assert doc["provenance"]["config"]["causal"]["schemes"] == ["uniform", "domain", "level"]  # every attribute's
