@@ -6,8 +6,9 @@ import hashlib
 import json
 
 import numpy as np
+import pytest
 
-from causalrate.forecast.store import forecast_texts
+from causalrate.forecast.store import ForecastStore, forecast_texts
 from causalrate.perturb.placement import offsets_mask, offsets_of
 from causalrate.seeding import row_seeds, stable_seed
 
@@ -36,3 +37,30 @@ def test_offsets_of_lists_each_rows_marked_offsets():
     mask[2] = False
     assert offsets_of(mask) == [np.flatnonzero(row).tolist() for row in mask]
     assert offsets_of(mask[:0]) == []
+
+
+def test_buffered_store_writes_every_row_on_leaving_even_after_an_error(tmp_path):
+    store = ForecastStore.create(tmp_path / "f.sqlite", metrics=["mae", "rmax"])
+
+    def put(window: int, error: str | None) -> None:
+        store.put_forecasts(
+            system="s",
+            window_ids=np.array([window]),
+            perturbations=["P1"],
+            forecasts=np.array([[1.5, 0.1]]),
+            errors=[error],
+            seconds=np.array([0.25]),
+            metrics={"mae": np.array([0.5]), "rmax": np.array([np.inf])},
+            samples=[None],
+            info=[None],
+            offsets=[[3, np.int64(7)]],
+        )
+
+    with pytest.raises(RuntimeError), store.buffered():
+        put(0, None)
+        put(1, "boom")
+        raise RuntimeError
+    rows = store.conn.execute("SELECT window, forecast, error, m_mae, m_rmax, offsets FROM forecasts ORDER BY window")
+    assert rows.fetchall() == [(0, "[1.5, 0.1]", None, 0.5, None, "[3, 7]"), (1, None, "boom", None, None, "[3, 7]")]
+    put(2, None)  # outside buffered(): written at once
+    assert store.done() == {("s", 0, "P1"), ("s", 1, "P1"), ("s", 2, "P1")}

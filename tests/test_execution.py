@@ -304,9 +304,9 @@ def test_forecasting_draws_jobs_as_it_goes_not_all_planned_first(synthetic_study
     from causalrate.forecast.store import ForecastStore
     from causalrate.study import prepare
 
-    keyed = []
-    real_keys = plan.forecast_keys
-    monkeypatch.setattr(plan, "forecast_keys", lambda *a, **k: keyed.append(1) or real_keys(*a, **k))
+    keyed = []  # one entry per planned group (its inputs are imputed once; without a cache nothing is keyed)
+    real_seen = plan.seen_inputs
+    monkeypatch.setattr(plan, "seen_inputs", lambda *a, **k: keyed.append(1) or real_seen(*a, **k))
 
     class InProcess:
         """An executor that records how much was planned when each job was drawn, then runs it here."""
@@ -326,7 +326,7 @@ def test_forecasting_draws_jobs_as_it_goes_not_all_planned_first(synthetic_study
     plan.store_windows(store, study)
     executor = InProcess()
     counts = plan.forecast_all(study, store, cache=None, executor=executor)
-    groups = len(keyed)  # one (perturbation, variant, system) group is keyed once
+    groups = len(keyed)  # one (perturbation, variant, system) group is planned once
     assert groups > 1 and executor.planned_at_draw[0] == 1  # the first job ran with one group planned
     assert executor.planned_at_draw == sorted(executor.planned_at_draw) and executor.planned_at_draw[-1] == groups
     assert counts["made"] == len(store.forecasts()) == 4 * 36  # perturbations × windows, each once

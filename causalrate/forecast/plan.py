@@ -23,7 +23,7 @@ from causalrate.forecast.impute import impute
 from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.published import published_forecasts
 from causalrate.forecast.runner import BatchResult, Executor, Job
-from causalrate.forecast.store import ForecastStore
+from causalrate.forecast.store import FLUSH_ROWS, ForecastStore
 from causalrate.perturb.placement import offsets_of
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
 from causalrate.perturb.worst import WorstCase
@@ -237,18 +237,29 @@ def forecast_all(
         per_row = np.full(job.size, result.seconds / max(job.size, 1))
         record(job.system, job.perturbation, job.window_ids, result, per_row, job.variant)
         if cache:
-            made = [
+            unsaved.extend(
                 (k, Cached(result.forecasts[i].tolist(), per_row[i], result.samples[i], result.info[i]))
                 for i, k in enumerate(job.keys)
                 if result.errors[i] is None
-            ]
-            cache.put(made, replace=refresh)
+            )
+            if len(unsaved) >= FLUSH_ROWS:
+                save()
+
+    unsaved: list[tuple[str, Cached]] = []  # made forecasts not yet in the cache: put in bulk, as the store's rows
+
+    def save() -> None:
+        if cache and unsaved:
+            cache.put(unsaved, replace=refresh)
+            unsaved.clear()
 
     with store.buffered():  # finished batches written in bulk
         jobs = planned()
         first = next(jobs, None)  # plans until the first miss: a run answered by the cache starts no worker
-        if first is not None:
-            executor.run(chain([first], jobs), on_done, expected=lambda: wanted - found["cached"])
+        try:
+            if first is not None:
+                executor.run(chain([first], jobs), on_done, expected=lambda: wanted - found["cached"])
+        finally:
+            save()
     needed = sum(  # worst: m candidates per window
         placed[p.id].size for p in study.forecast_suite for s in cfg.systems if p.applies_to(study.systems[s.name])
     )

@@ -249,9 +249,10 @@ def _run_job(job: Job, *, cores: int) -> BatchResult:
             except SYSTEM_FAULT as exc:  # a failure row keeps the error text
                 errors[i] = f"{type(exc).__name__}: {exc}"[:4000]
     finite = np.isfinite(forecasts).all(axis=1)
-    for i in np.flatnonzero(finite):
-        if samples[i] is not None and not np.isfinite(samples[i]).all():
-            finite[i] = False
+    for row in np.flatnonzero(finite):
+        paths = samples[row]
+        if paths is not None and not np.isfinite(paths).all():
+            finite[row] = False
     for i in range(b):
         if not finite[i]:
             errors[i] = errors[i] or "forecast holds NaN or inf"
@@ -595,7 +596,8 @@ class _Pool:
         except queue.Empty:
             return
         while True:
-            self._settle(*message, done)
+            index, result = message
+            self._settle(index, result, done)
             try:
                 message = self.results.get_nowait()
             except queue.Empty:

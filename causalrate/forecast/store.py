@@ -155,6 +155,7 @@ class ForecastStore:
         for i, j in zip(*np.nonzero(~np.isfinite(values) | failed[:, None]), strict=True):
             cells[i][j] = None
         texts = forecast_texts(forecasts)
+        paths = [None if failed[i] or s is None else samples_to_bytes(s) for i, s in enumerate(samples)]
         rows = [
             (
                 system,
@@ -163,7 +164,7 @@ class ForecastStore:
                 None if failed[i] else texts[i],
                 scrub_optional(errors[i]),  # the boundary every stored error text crosses
                 float(seconds[i]),
-                None if failed[i] or samples[i] is None else samples_to_bytes(samples[i]),
+                paths[i],
                 None if info[i] is None else scrub(json.dumps(info[i], sort_keys=True)),
                 "[" + ", ".join(map(str, map(int, offsets[i]))) + "]",  # as json.dumps writes the list
                 *cells[i],
