@@ -285,7 +285,7 @@ def test_listings_are_aligned_plain_text(cli):
         assert len(columns) == 1, f"{command}: descriptions start at columns {columns}"
         assert "``" not in out
     out = cli("perturbations")[1]
-    assert "spike" in out and "<factor> times" in out and "{factor" not in out
+    assert "spike" in out and "multiplied by <factor>" in out and "{factor" not in out
 
 
 def test_rate_without_causalml_skips_the_map_as_assess_did(tmp_path, cli, monkeypatch):

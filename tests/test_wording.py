@@ -150,7 +150,7 @@ def test_accuracy_same_level_names_every_system_at_that_level():
     rated["rating"] = rated.groupby("score")["raw"].rank(method="min").map({1.0: 1, 2.0: 2, 3.0: 2, 4.0: 3})
     rated = rated.assign(
         rule="paper", absolute_rating=np.nan, tied_with=[[] for _ in rows], insufficient=False, note=None,
-        display=None, quantity=np.nan,
+        display=None, quantity=np.nan, margin=0.0, relevant=True, improves=False,
     )[COLUMNS]  # fmt: skip
     heads = headline_ratings(rated, settings=RatingSettings(levels=3, rule="paper"), control="P0")
     levels = {s: h["accuracy"]["rating"] for s, h in heads.items()}
@@ -169,7 +169,8 @@ def test_comparison_axes_are_the_headlines_quantities(run):
     assert not left_out and set(points) == set(doc.system_names)
     robustness = {s: doc.headlines[s]["robustness"] for s in doc.system_names}
     for system, point in points.items():
-        assert point["y"] == pytest.approx(robustness[system].cause.quantity)
+        weakest = robustness[system].cause or robustness[system].largest  # no practical effect: its largest
+        assert point["y"] == pytest.approx(weakest.quantity)
         assert point["y_lo"] <= point["y"] <= point["y_hi"]
         mase = next(r for r in doc.rows_of(system) if (r.score, r.perturbation) == ("mase", doc.control))
         assert point["x"] == pytest.approx(mase.quantity)
@@ -188,7 +189,7 @@ def test_comparison_places_a_headline_without_cause_and_names_one_set_by_failure
     failure rate has no value on that basis, so the system is named under the chart, never placed wrongly."""
 
     def edit(d):
-        d["headlines"]["median"]["robustness"].pop("cause")
+        d["headlines"]["median"]["robustness"].pop("cause", None)
         d["headlines"]["random"]["robustness"]["cause"].update(score="failure_rate", text="5 % of its forecasts fail")
 
     doc = RatingsDocument.read(edited_run(run, tmp_path, edit) / "ratings.json")

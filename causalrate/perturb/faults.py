@@ -62,7 +62,7 @@ def sigma(values: np.ndarray) -> np.ndarray:
 @OPERATORS.register("stuck")
 class Stuck(Fault):
     fault = "stuck reading"
-    description = "the reading sticks for {k:g} points at the last value before them (a stuck sensor, a frozen feed)"
+    description = "the reading sticks for {k:g} points at the last value before them (a stuck sensor, a frozen reading)"
     params: ClassVar[dict[str, float]] = {"k": 3.0}
 
     def apply(self, values, mask, *, seeds, k: float, **params):  # type: ignore[override]
@@ -132,7 +132,7 @@ class Delay(Fault):
     touches = "up_to_mask"
     fault = "delayed feed"
     description = (
-        "the feed runs {k:g} points late: the input ends {k:g} points early, its start padded with its oldest value"
+        "the values arrive {k:g} points late: the input ends {k:g} points early, its start padded with its oldest value"
     )
     params: ClassVar[dict[str, float]] = {"k": 3.0}
 
