@@ -918,9 +918,10 @@ def every_system(evidence: Evidence, frame: pd.DataFrame, exclude: tuple[str, ..
     missing = wanted[~pd.MultiIndex.from_frame(wanted).isin(have)]
     if missing.empty:
         return frame
-    return pd.concat([frame, missing.assign(raw=np.nan)], ignore_index=True).sort_values(
-        ["system", "perturbation"], kind="stable", ignore_index=True
-    )
+    out = pd.concat([frame, missing.assign(raw=np.nan)], ignore_index=True)
+    # numbers even where every row is a filler (concat with an empty frame's column keeps its object dtype)
+    out["raw"] = out["raw"].astype(float)
+    return out.sort_values(["system", "perturbation"], kind="stable", ignore_index=True)
 
 
 def _complete(evidence: Evidence, values: pd.Series) -> pd.DataFrame:

@@ -21,6 +21,7 @@ import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import TextIO
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -53,6 +54,19 @@ class PythonSettings(BaseModel):
     )
 
     _levels = field_validator("quantiles")(classmethod(lambda cls, v: quantile_levels(v)))
+
+
+class _Scrubbed(io.TextIOBase):
+    """A text stream that writes what it is given to `target` at once, scrubbed of every secret: a function
+    that prints and then dies (os._exit) still leaves its last words, and never a key."""
+
+    def __init__(self, target: TextIO) -> None:
+        self.target = target
+
+    def write(self, text: str) -> int:
+        self.target.write(scrub(text))
+        self.target.flush()
+        return len(text)
 
 
 @SYSTEMS.register("python")
@@ -106,13 +120,9 @@ class PythonFunction(System):
 
     def forecast(self, batch: Batch) -> np.ndarray | Prediction:
         args = (batch.inputs.copy(), batch.horizon) + ((context_of(batch),) if self.settings.context else ())
-        printed = io.StringIO()  # what the function prints reaches the console scrubbed of every secret
-        try:
-            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-                out = self.function(*args, **({"files": self.files} if self.files else {}))
-        finally:
-            if printed.getvalue():
-                sys.stderr.write(scrub(printed.getvalue()))
+        printed = _Scrubbed(sys.stderr)  # what the function prints reaches the console scrubbed of every secret
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            out = self.function(*args, **({"files": self.files} if self.files else {}))
         if self.quantile_levels:  # else checked as real numbers by Prediction.of
             values = real_numbers(out, "the function's quantiles")
             return Prediction.of_quantiles(values, self.quantile_levels, rows=len(batch.inputs), horizon=batch.horizon)
