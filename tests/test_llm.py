@@ -173,7 +173,9 @@ def test_an_endpoint_that_is_down_is_stopped_after_three_batches(synthetic_study
         config = synthetic_study(system, draws=2, stride=20, extra="forecast: {batch_size: 4}\n")
         code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "1")
     assert code == 3 and "api: 3 batches in a row could not reach it" in err and "HTTP 503" in err, err
-    assert sum(server.seen.values()) == 3 * 2  # three batches × two attempts; without the breaker 36 × 5 × 2
+    # three batches × two attempts, plus the one batch a worker already holds beside the one it runs (it holds
+    # two, so it never waits on the main process); without the breaker 36 × 5 × 2
+    assert 3 * 2 <= sum(server.seen.values()) <= 4 * 2
     import sqlite3
 
     with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as db:
