@@ -21,7 +21,7 @@ from causalrate.systems import SYSTEMS
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCES = ("quickstart", "domains", "sensors", "electricity")  # studies/<name>.yaml → ratings/<name>/
-PUBLISHED_STUDIES = ("quickstart", "domains")
+PUBLISHED_STUDIES = ("quickstart", "domains", "sensors", "electricity")
 
 
 def publish(name: str, *, workers: int = 2) -> str:
