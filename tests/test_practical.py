@@ -212,3 +212,13 @@ def test_point_forecasts_have_no_coverage_rating_in_a_run(planted):
     assert coverage and all(r["raw"] is None and "not applicable" in r["note"] for r in coverage)
     for system in ("median", "oracle", "last", "helped"):
         assert set(doc["headlines"][system]["accuracy"]["scores"]) <= {"smape", "mase", "crps", "sign_accuracy"}
+
+
+def test_a_weakest_link_shared_at_a_worse_level_is_no_tie():
+    """Four systems each worst somewhere share robustness 3: that is no tie ("all 4 systems tied" beside a 3
+    read as a contradiction on the sensors label); one group at level 1 is, and a shared accuracy mean is."""
+    from causalrate.rate.headlines import all_tied
+
+    assert not all_tied("robustness", 3, 3, 4) and not all_tied("bias", 2, 3, 4)
+    assert all_tied("robustness", 1, 3, 4) and all_tied("accuracy", 2, 3, 4)
+    assert not all_tied("accuracy", 1, 2, 4) and not all_tied("robustness", 1, 0, 1)

@@ -39,6 +39,14 @@ HEADLINES = {
 WEAKEST_LINK = ("robustness", "bias")  # the others are a mean of levels
 
 
+def all_tied(family: str, rating: int | None, n_tied: int, n_systems: int) -> bool:
+    """Whether a headline is one group for all (METHOD §6.5: "all N systems tied", never "best"): every other
+    system shares its level, and, for a weakest link, that level is the best: systems that each sit at a worse
+    level are each that bad on some row, which is no tie."""
+    shared = n_systems >= 2 and rating is not None and n_tied == n_systems - 1
+    return shared and (family not in WEAKEST_LINK or rating == 1)
+
+
 def headline_rows(
     rated: pd.DataFrame, family: str, *, control: str, point_systems: frozenset[str] = frozenset()
 ) -> pd.DataFrame:
@@ -152,7 +160,7 @@ def headline_ratings(
             if family in WEAKEST_LINK:
                 cause = weakest(mine, described, by="rating")
                 largest = None if cause else weakest(all_mine, described, by="quantity")
-            everyone = len(measured) >= 2 and len(tied) == len(measured) - 1 and not lost
+            everyone = not lost and all_tied(family, rating, len(tied), len(measured))
             verdict = None
             if (
                 family in WEAKEST_LINK

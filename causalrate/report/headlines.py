@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from causalrate.rate.headlines import all_tied
 from causalrate.report.templating import fmt
 from causalrate.run import RatingsDocument
 from causalrate.score.scores import bias_attributes, differ_by
@@ -18,7 +19,7 @@ KINDS = ("robustness", "bias", "accuracy")
 TITLES = {"robustness": "Robustness", "bias": "Bias", "accuracy": "Accuracy"}
 QUESTIONS = {
     "robustness": "How much do perturbed inputs change its error?",
-    "bias": "Do its errors differ between industries or companies?",
+    "bias": "Do its errors differ between groups of the data?",
     "accuracy": "How close are its forecasts on clean input?",
 }
 
@@ -40,11 +41,11 @@ def level_words(rating: int | None, levels: int) -> str:
     return f"middle level ({rating} of {levels})" if levels > 3 else "middle level"
 
 
-def headline_words(h: dict[str, Any], levels: int, n_systems: int) -> str:
+def headline_words(h: dict[str, Any], levels: int, n_systems: int, kind: str) -> str:
     """The words beside a headline's big number: its level in words, or "all N systems tied" when every other
-    compared system shares its level (one group for all is a tie, never "best")."""
-    tied = h.get("tied_with") or []
-    if n_systems >= 2 and h.get("rating") is not None and len(tied) == n_systems - 1:
+    compared system shares its level (one group for all is a tie, never "best"). A weakest link shared at a
+    level below the best is no tie: each system is that bad somewhere (rate.headlines.all_tied)."""
+    if all_tied(kind, h.get("rating"), len(h.get("tied_with") or []), n_systems):
         return f"all {n_systems} systems tied"
     return level_words(h.get("rating"), levels)
 

@@ -157,7 +157,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
                 "question": question(doc, kind),
                 "rating": h.get("rating"),
                 "css": level_class(h.get("rating"), levels),
-                "words": headline_words(h, levels, len(doc.systems)),
+                "words": headline_words(h, levels, len(doc.systems), kind),
                 "absolute": h.get("absolute_rating"),
                 "absolute_levels": ABSOLUTE_LEVELS,
                 "absolute_note": absolute_note(h.get("rating"), h.get("absolute_rating"), levels, len(doc.systems)),
