@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-STUDY = ROOT / "tests" / "fixtures" / "small-study.yaml"  # two series, a few windows
+STUDY = ROOT / "tests" / "fixtures" / "small-study.yaml"  # four series, a few windows
 
 
 def _copy_checkout(dest: Path) -> None:
