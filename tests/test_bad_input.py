@@ -495,8 +495,11 @@ def test_a_model_named_like_a_reference_system_is_refused(tmp_path, cli):
     assert code == 2 and "'naive' is the name of a reference system" in err, err
 
 
-def test_an_outcome_metric_that_is_never_finite_is_refused_before_forecasting(tmp_path, cli):
+def test_an_outcome_metric_that_is_never_finite_is_refused_before_forecasting(tmp_path, cli, monkeypatch):
     """An all-NaN plugin metric as the outcome was rated (every effect NaN, every system tied)."""
+    from causalrate.forecast.metrics import METRICS
+
+    monkeypatch.setattr(METRICS, "_entries", dict(METRICS._entries))  # the plugin's metric leaves with the test
     wide_csv(tmp_path / "prices.csv")
     (tmp_path / "nan_metric.py").write_text(
         "import numpy as np\nfrom causalrate.forecast.metrics import metric\n\n"

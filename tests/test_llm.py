@@ -181,4 +181,5 @@ def test_an_endpoint_that_is_down_is_stopped_after_three_batches(synthetic_study
     with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as db:
         errors = [e for (e,) in db.execute("SELECT error FROM forecasts")]
     assert len(errors) == 4 * 36 and all(errors)
-    assert sum(e.startswith("not sent: 3 batches in a row could not reach it") for e in errors) == len(errors) - 12
+    unsent = sum(e.startswith("not sent: 3 batches in a row could not reach it") for e in errors)
+    assert len(errors) - 16 <= unsent <= len(errors) - 12  # the batches sent: three, or four with the held one
