@@ -14,6 +14,7 @@ from causalrate.cli import main
 from causalrate.report.cards import render_cards
 from causalrate.report.headlines import headlines
 from causalrate.report.label import COVARIATE_WORDS, NO_RULE, label_context, plain_rule
+from causalrate.report.render import LABEL_HEIGHT, Session
 from causalrate.report.templating import environment
 from causalrate.run import RatingsDocument
 from tests.conftest import write_yaml
@@ -92,6 +93,24 @@ def test_fragility_rule_only_where_the_map_holds_and_only_a_harm():
     assert shown.startswith("Under P1 (a value is recorded as 0): effect 4.3× the average (0.116 vs 0.0271) when")
     assert "the input's trend strength (0 to 1) ≤ 0.9641" in shown and "trend_strength" not in shown
     assert "the stationarity test's p-value (ADF; low = stationary) ≤ 0.0008632" in shown
+
+
+def test_electricity_labels_fit_one_screen(tmp_path):
+    """The eight labels of the electricity study (8 systems: long tie lists) fit LABEL_HEIGHT; with the systems
+    at a level listed twice, five of them were 1,306-1,385 px tall."""
+    from tests.test_cards import browser_or_skip
+
+    executable = browser_or_skip()
+    doc = RatingsDocument.read(ELECTRICITY)
+    env = environment()
+    with Session(executable) as session:
+        for system in doc.system_names:
+            page = tmp_path / f"{system}.html"
+            context = label_context(doc, system, failures=0, report_href="report.html")
+            page.write_text(env.get_template("label.html.j2").render(**context, generated="Generated"), "utf-8")
+            session.open(page)
+            height = session.page.evaluate("document.documentElement.scrollHeight")
+            assert height <= LABEL_HEIGHT, (system, height)
 
 
 def test_plain_rule_names_characteristics_not_attributes():
