@@ -113,6 +113,18 @@ def test_electricity_labels_fit_one_screen(tmp_path):
             assert height <= LABEL_HEIGHT, (system, height)
 
 
+def test_missing_values_line_says_who_handles_them():
+    """ "Missing values: own handling" told a reader nothing: the label says the system handles them itself."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    page = (
+        environment()
+        .get_template("label.html.j2")
+        .render(**label_context(doc, "naive", failures=0, report_href="r.html"), generated="")
+    )
+    line = unescape(re.sub(r"<[^>]+>", " ", page.split('id="missing-values">')[1].split("</tr>")[0]))
+    assert " ".join(line.split()) == "Missing values handled by the system itself (it accepts NaN)"
+
+
 def test_plain_rule_names_characteristics_not_attributes():
     assert plain_rule("effect 2× the average (2 vs 1) when 10 < level ≤ 20 and volatility > 0.1") == (
         "effect 2× the average (2 vs 1) when 10 < the input's mean level ≤ 20 and "
