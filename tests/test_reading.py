@@ -240,10 +240,16 @@ def test_user_study_kit_asks_about_the_runs_own_bias_dimensions(regional_run, tm
         assert label not in k["least_biased"] and k["bias_rank"][label] == max(k["bias_rank"].values()) > 1, k
 
 
-def test_report_page_counts_this_system_among_the_compared(regional_run):
-    """ "1 = best of the N systems compared (…)": the list holds N names, this one first."""
-    render_cards(regional_run, systems=["naive"], formats=("html",))
-    page = " ".join(
-        unescape(re.sub(r"<[^>]+>", " ", (regional_run / "cards" / "naive.report.html").read_text())).split()
-    )
-    assert "1 = best of the 3 systems compared (this one and random, north_high), 3 = worst" in page
+def test_report_and_comparison_pages_say_what_a_level_and_a_tie_are(regional_run):
+    """ "1 = best of the N systems compared (…)" lists N names, this one first; a tie is "not different both
+    significantly and by more than δ" (rate.tiers), never only "not significantly different"."""
+    render_cards(regional_run, formats=("html",))
+
+    def text(name: str) -> str:
+        return " ".join(unescape(re.sub(r"<[^>]+>", " ", (regional_run / "cards" / name).read_text())).split())
+
+    report, comparison = text("naive.report.html"), text("comparison.html")
+    assert "1 = best of the 3 systems compared (this one and random, north_high), 3 = worst" in report
+    assert "not both significant (95 %, Benjamini–Hochberg) and larger than the score's margin δ" in report
+    assert "both significantly (95 %, Benjamini–Hochberg) and by more than the score's margin δ" in comparison
+    assert "not significantly different at 95 %" not in comparison
