@@ -7,9 +7,11 @@ when the run cannot provide it (e.g. the data has no `industry` attribute).
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -40,7 +42,7 @@ class Evidence:
     wrs: pd.DataFrame  # system, perturbation, attribute, wrs, pairs
     effects: pd.DataFrame  # summarise_effects(): system, perturbation, scheme, ape_true, ape_adj, pie, ...
     control: str
-    severity: dict[str, tuple[str, float]]  # perturbation id → (grid family, severity), for severity grids only
+    severity: dict[str, tuple[str, float]]  # perturbation id → (its grid's id, severity), for severity grids only
     table: pd.DataFrame | None = None  # per window: series, attributes (Z), characteristics
     input_length: int = 0  # n, for distances from the forecast origin
     recency_k: int = 5  # k_r: `recency` is the APE when the perturbed point is among the last k_r
@@ -163,28 +165,42 @@ SKILL_MARGIN = Margin("naive_ratio", 0.02)  # 2 % of the naive reference's value
 PointForecasts = Literal["rated", "not_in_headline", "not_applicable"]
 
 
-# which headline a score feeds: the three headlines, or rated in none (a score that declares no family is a
-# "diagnostic": rated and shown, never part of a headline, so a plugin score cannot change `overall` by default)
-Family = Literal["robustness", "bias", "accuracy", "confounding", "fragility", "diagnostic"]
-HEADLINE_FAMILIES: tuple[Family, ...] = ("robustness", "bias", "accuracy")
+# which headline a score's rows join (METHOD §6.5); None: rated and shown, in no headline (the default, so a
+# plugin score joins a headline only by declaring it and cannot change `overall` by default)
+Headline = Literal["robustness", "bias", "accuracy"]
+HEADLINE_NAMES: tuple[Headline, ...] = get_args(Headline)
+# which of a score's rating rows join its headline: the clean input's (P0; needs on_control), the perturbed
+# inputs' or all of them; None: no headline to join
+Rows = Literal["clean", "perturbed", "all"]
 Coverage = Literal["perturbed", "paired"]
 Resampling = Literal["windows", "draws", "none"]
 FRAME_COLUMNS = ("system", "perturbation", "raw")  # a compute() frame's columns, plus an optional `note`
+
+# the deprecated `family` fact, read as the (headline, rows) it used to decide
+FAMILIES: dict[str, tuple[Headline | None, Rows | None]] = {
+    "robustness": ("robustness", "all"),
+    "bias": ("bias", "perturbed"),
+    "accuracy": ("accuracy", "clean"),
+    "confounding": (None, None),
+    "fragility": (None, None),
+    "diagnostic": (None, None),
+}
 
 
 class Score:
     """A raw score. Lower is better unless higher_is_better.
 
-    `family` decides which headline rating it feeds: "robustness" (the overall rating), "bias",
-    "accuracy" (clean input only), or "confounding" / "fragility" / "diagnostic" (rated, in no headline;
-    "diagnostic" is the default, so a score joins a headline only by declaring it). `coverage` says which
+    `headline` is the headline rating its rows join: "robustness" (the overall rating), "bias", "accuracy",
+    or None (rated and shown, in no headline: the default, so a score joins a headline only by declaring it);
+    `rows` which of its rows join it: "clean" (the clean input's), "perturbed" or "all". `coverage` says which
     forecasts it needs: "perturbed" (the perturbed one) or "paired" (perturbed and clean); a row
     computed on fewer than rating.min_coverage of a system's windows is rated insufficient.
     A compute() frame may carry a `note` column: a row with raw NaN and a note is *undefined*.
     """
 
     higher_is_better: ClassVar[bool] = False
-    family: ClassVar[Family] = "diagnostic"
+    headline: ClassVar[Headline | None] = None
+    rows: ClassVar[Rows | None] = None
     coverage: ClassVar[Coverage] = "paired"
     on_control: ClassVar[bool] = False  # also computed for the clean input (P0)
     label: ClassVar[str] = ""  # short human name for tables and cards
@@ -207,6 +223,11 @@ class Score:
     # rated on harm, max(mean effect, 0): a perturbation that lowers the error is no worse than none (§6.6)
     harm: ClassVar[bool] = False
     point_forecasts: ClassVar[PointForecasts] = "rated"
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "family" in vars(cls):
+            read_family(cls)
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         raise NotImplementedError
@@ -239,6 +260,40 @@ class Score:
 
 
 SCORES: Registry[type[Score]] = Registry("score")
+log = logging.getLogger(__name__)
+
+
+def read_family(cls: type[Score]) -> None:
+    """A class that still declares the deprecated `family` gets the headline and rows it used to decide (those it
+    declares itself win), with a DeprecationWarning and a line on stderr; an unknown word is refused by _fits."""
+    family = vars(cls)["family"]
+    if family not in FAMILIES:
+        return
+    headline, rows = FAMILIES[family]
+    if "headline" not in vars(cls):
+        cls.headline = headline
+    if "rows" not in vars(cls):
+        cls.rows = rows
+    message = (
+        f"score class {describe(cls)}: `family = {family!r}` is deprecated and read as headline = {cls.headline!r}, "
+        f"rows = {cls.rows!r}; write those facts instead"
+    )
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
+    log.warning(message)
+
+
+def joins_headline(frame: pd.DataFrame, headline: Headline, *, control: str) -> pd.Series:
+    """Which rows of a rating frame (columns score, perturbation) join `headline`: their score declares it, and
+    the row is among the score's `rows` (the clean input's, the perturbed inputs' or all). A score this version
+    has not registered (a newer ratings.json) joins none."""
+
+    def rows_of(score: str) -> Rows | None:
+        cls = SCORES.get(score) if score in SCORES else None
+        return cls.rows if cls is not None and cls.headline == headline else None
+
+    rows = frame["score"].map({score: rows_of(score) for score in frame["score"].unique()})
+    clean = frame["perturbation"] == control
+    return (rows == "all") | ((rows == "clean") & clean) | ((rows == "perturbed") & ~clean)
 
 
 def estimator_text(cls: type[Score], draws: int | None = None) -> str:
@@ -265,14 +320,37 @@ def _fits(name: str, cls: type[Score]) -> None:
         raise violation(
             "score", name, cls, "resampling = 'windows' needs a `metric`, window_values(evidence) or replicates()"
         )
-    inherited = next((base for base in cls.__mro__ if "family" in vars(base)), Score)
-    if cls.family in HEADLINE_FAMILIES and is_plugin(cls) and not is_plugin(inherited):
+    family = vars(cls).get("family")
+    if family is not None and (family not in FAMILIES or FAMILIES[family][0] != cls.headline):
+        words = ", ".join(repr(f) for f in FAMILIES)
         raise violation(
             "score",
             name,
             cls,
-            f"it inherits family = {cls.family!r} from causalrate's {inherited.__name__}; a plugin score joins a "
-            f"headline only by declaring it: write family = {cls.family!r} (or 'diagnostic') in its class",
+            f"family = {family!r} is not allowed; expected one of {words} (deprecated: declare headline = "
+            "'robustness' | 'bias' | 'accuracy' | None and rows = 'clean' | 'perturbed' | 'all' instead)"
+            if family not in FAMILIES
+            else f"family = {family!r} (deprecated) and headline = {cls.headline!r} disagree; declare headline only",
+        )
+    inherited = next((base for base in cls.__mro__ if "headline" in vars(base)), Score)
+    if cls.headline is not None and is_plugin(cls) and not is_plugin(inherited):
+        raise violation(
+            "score",
+            name,
+            cls,
+            f"it inherits headline = {cls.headline!r} from causalrate's {inherited.__name__}; a plugin score joins a "
+            f"headline only by declaring it: write headline = {cls.headline!r} (or None) in its class",
+        )
+    if cls.headline is not None and cls.rows is None:
+        raise violation(
+            "score",
+            name,
+            cls,
+            f"headline = {cls.headline!r} needs `rows`: which of its rows join it ('clean', 'perturbed' or 'all')",
+        )
+    if cls.rows == "clean" and cls.headline is not None and not cls.on_control:
+        raise violation(
+            "score", name, cls, "rows = 'clean' joins its clean-input rows to its headline, but on_control is False"
         )
     check_metric(name, cls, known_only=True)
 
@@ -309,7 +387,8 @@ SCORES.contract(
     facts_of(
         Score,
         "higher_is_better",
-        "family",
+        "headline",
+        "rows",
         "coverage",
         "on_control",
         "label",
@@ -391,7 +470,7 @@ def check_frame(name: str, cls: type[Score], values: object, evidence: Evidence)
     systems = set(evidence.forecasts["system"])
     perturbations = {
         *evidence.forecasts["perturbation"],
-        *(family for family, _ in evidence.severity.values()),
+        *(grid for grid, _ in evidence.severity.values()),
         *evidence.newest.get("perturbation", ()),
     }
     for column, known in (("system", systems), ("perturbation", perturbations)):
@@ -401,7 +480,8 @@ def check_frame(name: str, cls: type[Score], values: object, evidence: Evidence)
 
 
 class WrsScore(Score):
-    family = "bias"
+    headline = "bias"
+    rows = "perturbed"
     coverage = "perturbed"
     resampling = "windows"
     margin = Margin("wrs_max", 0.1)  # 0.1 of its maximum (2.3 per pair)
@@ -490,7 +570,8 @@ def bias_groups(evidence: Evidence, attribute: str) -> Grouping | None:
 class BiasScore(Score):
     """bias_<attr> (METHOD §4): the largest relative gap between one group's mean outcome and the rest."""
 
-    family = "bias"
+    headline = "bias"
+    rows = "perturbed"
     coverage = "perturbed"
     resampling = "windows"
     margin = Margin("none", 0.05)  # a gap of 5 % of the mean (the score is already a share of the mean)
@@ -584,7 +665,8 @@ def rated_dimension(score: str) -> str | None:
 
 @SCORES.register("ape")
 class Ape(Score):
-    family = "robustness"
+    headline = "robustness"
+    rows = "perturbed"
     radar = True
     resampling = "windows"
     margin = APE_MARGIN
@@ -612,7 +694,8 @@ class Ape(Score):
 
 @SCORES.register("ape_auc")
 class ApeAuc(Score):
-    family = "robustness"
+    headline = "robustness"
+    rows = "perturbed"
     margin = APE_MARGIN
     label = "Dose-response AUC"
     estimator = "area under |APE_true| over severity"
@@ -626,14 +709,12 @@ class ApeAuc(Score):
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
         first = first[first["perturbation"].isin(evidence.severity)]
         first = first.assign(
-            family=first["perturbation"].map(lambda p: evidence.severity[p][0]),
+            grid=first["perturbation"].map(lambda p: evidence.severity[p][0]),
             severity=first["perturbation"].map(lambda p: evidence.severity[p][1]),
         )
         rows = []
-        for (system, family), group in first.groupby(["system", "family"], sort=True):
-            rows.append(
-                {"system": system, "perturbation": family, "raw": dose_auc(group["severity"], group["ape_true"])}
-            )
+        for (system, grid), group in first.groupby(["system", "grid"], sort=True):
+            rows.append({"system": system, "perturbation": grid, "raw": dose_auc(group["severity"], group["ape_true"])})
         return pd.DataFrame(rows, columns=["system", "perturbation", "raw"])
 
 
@@ -653,7 +734,6 @@ class FragilitySpread(Score):
     robustness headline from APE, recency, worst case and failure rate). A system that fails equally
     everywhere has no spread, so averaging this in would pull a uniformly fragile system up."""
 
-    family = "fragility"
     label = "Fragility spread"
     estimator = "spread of conditional effects"
     description = (
@@ -683,7 +763,6 @@ class FragilitySpread(Score):
 class SchemeScore(Score):
     """|mean APE_adj over the B draws| under one scheme: the effect estimate (METHOD §5.3)."""
 
-    family = "confounding"
     radar = True
     resampling = "draws"
     margin: ClassVar[Margin | None] = APE_MARGIN
@@ -692,14 +771,14 @@ class SchemeScore(Score):
     interval_column: ClassVar[str] = "ape_adj"  # the signed per-draw value whose mean's interval is shown
     rates_magnitude: ClassVar[bool] = True  # rated as |mean|: the interval of the mean, folded at 0
 
-    def rows(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
+    def scheme_rows(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
         rows = evidence.effects[evidence.effects["scheme"] == self.scheme]
         if rows.empty:
             return Unavailable(f"the run has no {self.scheme!r} assignment scheme (causal.schemes)")
         return rows
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
-        rows = self.rows(evidence)
+        rows = self.scheme_rows(evidence)
         if isinstance(rows, Unavailable):
             return rows
         return every_system(evidence, rows[["system", "perturbation"]].assign(raw=rows["ape_adj"].abs().to_numpy()))
@@ -741,7 +820,7 @@ class PieScore(SchemeScore):
     rates_magnitude = False
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
-        rows = self.rows(evidence)
+        rows = self.scheme_rows(evidence)
         if isinstance(rows, Unavailable):
             return rows
         nothing = (rows["ape_obs_lo"] <= 0) & (rows["ape_obs_hi"] >= 0)
@@ -818,7 +897,8 @@ SCHEMES.on_register(register_scheme_scores)
 class MetricScore(Score):
     """Mean of a per-forecast metric over the successful forecasts of (system, perturbation)."""
 
-    family = "accuracy"
+    headline = "accuracy"
+    rows = "clean"  # accuracy is rated on clean input
     coverage = "perturbed"
     on_control = True
     radar = True
@@ -890,7 +970,8 @@ class SignAccuracy(MetricScore):
 
 @SCORES.register("failure_rate")
 class FailureRate(Score):
-    family = "robustness"
+    headline = "robustness"
+    rows = "all"  # the clean input's failure rate too
     coverage = "perturbed"  # over 20 % failed (default) is insufficient: worst level, never rewarded
     on_control = True
     radar = True
