@@ -163,3 +163,22 @@ def test_the_skill_ratio_basis_is_every_score_on_the_naive_ratio_basis():
     assert found["sign_accuracy"] == pytest.approx(0.5)  # a flat forecast calls no direction: ½ per step
     scale = np.mean(np.abs(np.diff(inputs, axis=1)), axis=1)  # season 1: the mean day-to-day change
     assert found["mase"] == pytest.approx(np.mean(np.mean(np.abs(truth - last), axis=1) / scale))
+
+
+def test_the_built_in_scores_register_in_their_tables_order():
+    """score/scores.py is split by responsibility; importing it still registers the built-ins in the order every
+    table and ratings.json lists them (bias, effects, confounding, window means, then recency's), before any
+    score registered later (a plugin's, a data attribute's)."""
+    from causalrate.causal.schemes import SCHEMES
+
+    schemes = [name for name, s in SCHEMES.items() if s.rated and s.__module__.startswith("causalrate.")]
+    expected = [
+        *("wrs_industry", "wrs_domain", "wrs_company", "wrs_volatility", "bias_industry", "bias_domain"),
+        *("bias_company", "ape", "ape_auc", "fragility_spread"),
+        *(f"ape_{s}" for s in schemes),
+        *(f"pie_{s}" for s in schemes),
+        *("smape", "mase", "crps", "wql", "coverage_error", "sign_accuracy", "failure_rate"),
+        *("recency", "ape_worst", "ape_last"),
+    ]
+    assert SCORES.names()[: len(expected)] == expected
+    assert schemes == ["industry", "company", "domain"]

@@ -15,7 +15,7 @@ import pandas as pd
 
 from causalrate.causal.resampling import Resamples
 from causalrate.perturb.suite import NEWEST
-from causalrate.score.scores import APE_MARGIN, SCORES, Evidence, Score, Unavailable
+from causalrate.score.scores import APE_MARGIN, SCORES, Evidence, Score, Unavailable  # the core scores first
 from causalrate.score.wide import positions, window_cube
 
 
