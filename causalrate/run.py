@@ -115,7 +115,7 @@ class RatingRow(Section):
     score: str
     system: str
     raw: Number
-    rating: int
+    rating: int | None  # None: undefined (raw null with a note, shown "—"): neither best nor worst
     rule: str | None = None
     absolute_rating: int | None = None
     quantity: Number = None  # raw on the absolute scale's basis (a share of the naive clean error, a skill ratio)

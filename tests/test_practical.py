@@ -201,7 +201,7 @@ def test_pie_is_null_wherever_the_rated_ape_interval_covers_0(planted):
     assert ("oracle", "P1") in covered  # the oracle's effect is exactly 0
     pies = [r for r in doc["ratings"] if r["score"].startswith("pie_") and (r["system"], r["perturbation"]) in covered]
     assert pies and all(r["raw"] is None and r["display"] == "—" and "covers 0" in r["note"] for r in pies)
-    assert all(r["rating"] not in (1, doc["levels"]) or doc["levels"] < 3 for r in pies)  # neither best nor worst
+    assert all(r["rating"] is None and r["absolute_rating"] is None for r in pies)  # neither best nor worst: no level
     effects = [e for e in doc["effects"] if (e["system"], e["perturbation"]) in covered]
     assert effects and all(e["pie"] is None and "covers 0" in (e["pie_note"] or "") for e in effects)
 

@@ -178,7 +178,9 @@ def test_insufficient_and_undefined_rows():
     )
     out = rate_scores(raw, settings=RatingSettings(levels=3)).set_index("system")
     assert out.loc["d", "insufficient"] and out.loc["d", "rating"] == 3 and out.loc["d", "absolute_rating"] == 3
-    assert out.loc["b", "rating"] == 2 and out.loc["b", "display"] == "—" and not out.loc["b", "insufficient"]
+    # undefined: no level on either scale (neither best nor worst), shown "—"
+    assert pd.isna(out.loc["b", "rating"]) and pd.isna(out.loc["b", "absolute_rating"])
+    assert out.loc["b", "display"] == "—" and not out.loc["b", "insufficient"]
     assert out.loc["a", "rating"] == 1 and out.loc["c", "rating"] == 3  # d (1.0) is insufficient, not best
     assert out.loc["a", "absolute_rating"] == 1 and out.loc["c", "absolute_rating"] == 2
 

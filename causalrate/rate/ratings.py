@@ -3,7 +3,8 @@
 - insufficient: computed on fewer than rating.min_coverage of the system's windows (or not at all):
   the worst level, relative and absolute, with the reason in `note` — failures are never rewarded;
 - undefined (raw NaN with a note, e.g. PIE% with nothing to explain, a point forecast's coverage error):
-  the middle level ⌈L/2⌉, shown as "—", left out of the binning of the others and of every headline;
+  no level on either scale (rating and absolute_rating null: neither best nor worst), shown as "—", left out
+  of the binning of the others and of every headline;
 - the rest: binned by `rule` (tiers or paper) and, beside it, the published absolute scale. Under tiers
   two systems differ only when significantly AND by more than the score's margin δ (`margin`, raw units),
   and a robustness or bias effect below δ has no practical effect: level 1 on that row (`relevant` False:
@@ -12,7 +13,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -65,11 +65,6 @@ def levels_warning(levels: int, n_systems: int, scale: str) -> str | None:
         f"rating.levels: {levels} levels for {n_systems} system(s); relative ratings put the best of them at 1 "
         f"and the worst at {levels}, so at most {n_systems} of the {levels} levels are used"
     )
-
-
-def middle_level(levels: int) -> int:
-    """The level an undefined score gets: neither best nor worst (for L = 2 there is none: 1)."""
-    return math.ceil(levels / 2)
 
 
 def coverage_table(forecasts: pd.DataFrame, *, control: str, n_windows: int) -> pd.DataFrame:
@@ -147,7 +142,6 @@ def _rate_group(
     eligible = defined & ~insufficient
     systems = group["system"].to_numpy()
     relative = np.full(len(group), levels)
-    relative[undefined & ~short] = middle_level(levels)
     tied: list[list[str]] = [[] for _ in systems]
     idx = np.flatnonzero(eligible)
     if settings.rule == "paper":
@@ -170,9 +164,7 @@ def _rate_group(
         for row in range(len(group)):
             if insufficient[row]:
                 absolute[row] = ABSOLUTE_LEVELS
-            elif undefined[row]:
-                absolute[row] = middle_level(ABSOLUTE_LEVELS)
-            else:
+            elif not undefined[row]:
                 absolute[row] = absolute_level(quantity[row], scale)
     # an effect below δ is no practical effect (METHOD §6.2): level 1 on the row, not a weakest link
     relevant = np.ones(len(group), dtype=bool)
@@ -195,7 +187,10 @@ def _rate_group(
         for c, bad, is_short, note in zip(coverage, insufficient, short, group["note"], strict=True)
     ]
     return group.assign(
-        rating=[a if use_absolute else int(r) for a, r in zip(absolute, relative, strict=True)],
+        rating=[
+            None if u and not bad else a if use_absolute else int(r)
+            for a, r, u, bad in zip(absolute, relative, undefined, insufficient, strict=True)
+        ],
         rule="absolute" if use_absolute else settings.rule,
         absolute_rating=absolute,
         tied_with=tied,

@@ -87,7 +87,7 @@ def _fallback(doc: RatingsDocument, system: str, kind: str) -> dict[str, Any]:
             "source": "overall",
         }
     if kind == "bias":
-        rows = [r for r in mine if r.score.startswith("wrs_") and r.perturbation != control]
+        rows = [r for r in mine if r.score.startswith("wrs_") and r.perturbation != control and r.rating is not None]
         if not rows:
             return {"rating": None, "meaning": "No bias score in this run.", "source": "none"}
         worst = max(rows, key=lambda r: (r.rating, r.score, r.perturbation))

@@ -71,7 +71,8 @@ def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str)
             metrics.append(_metric(f"{kind}_absolute_rating", h["absolute_rating"], "headline"))
     for r in doc.rows_of(system):
         where = f"perturbation={r.perturbation}"
-        metrics.append(_metric(f"{r.score}_rating", r.rating, where))
+        if r.rating is not None:  # undefined rows have no level
+            metrics.append(_metric(f"{r.score}_rating", r.rating, where))
         if r.raw is not None:
             metrics.append(_metric(r.score, r.raw, where, r.interval))
     for e in doc.effects:
@@ -134,7 +135,8 @@ def model_index(doc: RatingsDocument, system: str) -> str:
             metrics.append({"type": f"causalrate/{kind}-rating", "value": h["rating"], "name": f"{kind} ({scale})"})
     for r in doc.rows_of(system):
         name = f"{label(r.score)} under {r.perturbation}"
-        metrics.append({"type": f"causalrate/{r.score}-rating", "value": r.rating, "name": f"{name}: rating"})
+        if r.rating is not None:  # undefined rows have no level
+            metrics.append({"type": f"causalrate/{r.score}-rating", "value": r.rating, "name": f"{name}: rating"})
         if r.raw is not None:
             metrics.append({"type": f"causalrate/{r.score}", "value": r.raw, "name": f"{name}: {estimator(r.score)}"})
     block = {

@@ -223,7 +223,7 @@ def rating_row(r: Any, uncertainty: RowUncertainty) -> RatingRow:
         "score": r.score,
         "system": r.system,
         "raw": clean_float(r.raw),
-        "rating": int(r.rating),
+        "rating": None if pd.isna(r.rating) else int(r.rating),
         "rule": r.rule,
         "absolute_rating": None if pd.isna(r.absolute_rating) else int(r.absolute_rating),
         "quantity": clean_float(r.quantity),
