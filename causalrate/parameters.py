@@ -12,7 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from causalrate.rate.ratings import RatingSettings
+
+@dataclass(frozen=True)
+class RatingSettings:
+    """How the rate stage bins (rating.levels, rule, scale, min_coverage as resolved for the study)."""
+
+    levels: int
+    rule: str = "tiers"
+    scale: str = "both"
+    min_coverage: float = 0.8
 
 
 @dataclass(frozen=True)

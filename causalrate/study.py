@@ -19,10 +19,10 @@ from causalrate.data.characteristics import CHARACTERISTICS, attribute_columns, 
 from causalrate.data.loaders import load_dataset
 from causalrate.errors import UserError
 from causalrate.forecast.metrics import METRICS
-from causalrate.parameters import Parameters
+from causalrate.parameters import Parameters, RatingSettings
 from causalrate.perturb import Perturbation, load_suite
 from causalrate.rate.absolute import naive_clean_error, naive_scores
-from causalrate.rate.ratings import RatingSettings, levels_warning
+from causalrate.rate.ratings import levels_warning
 from causalrate.redact import scrub
 from causalrate.score.scores import SCORES, Evidence, register_dimension
 from causalrate.systems.base import System
