@@ -34,7 +34,7 @@ class Parameters:
     naive_error: float  # the naive reference's mean clean outcome: APE's basis (scale, minimal effect, δ)
     min_effect: float  # the minimal APE of interest in the outcome's units: rigor.min_effect × naive_error
     timeout: float  # seconds per forecast (forecast.timeout): a batch of b forecasts may take b × this
-    # score → the naive reference's value of the score's metric on the clean windows: the skill ratio's basis
+    # score on the naive_ratio basis → the naive reference's value of its metric on the clean windows (skill ratio)
     naive_scores: Mapping[str, float] = field(default_factory=dict)
 
     def batch_timeout(self, forecasts: int) -> float:

@@ -300,7 +300,7 @@ class ResolvedParameters(Section):
     min_coverage: float
     naive_error: Number  # the naive reference's mean clean outcome: APE's basis (scale, minimal effect, δ)
     min_effect: Number  # the minimal APE of interest, in the outcome's units
-    naive_scores: dict[str, Number] = Field(default_factory=dict)  # accuracy score → its skill ratio's basis
+    naive_scores: dict[str, Number] = Field(default_factory=dict)  # score on the naive_ratio basis → that basis
     timeout: float  # seconds per forecast
 
 
