@@ -54,7 +54,7 @@ def model_yaml(folder: Path, smoke: bool) -> Path:
     text = 'model: {name: "window mean", type: python, function: "mean.py:window_mean"}\n'
     if smoke:
         # as common.study's smoke copy (a `data:` block would replace the default whole); no fragility map, which
-        # crashes on 24 windows (HistGradientBoostingRegressor on 0 samples in heterogeneity.selfcheck_draw)
+        # crashes on 24 windows (HistGradientBoostingRegressor on 0 samples in learners.selfcheck_draw)
         text += (
             "windows: {stride: 40}\ncausal: {draws: 2}\nrigor: {replicates: 10, refute_simulations: 2}\n"
             "heterogeneity: {enabled: false}\n"

@@ -32,18 +32,18 @@ from causalrate.errors import UserError
 from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.store import ForecastStore
 from causalrate.memo import Memo
-from causalrate.rate.absolute import absolute_margins, absolute_quantities, naive_clean_error, naive_scores
+from causalrate.rate.absolute import absolute_margins, absolute_quantities
 from causalrate.rate.headlines import headline_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
 from causalrate.rate.practical import effects_without_pie, pie_undefined, rigor_without_pie, without_pie
-from causalrate.rate.ratings import RatingSettings, attach_coverage, coverage_table, rate_scores
+from causalrate.rate.ratings import attach_coverage, coverage_table, rate_scores
 from causalrate.rate.stability import with_stability
 from causalrate.report.outputs import write_outputs
 from causalrate.score.recency import recency_profile
 from causalrate.score.scores import SCORES, Evidence, score_all
 from causalrate.score.wide import wide_tables
 from causalrate.study import Result, Study, prepare
-from causalrate.uncertainty.rigor import assess_rigor, run_resamples, wrs_bandwidth
+from causalrate.uncertainty.rigor import assess_rigor, run_resamples
 
 if TYPE_CHECKING:
     from causalrate.forecast.cache import ForecastCache
@@ -131,7 +131,7 @@ def preflight(study: Study) -> None:
     levels = (0.1, 0.5, 0.9)
     with np.errstate(all="ignore"):
         values = {
-            m: METRICS.get(m)(truth, truth * 1.01, inputs, None, season=study.dataset.season, levels=levels)
+            m: METRICS.get(m)(truth, truth * 1.01, inputs, None, season=study.parameters.season, levels=levels)
             for m in METRICS.names()
         }
     if not np.isfinite(np.asarray(values[cfg.outcome], dtype=float)).any():  # every system would tie, rated
@@ -301,7 +301,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     2 cores, bench/RESULTS.md), and the sums no longer depend on how many cores the machine has.
     """
     memo = Memo.off() if memo is None else memo
-    cfg, control, table = study.config, study.control, study.table
+    cfg, control, table, params = study.config, study.control, study.table, study.parameters
     every = forecasts.assign(failed=forecasts["error"].notna(), outcome=forecasts[cfg.outcome])
     newest_of = {p.id: p.newest_of for p in study.newest}
     at_newest = every["perturbation"].isin(list(newest_of))
@@ -312,7 +312,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     dimensions = study.dimensions
     groupings = wrs_plans(table, cfg.causal.wrs_groups, dimensions)
     wrs_table = without_left_out(
-        wrs_scores(outcomes, groupings, series=series_index, bandwidth=wrs_bandwidth(cfg)), study
+        wrs_scores(outcomes, groupings, series=series_index, bandwidth=params.wrs_bandwidth), study
     )
     settings = DrawSettings(
         schemes=tuple(cfg.causal.schemes),
@@ -361,12 +361,13 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     )
     raw, unavailable = score_all(evidence, cfg.rating.scores)
     raw = without_left_out(raw, study)
-    inputs, truth = study.windows.inputs, study.windows.truth
-    season = study.dataset.season  # the one season every MASE uses (data.season, else the frequency's usual one)
-    naive_error = naive_clean_error(inputs, truth, METRICS.get(cfg.outcome), season=season)
-    skill = naive_scores(inputs, truth, season=season)  # what the naive_ratio basis divides by
+    naive_error, skill = params.naive_error, dict(params.naive_scores)
     resampled = cfg.rigor.bootstrap_size > 0
-    resamples = run_resamples(cfg, series_index) if resampled else Resamples(np.zeros((0, len(table))))
+    resamples = (
+        run_resamples(series_index, block=params.block_length, bootstrap_size=cfg.rigor.bootstrap_size, seed=cfg.seed)
+        if resampled
+        else Resamples(np.zeros((0, len(table))))
+    )
     rigor = None
     if resampled:
         rigor = assess_rigor(
@@ -376,7 +377,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
             series_index=series_index,
             estimates=estimates,
             wrs_plans=groupings,
-            naive_error=naive_error,
+            parameters=params,
             memo=memo,
         )
         rigor = replace(
@@ -384,9 +385,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
             wrs_tests=tuple(t for t in rigor.wrs_tests if (t["system"], t["perturbation"]) not in left_out(study)),
         )
     # rate: coverage, absolute quantities, margins, levels, harm and inconclusive APEs, stability, headlines
-    rating = RatingSettings(
-        levels=cfg.rating.levels, rule=cfg.rating.rule, scale=cfg.rating.scale, min_coverage=cfg.rating.min_coverage
-    )
+    rating = params.rating
     coverage = coverage_table(every, control=control, n_windows=len(table))
     raw = raw.assign(
         coverage=attach_coverage(raw, coverage, severity),

@@ -288,6 +288,22 @@ class NotAssessed(Section):
     reason: str
 
 
+class ResolvedParameters(Section):
+    """The study's derived parameters as its stages used them (causalrate.parameters, resolved by prepare)."""
+
+    season: int  # the seasonal period of every MASE, seasonal system and naive basis
+    block_length: int  # windows per bootstrap block (capped at half a series' windows where drawn)
+    wrs_bandwidth: int  # windows WRS's tests take as dependent; 0 under rule: paper
+    levels: int
+    rule: str
+    scale: str
+    min_coverage: float
+    naive_error: Number  # the naive reference's mean clean outcome: APE's basis (scale, minimal effect, δ)
+    min_effect: Number  # the minimal APE of interest, in the outcome's units
+    naive_scores: dict[str, Number] = Field(default_factory=dict)  # score on the naive_ratio basis → that basis
+    timeout: float  # seconds per forecast
+
+
 class Provenance(Section):
     config: dict[str, Any]
     data_source: str
@@ -300,6 +316,7 @@ class Provenance(Section):
     series: list[str] = Field(default_factory=list)  # the rated series' ids, in the data's order
     span: list[str] = Field(default_factory=list)  # [first date, last date] of the rated series (ISO)
     attributes: dict[str, list[str]] = Field(default_factory=dict)  # each attribute of the series: its values
+    parameters: ResolvedParameters | None = None  # absent from runs made before 2026-11-27
 
 
 class RatingsDocument(Section):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from causalrate.causal.graph import Identification
+from causalrate.causal.resampling import dependence_block
 from causalrate.causal.schemes import SCHEMES, attribute_scheme
 from causalrate.causal.wrs import Dimension, attribute_dimensions
 from causalrate.config import StudyConfig
@@ -16,7 +18,10 @@ from causalrate.data import Dataset, Windows, make_windows
 from causalrate.data.characteristics import CHARACTERISTICS, attribute_columns, compute_characteristics, terciles
 from causalrate.data.loaders import load_dataset
 from causalrate.errors import UserError
+from causalrate.forecast.metrics import METRICS
+from causalrate.parameters import Parameters, RatingSettings
 from causalrate.perturb import Perturbation, load_suite
+from causalrate.rate.absolute import naive_clean_error, naive_scores
 from causalrate.rate.ratings import levels_warning
 from causalrate.redact import scrub
 from causalrate.score.scores import SCORES, Evidence, register_dimension
@@ -38,6 +43,7 @@ class Study:
     suite: list[Perturbation]
     systems: dict[str, System]
     table: pd.DataFrame  # per window: series, attributes, characteristics
+    parameters: Parameters  # every derived parameter, resolved once (causalrate.parameters)
     not_assessed: dict[str, str] = field(default_factory=dict)  # system → why it could not run (--skip-unavailable)
     newest: list[Perturbation] = field(default_factory=list)  # newest-point companions (ape_last), forecast only
     trained_on_study_data: dict[str, list[str]] = field(default_factory=dict)  # system → its trained_on naming the data
@@ -140,7 +146,8 @@ def prepare(
                 f"system {spec.name!r} declares trained_on {leaked}, which names this study's "
                 "data: its forecasts may have seen the windows they are scored on"
             )
-    warning = levels_warning(config.rating.levels, len(systems), config.rating.scale)
+    parameters = resolve_parameters(config, dataset, windows)
+    warning = levels_warning(parameters.rating.levels, len(systems), parameters.rating.scale)
     if warning:
         log.warning(warning)
     table = window_table(dataset, windows, config)
@@ -154,9 +161,35 @@ def prepare(
         suite=suite,
         systems=systems,
         table=table,
+        parameters=parameters,
         not_assessed=unavailable,
         newest=newest,
         trained_on_study_data={name: leaked for name, leaked in leaks.items() if leaked},
+    )
+
+
+def resolve_parameters(config: StudyConfig, dataset: Dataset, windows: Windows) -> Parameters:
+    """The study's derived parameters (causalrate.parameters), each computed here and nowhere else."""
+    w, rating = config.windows, config.rating
+    block = config.rigor.block_length or dependence_block(
+        input_length=w.input_length, horizon=w.horizon, stride=w.stride
+    )
+    season = dataset.season  # the one season every MASE uses (data.season, else the frequency's usual one)
+    with warnings.catch_warnings():  # an outcome with no finite value: NaN bases (undefined), refused by preflight
+        warnings.simplefilter("ignore", RuntimeWarning)
+        naive_error = naive_clean_error(windows.inputs, windows.truth, METRICS.get(config.outcome), season=season)
+        skill = naive_scores(windows.inputs, windows.truth, season=season)  # what the naive_ratio basis divides by
+    return Parameters(
+        season=season,
+        block_length=block,
+        wrs_bandwidth=0 if rating.rule == "paper" else block,  # the paper's tests take windows as independent
+        rating=RatingSettings(
+            levels=rating.levels, rule=rating.rule, scale=rating.scale, min_coverage=rating.min_coverage
+        ),
+        naive_error=naive_error,
+        min_effect=config.rigor.min_effect * naive_error,
+        timeout=config.forecast.timeout,
+        naive_scores=skill,
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("causalml")
 
-from causalrate.causal import heterogeneity as het
+from causalrate.causal import fragility, heterogeneity, learners
 from tests.planted import FRAGILE_ABOVE
 
 
@@ -22,16 +22,16 @@ def _windows(n=400, seed=0):
             "industry": rng.choice(["Alpha", "Beta", "Gamma"], n),
             "level": rng.uniform(100, 1200, n),
             "volatility": rng.uniform(0.005, 0.03, n),
-            het.DISTANCE: rng.integers(0, 80, n).astype(float),
+            fragility.DISTANCE: rng.integers(0, 80, n).astype(float),
         }
     )
     return table, rng
 
 
 def _map(table, control, treated):
-    cov = het.Covariates.build(table, ["industry", "level", "volatility", het.DISTANCE])
+    cov = fragility.Covariates.build(table, ["industry", "level", "volatility", fragility.DISTANCE])
     blocks = np.arange(len(table)) // 10
-    return het.fragility_map(cov, control, treated, blocks, depth=3, min_leaf=0.02, rules=20, seed=7)
+    return fragility.fragility_map(cov, control, treated, blocks, depth=3, min_leaf=0.02, rules=20, seed=7)
 
 
 def test_level_fragility_is_found_with_its_threshold():
@@ -73,23 +73,24 @@ def test_spread_is_explained_sd_over_mean_clean_outcome():
 
 
 def test_rule_words():
-    assert het._condition(het.DISTANCE, -np.inf, 0.5) == "the perturbed point is the last input point"
-    assert het._condition(het.DISTANCE, -np.inf, 4.5) == "the perturbed point is among the last 5 input points"
+    distance = fragility.DISTANCE
+    assert fragility._condition(distance, -np.inf, 0.5) == "the perturbed point is the last input point"
+    assert fragility._condition(distance, -np.inf, 4.5) == "the perturbed point is among the last 5 input points"
     assert (
-        het._condition(het.DISTANCE, 4.5, np.inf)
+        fragility._condition(fragility.DISTANCE, 4.5, np.inf)
         == "the perturbed point is at least 5 points before the forecast origin"
     )
-    assert het._condition("industry=Beta", 0.5, np.inf) == "industry is Beta"
-    assert het._condition("industry=Beta", -np.inf, 0.5) == "industry is not Beta"
-    assert het._condition("level", 500.0, 900.0) == "500 < level ≤ 900"
+    assert fragility._condition("industry=Beta", 0.5, np.inf) == "industry is Beta"
+    assert fragility._condition("industry=Beta", -np.inf, 0.5) == "industry is not Beta"
+    assert fragility._condition("level", 500.0, 900.0) == "500 < level ≤ 900"
 
 
 def test_perturbed_distance_from_mask_and_recorded_offsets():
     mask = np.zeros((3, 5), dtype=bool)
     mask[0, 4] = mask[1, [0, 2]] = True  # window 2: nothing perturbed
-    assert het.perturbed_distance(mask).tolist() == [0.0, 2.0, 5.0]
+    assert fragility.perturbed_distance(mask).tolist() == [0.0, 2.0, 5.0]
     recorded = pd.Series({0: "[4]", 1: "[0, 2]", 2: "[]"})
-    assert (het.offsets_mask(recorded, 3, 5) == mask).all()
+    assert (heterogeneity.offsets_mask(recorded, 3, 5) == mask).all()
 
 
 def test_meta_learners_beat_the_naive_estimate_on_a_confounded_draw():
@@ -102,7 +103,7 @@ def test_meta_learners_beat_the_naive_estimate_on_a_confounded_draw():
     ite = 3.0 * level
     treated = rng.random(n) < 0.1 + 0.8 * level
     y = np.where(treated, control + ite, control)
-    rows = het.selfcheck_draw(x, treated, y, ite, 0.1 + 0.8 * level, seed=1)
+    rows = learners.selfcheck_draw(x, treated, y, ite, 0.1 + 0.8 * level, seed=1)
     assert {r["learner"] for r in rows} == {"x_learner", "dr_learner"}
     for r in rows:
         assert r["pehe"] < 0.5 * r["pehe_naive"]
@@ -156,7 +157,7 @@ def test_planted_systems_through_the_pipeline(tmp_path, cli):
     fragile = [r for r in high["rules"] if r["ratio"] > 1]
     lower = [float(a or b) for r in fragile for a, b in re.findall(r"([\d.]+) < level|level > ([\d.]+)", r["text"])]
     assert abs(min(lower) - FRAGILE_ABOVE) < 0.05 * FRAGILE_ABOVE
-    assert last["drivers"][0]["covariate"] == het.DISTANCE
+    assert last["drivers"][0]["covariate"] == fragility.DISTANCE
     assert "the perturbed point is the last input point" in last["rules"][0]["text"]
     assert {s["scheme"] for s in high["selfcheck"]} == {"level"}  # uniform is randomized: nothing to check
     spread = {r["system"]: r["raw"] for r in doc["ratings"] if r["score"] == "fragility_spread"}

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from causalrate.causal.heterogeneity import _differ
+from causalrate.causal.fragility import _differ
 from causalrate.causal.resampling import GroupedCounts, group_sums, replicate_wrs
 from causalrate.causal.welch import moments, two_sided_p, welch
 from causalrate.causal.wrs import Grouping, grouped_wrs, level_weighted, pair_tests, wrs

@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from causalrate.parameters import RatingSettings
 from causalrate.rate.absolute import absolute_margins, published_margins
 from causalrate.rate.headlines import headline_ratings
-from causalrate.rate.ratings import RatingSettings, rate_scores
+from causalrate.rate.ratings import rate_scores
 from causalrate.rate.tiers import replicate_tier_ratings, tier_ratings
 from causalrate.score.scores import SCORES, Margin
 

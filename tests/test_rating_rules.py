@@ -11,8 +11,9 @@ from causalrate.causal.effects import DrawSettings, draws_table, identify_scheme
 from causalrate.causal.estimate import Estimate, estimate_all
 from causalrate.causal.selfcheck import judge
 from causalrate.causal.wrs import Grouping, wrs
+from causalrate.parameters import RatingSettings
 from causalrate.rate.absolute import absolute_level, absolute_quantities, load_scales, scale_of
-from causalrate.rate.ratings import RatingSettings, rate_scores
+from causalrate.rate.ratings import rate_scores
 from causalrate.rate.tiers import PAIRED_TESTS, bootstrap_p_value, t_test_p_value, tier_ratings
 from causalrate.score.bias import observed_bias
 from causalrate.score.scores import SCORES, Evidence, Scale

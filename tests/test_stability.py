@@ -7,9 +7,10 @@ import pytest
 from scipy import stats
 
 from causalrate.causal.resampling import Power, block_counts, replicate_means, stability
+from causalrate.parameters import RatingSettings
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
-from causalrate.rate.ratings import RatingSettings, rate_scores
+from causalrate.rate.ratings import rate_scores
 from causalrate.rate.stability import with_stability
 from causalrate.rate.tiers import (
     bootstrap_p_value,

@@ -13,9 +13,10 @@ import pandas as pd
 import pytest
 
 from causalrate.cli import main
+from causalrate.parameters import RatingSettings
 from causalrate.perturb.operators import OPERATORS
 from causalrate.rate.headlines import headline_ratings
-from causalrate.rate.ratings import COLUMNS, RatingSettings
+from causalrate.rate.ratings import COLUMNS
 from causalrate.report import label
 from causalrate.report.cards import render_cards
 from causalrate.report.comparison import scatter_points

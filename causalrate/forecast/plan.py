@@ -83,7 +83,7 @@ def forecast_all(
     Forecasts found in the cache are written at once (unless `refresh`); the rest are batched into jobs,
     and each finished batch is written to the store (in bulk: `ForecastStore.buffered`) and to the cache.
     """
-    cfg, wd, ds = study.config, study.windows, study.dataset
+    cfg, wd, ds, season = study.config, study.windows, study.dataset, study.parameters.season
     done = store.done()
     series_ids = [ds.series[i].id for i in wd.series_index]
     origins = list(zip(series_ids, wd.start.tolist(), strict=True))  # (series, start) per window id
@@ -106,7 +106,7 @@ def forecast_all(
         with np.errstate(all="ignore"):
             levels = study.systems[system].quantile_levels
             metrics = {
-                name: m(truth, result.forecasts, clean, result.samples, season=ds.season, levels=levels)
+                name: m(truth, result.forecasts, clean, result.samples, season=season, levels=levels)
                 for name, m in METRICS.items()
             }
         placed_at = offsets(perturbation, variant, rows) or [[] for _ in rows]
@@ -176,7 +176,7 @@ def forecast_all(
                     ]
                 identity = system.identity()
                 if system.seasonal or system.wants_context:  # what it reads of the data's calendar
-                    identity |= {"frequency": ds.frequency, "season": ds.season}
+                    identity |= {"frequency": ds.frequency, "season": season}
                 stochastic = seeds if system.stochastic else None
                 keys = forecast_keys(identity, seen, wd.horizon, seeds=stochastic, context=context) if cache else []
                 hits = cache.get(keys) if cache and not refresh else {}
@@ -206,7 +206,7 @@ def forecast_all(
                         inputs=seen[chunk],
                         horizon=wd.horizon,
                         frequency=ds.frequency,
-                        season=ds.season,
+                        season=season,
                         seeds=seeds[chunk],
                         attributes=tuple(attributes[i] for i in rows),
                         input_dates=dates[rows],
@@ -220,7 +220,7 @@ def forecast_all(
                         window_ids=rows,
                         spec=spec.model_dump(),
                         base_dir=study.base_dir,
-                        timeout=cfg.forecast.timeout * int(rows.size),  # per forecast, for the batch
+                        timeout=study.parameters.batch_timeout(int(rows.size)),
                         batch=batch,
                         keys=[keys[c] for c in chunk] if keys else [],
                         accelerator=system.accelerator,
@@ -269,7 +269,7 @@ def forecast_all(
         rows, kept = search.rows()
         if rows.size:
             levels = study.systems[name].quantile_levels
-            _record_worst(store, wd, name, perturbation, rows, kept, season=ds.season, levels=levels)
+            _record_worst(store, wd, name, perturbation, rows, kept, season=season, levels=levels)
     return {**counts, "systems": {name: {**t, "warnings": said[name]} for name, t in tally.items()}}
 
 

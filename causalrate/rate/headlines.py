@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from causalrate.parameters import RatingSettings
 from causalrate.rate.absolute import ABSOLUTE_LEVELS, scale_of
 from causalrate.rate.binning import bin_ratings
-from causalrate.rate.ratings import WEAKEST_LINK, RatingSettings
+from causalrate.rate.ratings import WEAKEST_LINK
 from causalrate.rate.tiers import tier_ratings
 from causalrate.score.scores import HEADLINE_NAMES, SCORES, Headline, bias_attributes, differ_by, joins_headline
 

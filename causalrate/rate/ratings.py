@@ -14,11 +14,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from causalrate.parameters import RatingSettings
 from causalrate.rate.absolute import ABSOLUTE_LEVELS, absolute_level, scale_of
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, tier_ratings
@@ -46,14 +46,6 @@ COLUMNS = [
 # has no practical effect (level 1, left out of the weakest link)
 WEAKEST_LINK: tuple[Headline, ...] = ("robustness", "bias")
 NOT_APPLICABLE = "not applicable: a point forecast has no interval (its coverage is 0 by construction); not rated"
-
-
-@dataclass(frozen=True)
-class RatingSettings:
-    levels: int
-    rule: str = "tiers"
-    scale: str = "both"
-    min_coverage: float = 0.8
 
 
 def levels_warning(levels: int, n_systems: int, scale: str) -> str | None:

@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 
 from causalrate.causal.resampling import stability
+from causalrate.parameters import RatingSettings
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.headlines import headline_rows, robustness_rows
 from causalrate.rate.inconclusive import inconclusive_level
-from causalrate.rate.ratings import WEAKEST_LINK, RatingSettings
+from causalrate.rate.ratings import WEAKEST_LINK
 from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, replicate_tier_ratings
 from causalrate.score.scores import SCORES
 from causalrate.uncertainty.rigor import Rigor

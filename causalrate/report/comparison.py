@@ -16,8 +16,8 @@ from causalrate.rate.absolute import scale_of
 from causalrate.report import comparison_charts, figures
 from causalrate.report.estimators import estimator, facts, label
 from causalrate.report.figures import Figure
-from causalrate.report.headlines import headlines, level_class
-from causalrate.report.templating import fmt
+from causalrate.report.headlines import headlines
+from causalrate.report.templating import fmt, level_class
 from causalrate.run import RatingRow, RatingsDocument
 from causalrate.score.scores import SCORES, joins_headline
 

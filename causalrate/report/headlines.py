@@ -50,13 +50,6 @@ def headline_words(h: dict[str, Any], levels: int, n_systems: int, kind: str) ->
     return level_words(h.get("rating"), levels)
 
 
-def level_class(rating: int | None, levels: int) -> str:
-    """CSS class of a level: best, worst, middle (colour is never the only cue: the words say it too)."""
-    if rating is None:
-        return "lnone"
-    return "lbest" if rating == 1 else ("lworst" if rating == levels else "lmid")
-
-
 def headlines(doc: RatingsDocument, system: str) -> dict[str, dict[str, Any]]:
     """{kind: H} with H = rating, absolute_rating, meaning, stability, tied_with, scores, source."""
     given = doc.headlines.get(system) or {}

@@ -18,11 +18,11 @@ from causalrate.report.headlines import (
     TITLES,
     headline_words,
     headlines,
-    level_class,
     question,
     top_fragility_rule,
 )
 from causalrate.report.headlines import warnings as label_warnings
+from causalrate.report.templating import level_class
 from causalrate.run import RatingsDocument
 
 MAX_WARNINGS = 5  # more go to the detailed report: the label keeps a fixed height

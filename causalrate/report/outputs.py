@@ -34,6 +34,7 @@ from causalrate.run import (
     RatingsDocument,
     RecencyPoint,
     Refutation,
+    ResolvedParameters,
     SystemRecord,
     WrsTest,
 )
@@ -68,18 +69,18 @@ def package_versions() -> dict[str, str]:
 
 def ratings_document(study: Study, result: Result) -> RatingsDocument:
     """ratings.json, section by section from its models (`Section.written`: a key they do not declare fails)."""
-    cfg = study.config
+    cfg, rating = study.config, study.parameters.rating
     rigor = result.rigor
     # every stored forecast: the rated suite's and the newest-point companions (ape_last)
     stored = [f for f in (result.evidence.forecasts, result.evidence.newest) if len(f)]
     return RatingsDocument.written(
         schema=RATINGS_SCHEMA,
         study=cfg.name,
-        levels=cfg.rating.levels,
+        levels=rating.levels,
         direction="1 = best",
         meaning=(
-            f"Ratings run from 1 (best: most robust or most accurate) to {cfg.rating.levels} (worst), "
-            f"relative to the {len(study.systems)} systems compared (`rating`, rule {cfg.rating.rule!r}); "
+            f"Ratings run from 1 (best: most robust or most accurate) to {rating.levels} (worst), "
+            f"relative to the {len(study.systems)} systems compared (`rating`, rule {rating.rule!r}); "
             "`absolute_rating` runs from 1 to 3 on the published scale (ratings/scales.yaml), the same in any "
             "study on the same data."
         ),
@@ -107,9 +108,9 @@ def ratings_document(study: Study, result: Result) -> RatingsDocument:
             rating_row(r, rigor.row((r.perturbation, r.score, r.system)) if rigor else NOT_ASSESSED)
             for r in result.ratings.itertuples()
         ],
-        rule=cfg.rating.rule,
-        scale=cfg.rating.scale,
-        min_coverage=cfg.rating.min_coverage,
+        rule=rating.rule,
+        scale=rating.scale,
+        min_coverage=rating.min_coverage,
         headlines={
             system: {
                 family: Headline.written(**{**h, "stability": clean_float(h["stability"])})
@@ -158,8 +159,9 @@ def ratings_document(study: Study, result: Result) -> RatingsDocument:
             data_source=study.dataset.source,
             data_hash=study.dataset.content_hash(),
             frequency=study.dataset.frequency,
-            season=study.dataset.season,
+            season=study.parameters.season,
             **data_facts(study),
+            parameters=ResolvedParameters.written(**_clean(study.parameters.record())),
             seed=cfg.seed,
             versions=package_versions(),
             method_note=METHOD_NOTE,

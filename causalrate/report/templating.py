@@ -34,6 +34,14 @@ def headline_cell(h: Any) -> str:
     return f"{h.rating}" + (f" ({h.absolute_rating})" if h.absolute_rating is not None else "")
 
 
+def level_class(rating: int | None, levels: int) -> str:
+    """CSS class of a level: best, worst, middle (colour is never the only cue: the words say it too). The one
+    place a level gets its colour: Python code and the templates (filter `level_class`) both call it."""
+    if rating is None:
+        return "lnone"
+    return "lbest" if rating == 1 else ("lworst" if rating == levels else "lmid")
+
+
 IMPUTATION_WORDS = {"ffill": "forward-fill", "linear": "linear-interpolation", "zero": "zero-fill"}
 # a NaN-accepting system's policy (System.nan_policy) as a reader takes it; a plugin's own words are shown as given
 NAN_POLICY_WORDS = {
@@ -81,6 +89,11 @@ def environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(
-        num=fmt, rating_cell=rating_cell, headline_cell=headline_cell, missing_values=missing_values_text, md=md
+        num=fmt,
+        rating_cell=rating_cell,
+        headline_cell=headline_cell,
+        missing_values=missing_values_text,
+        md=md,
+        level_class=level_class,
     )
     return env

@@ -30,7 +30,6 @@ from causalrate.causal.resampling import (
     Resamples,
     benjamini_hochberg,
     block_counts,
-    dependence_block,
     power_analysis,
     small_sample_factor,
 )
@@ -41,6 +40,7 @@ from causalrate.config import StudyConfig
 from causalrate.contracts import guarded
 from causalrate.data.characteristics import attribute_columns
 from causalrate.memo import OFF, Memo, RunCache
+from causalrate.parameters import Parameters
 from causalrate.score.scores import SCORES, Ape, Evidence, Resampler, perturbed_groups
 from causalrate.seeding import rng
 
@@ -94,26 +94,9 @@ def wrs_pairs(
     return two_sided_p(t, df).tolist()
 
 
-def resampling_block(config: StudyConfig) -> int:
-    """The bootstrap's block length in windows: configured, or the run of windows that share a point."""
-    w = config.windows
-    return config.rigor.block_length or dependence_block(
-        input_length=w.input_length, horizon=w.horizon, stride=w.stride
-    )
-
-
-def wrs_bandwidth(config: StudyConfig) -> int:
-    """How far apart WRS's windows stay dependent (design_effect): the resampling block, or 0 under
-    `rule: paper` (the paper's tests on windows taken as independent)."""
-    return 0 if config.rating.rule == "paper" else resampling_block(config)
-
-
-def run_resamples(config: StudyConfig, series_index: np.ndarray) -> Resamples:
-    """The run's block-bootstrap replicates and their small-sample widening."""
-    block = resampling_block(config)
-    counts = block_counts(
-        series_index, block=block, bootstrap_size=config.rigor.bootstrap_size, rng=rng(config.seed, "bootstrap")
-    )
+def run_resamples(series_index: np.ndarray, *, block: int, bootstrap_size: int, seed: int) -> Resamples:
+    """The run's block-bootstrap replicates and their small-sample widening (block: Parameters.block_length)."""
+    counts = block_counts(series_index, block=block, bootstrap_size=bootstrap_size, rng=rng(seed, "bootstrap"))
     return Resamples(counts=counts, widen=small_sample_factor(series_index, block=block))
 
 
@@ -125,12 +108,12 @@ def assess_rigor(
     series_index: np.ndarray,
     estimates: list[Estimate],
     wrs_plans: list[Grouping],
-    naive_error: float,
+    parameters: Parameters,
     memo: Memo = OFF,
 ) -> Rigor:
     """Intervals, power, replicates, BH counts and refutations; stability comes after rating (rate.stability).
 
-    resamples: run_resamples(); naive_error: the naive reference's mean clean outcome (the minimal effect's basis).
+    resamples: run_resamples(); parameters: the study's (the WRS bandwidth, the minimal effect).
     Every registered score gives its rows' replicates and intervals (Score.replicates); every interval
     contains the value it rates.
     """
@@ -140,7 +123,7 @@ def assess_rigor(
         series_index=series_index,
         groupings={plan.attribute: plan for plan in wrs_plans},
         grouped={plan.attribute: GroupedCounts.of(resamples.counts, plan) for plan in wrs_plans},
-        bandwidth=wrs_bandwidth(config),
+        bandwidth=parameters.wrs_bandwidth,
         estimates=tuple(estimates),
     )
     values: dict[tuple[str, str], dict[str, np.ndarray]] = {}
@@ -160,7 +143,7 @@ def assess_rigor(
                         bootstrap.add((name, p))
                 if row.interval is not None:
                     intervals[(p, name, system)] = row.interval
-        ape = ape_power(evidence, resamples, min_effect=cfg.min_effect * naive_error, alpha=cfg.alpha)
+        ape = ape_power(evidence, resamples, min_effect=parameters.min_effect, alpha=cfg.alpha)
     return Rigor(
         rows={key: replace(ape.get(key, NOT_ASSESSED), interval=bounds) for key, bounds in intervals.items()},
         replicate_values=values,
