@@ -109,12 +109,12 @@ def wrs_bandwidth(config: StudyConfig) -> int:
 
 
 def run_resamples(config: StudyConfig, series_index: np.ndarray) -> Resamples:
-    """The run's block-bootstrap replicates and their small-sample widening."""
+    """The run's block-bootstrap replicates, their small-sample widening and each window's series."""
     block = resampling_block(config)
     counts = block_counts(
         series_index, block=block, bootstrap_size=config.rigor.bootstrap_size, rng=rng(config.seed, "bootstrap")
     )
-    return Resamples(counts=counts, widen=small_sample_factor(series_index, block=block))
+    return Resamples(counts=counts, widen=small_sample_factor(series_index, block=block), series=series_index)
 
 
 def assess_rigor(
@@ -175,7 +175,7 @@ def assess_rigor(
 def ape_power(
     evidence: Evidence, resamples: Resamples, *, min_effect: float, alpha: float
 ) -> dict[Key, RowUncertainty]:
-    """Every APE row's signed mean effect interval (studentized) and its test of "no effect" with its power."""
+    """Every APE row's signed mean effect interval (Resamples.intervals) and its test of "no effect" with its power."""
     out = {}
     for (system, p), diff in Ape().window_values(evidence).items():
         reps = resamples.means(diff)
