@@ -120,6 +120,15 @@ def test_series_interval_by_hand_and_as_statsmodels_cluster_robust_t():
     assert series_interval(missing, np.append(SERIES, 1)) == series_interval(VALUES, SERIES)
 
 
+def test_a_mean_of_positive_values_gets_the_series_interval_on_the_log_scale():
+    """VALUES + 0.5 (all positive): m = 4.75, the same half-width h as by hand above; the interval is
+    [m·e^{−h/m}, m·e^{h/m}], above 0 where m − h = −1.57 is not, and longer above m than below."""
+    half = 3.182446305284263 * math.sqrt(4 / 3 * 2.955078125)
+    lo, hi = series_interval(VALUES + 0.5, SERIES)
+    assert (lo, hi) == pytest.approx((4.75 * math.exp(-half / 4.75), 4.75 * math.exp(half / 4.75)), rel=1e-12)
+    assert 0 < lo < 4.75 - 3 and hi - 4.75 > 4.75 - lo
+
+
 def test_series_interval_needs_enough_series_and_spread_else_the_block_interval():
     assert SERIES_MIN == 4
     three = SERIES != 3
