@@ -55,6 +55,9 @@ def allowed(annotation: Any) -> str:
     """The values a fact may take, in words."""
     if get_origin(annotation) is Literal:
         return "one of " + ", ".join(repr(v) for v in get_args(annotation))
+    words = [a for a in get_args(annotation) if a is not type(None)]
+    if len(words) < len(get_args(annotation)) and all(get_origin(a) is Literal for a in words):  # Literal | None
+        return "one of " + ", ".join(repr(v) for a in words for v in get_args(a)) + " or None"
     if annotation is bool:
         return "True or False (a bool)"
     return "a value of type " + repr(annotation).replace("typing.", "")

@@ -167,12 +167,17 @@ def margin_text(margin: Margin | None) -> str:
     return f"margin δ: {margin.value:g}"
 
 
+# which of a score's rows join its headline (Score.rows), in words
+HEADLINE_ROWS = {"clean": "its clean-input rows", "perturbed": "its perturbed-input rows", "all": "all its rows"}
+
+
 def scores(study: StudyPlugins) -> list[str]:
-    from causalrate.score.scores import HEADLINE_FAMILIES, SCORES
+    from causalrate.score.scores import SCORES
 
     rows = []
     for name, cls, mark in entries(SCORES.items(), study, _score_module):
-        headline = f"headline: {cls.family}" if cls.family in HEADLINE_FAMILIES else "in no headline"
+        joined = f"headline: {cls.headline}, {HEADLINE_ROWS[cls.rows]}" if cls.headline and cls.rows else ""
+        headline = joined or "in no headline"
         better = "higher is better" if cls.higher_is_better else "lower is better"
         facts = [cls.label or name, headline, better, f"interval: {INTERVAL[cls.resampling]}"]
         facts += [f"window mean of the per-forecast {cls.metric}"] if cls.metric else []
@@ -180,7 +185,7 @@ def scores(study: StudyPlugins) -> list[str]:
         facts += [margin_text(cls.margin)]
         facts += [POINT_FORECASTS[cls.point_forecasts]] if cls.point_forecasts != "rated" else []
         description = cls.description or (cls.__doc__ or "").strip().split("\n")[0]
-        rows.append((name, f"{cls.family:13}{description}  [{'; '.join(facts)}]{mark}"))
+        rows.append((name, f"{cls.headline or '—':12}{description}  [{'; '.join(facts)}]{mark}"))
     return aligned(rows)
 
 
@@ -200,6 +205,6 @@ def metrics(study: StudyPlugins) -> list[str]:
 LISTINGS: dict[str, tuple[Callable[[StudyPlugins], list[str]], str]] = {
     "perturbations": (perturbations, "list the perturbation operators"),
     "systems": (systems, "list the system types and their settings"),
-    "scores": (scores, "list the scores: family (the headline they feed), what they measure, their interval"),
+    "scores": (scores, "list the scores: the headline they join (— none), what they measure, their interval"),
     "metrics": (metrics, "list the per-forecast metrics: direction and what they measure"),
 }

@@ -32,7 +32,7 @@ from causalrate.errors import UserError
 from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.store import ForecastStore
 from causalrate.memo import Memo
-from causalrate.rate.absolute import absolute_margins, absolute_quantities, naive_clean_error
+from causalrate.rate.absolute import absolute_margins, absolute_quantities, naive_clean_error, naive_scores
 from causalrate.rate.headlines import headline_ratings
 from causalrate.rate.inconclusive import withhold_inconclusive
 from causalrate.rate.practical import effects_without_pie, pie_undefined, rigor_without_pie, without_pie
@@ -364,11 +364,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     inputs, truth = study.windows.inputs, study.windows.truth
     season = study.dataset.season  # the one season every MASE uses (data.season, else the frequency's usual one)
     naive_error = naive_clean_error(inputs, truth, METRICS.get(cfg.outcome), season=season)
-    naive_scores = {  # what the accuracy scores' skill ratios divide by (the absolute scale's naive_ratio basis)
-        name: naive_clean_error(inputs, truth, METRICS.get(cls.metric), season=season)
-        for name, cls in SCORES.items()
-        if cls.family == "accuracy" and cls.metric is not None and cls.metric in METRICS
-    }
+    skill = naive_scores(inputs, truth, season=season)  # what the naive_ratio basis divides by
     resampled = cfg.rigor.bootstrap_size > 0
     resamples = run_resamples(cfg, series_index) if resampled else Resamples(np.zeros((0, len(table))))
     rigor = None
@@ -394,8 +390,8 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     coverage = coverage_table(every, control=control, n_windows=len(table))
     raw = raw.assign(
         coverage=attach_coverage(raw, coverage, severity),
-        quantity=absolute_quantities(raw, wrs_table, naive_error, naive_scores),
-        margin=absolute_margins(raw, wrs_table, naive_error, naive_scores),
+        quantity=absolute_quantities(raw, wrs_table, naive_error, skill),
+        margin=absolute_margins(raw, wrs_table, naive_error, skill),
     )
     # PIE% only where the rated APE shows an effect to explain (METHOD §5.3)
     no_pie = pie_undefined(raw, rigor)

@@ -318,7 +318,7 @@ class RatingsDocument(Section):
     rule: str | None = None
     scale: str | None = None
     min_coverage: Number = None
-    headlines: dict[str, dict[str, Headline]] = Field(default_factory=dict)  # system → family → headline
+    headlines: dict[str, dict[str, Headline]] = Field(default_factory=dict)  # system → headline name → headline
     checks: list[Check] = Field(default_factory=list)
     overall_stability: dict[str, Number] = Field(default_factory=dict)
     wrs_tests: list[WrsTest] = Field(default_factory=list)

@@ -333,7 +333,7 @@ def test_kits_and_runs_the_user_keeps(finished_run, cli, tmp_path):
 
     config, run = finished_run
     code, _, err = cli("study", "export", run, "--out", tmp_path / "no-kit", "--questions", "2")
-    assert code == 2 and "needs the run's wrs_industry ratings: the run has no 'industry'" in err, err
+    assert code == 2 and "the kit's bias question needs a bias dimension, and the run rated no WRS score" in err, err
     from tests.conftest import make_synthetic_study
 
     (tmp_path / "syn").mkdir()

@@ -19,7 +19,7 @@ from causalrate.data.characteristics import CHARACTERISTICS
 from causalrate.forecast.metrics import METRICS
 from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
 from causalrate.rate.headlines import HEADLINES
-from causalrate.score.scores import HEADLINE_FAMILIES, SCORES, MetricScore, Score, estimator_text
+from causalrate.score.scores import HEADLINE_NAMES, SCORES, MetricScore, Score, estimator_text
 from causalrate.systems import SYSTEMS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,9 +51,9 @@ def test_every_registry_declares_a_contract(registry):
     assert registry._checks
 
 
-def test_headlines_are_exactly_the_headline_families():
-    assert tuple(HEADLINES) == HEADLINE_FAMILIES
-    assert Score.family == "diagnostic"  # a score that declares no family joins no headline
+def test_headlines_are_exactly_the_headline_names():
+    assert tuple(HEADLINES) == HEADLINE_NAMES
+    assert Score.headline is None and Score.rows is None  # a score that declares no headline joins none
 
 
 def _operator_input(rows: int = 6, n: int = 30) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,7 +95,12 @@ def _score(**facts):
 @pytest.mark.parametrize(
     ("facts", "words"),
     [
-        ({"family": "robustnes"}, ["family = 'robustnes'", "'robustness'", "'diagnostic'"]),
+        ({"headline": "robustnes"}, ["headline = 'robustnes'", "'robustness', 'bias', 'accuracy' or None"]),
+        ({"headline": "bias"}, ["headline = 'bias' needs `rows`", "'clean', 'perturbed' or 'all'"]),
+        ({"headline": "bias", "rows": "clean"}, ["rows = 'clean'", "on_control is False"]),
+        ({"headline": "bias", "rows": "every"}, ["rows = 'every'", "'clean', 'perturbed', 'all' or None"]),
+        ({"family": "robustnes"}, ["family = 'robustnes'", "'robustness'", "'diagnostic'", "deprecated"]),
+        ({"family": "bias", "headline": "accuracy"}, ["family = 'bias' (deprecated)", "disagree"]),
         ({"resampling": "window"}, ["resampling = 'window'", "'windows', 'draws', 'none'"]),
         ({"replicates": "windows"}, ["`replicates` is a method", "`resampling`"]),
         ({"resampling": "windows"}, ["needs a `metric`, window_values(evidence) or replicates()"]),
@@ -212,7 +217,8 @@ def _assess(
 SCORE_PLUGIN = """
 @SCORES.register("{name}")
 class {cls}(Score):
-    family = "robustness"
+    headline = "robustness"
+    rows = "perturbed"
 {facts}
     def compute(self, evidence):
         first = evidence.effects.drop_duplicates(["system", "perturbation"])
@@ -228,12 +234,12 @@ class {cls}(Operator):
 """
 
 MISTAKES = {
-    "bad family string": (
+    "bad headline string": (
         SCORE_PLUGIN.format(
-            name="typo_family", cls="TypoFamily", facts='    family = "robustnes"', frame="return frame"
+            name="typo_headline", cls="TypoHeadline", facts='    headline = "robustnes"', frame="return frame"
         ),
         "drop_to_zero",
-        ["score 'typo_family'", "TypoFamily", "family = 'robustnes'", "'robustness'"],
+        ["score 'typo_headline'", "TypoHeadline", "headline = 'robustnes'", "'robustness'"],
     ),
     "bad resampling string": (
         SCORE_PLUGIN.format(
@@ -286,20 +292,20 @@ LATER_MISTAKES = {
         "drop_to_zero",
         ["score 'inf_raw'", "InfRaw", "non-finite raw value(s), e.g. inf"],
     ),
-    "MetricScore subclass declaring no family": (
+    "MetricScore subclass declaring no headline": (
         """
         @SCORES.register("mae_again")
         class MaeAgain(MetricScore):
             metric = "mae"
         """,
         "drop_to_zero",
-        ["score 'mae_again'", "MaeAgain", "inherits family = 'accuracy'", "declaring it"],
+        ["score 'mae_again'", "MaeAgain", "inherits headline = 'accuracy'", "declaring it"],
     ),
     "metric typo": (
         """
         @SCORES.register("typo_metric")
         class TypoMetric(MetricScore):
-            family = "accuracy"
+            headline = "accuracy"
             metric = "maee"
         """,
         "drop_to_zero",
@@ -309,7 +315,7 @@ LATER_MISTAKES = {
         """
         @SCORES.register("sign_backwards")
         class SignBackwards(MetricScore):
-            family = "accuracy"
+            headline = "accuracy"
             metric = "sign_accuracy"
         """,
         "drop_to_zero",
@@ -442,7 +448,7 @@ def test_a_plugin_mistake_stops_the_run_naming_the_plugin(tmp_path, mistake):
     assert str(tmp_path / "plugin.py") in done.stderr  # the file the class is in
 
 
-def test_a_plugin_score_without_a_family_joins_no_headline(tmp_path):
+def test_a_plugin_score_without_a_headline_joins_none(tmp_path):
     plugin = """
     @SCORES.register("spread_diag")
     class SpreadDiagnostic(Score):
@@ -456,8 +462,8 @@ def test_a_plugin_score_without_a_family_joins_no_headline(tmp_path):
     doc = json.loads((tmp_path / "run" / "ratings.json").read_text())
     assert {r["score"] for r in doc["ratings"]} >= {"spread_diag"}  # rated and shown
     for system, headlines in doc["headlines"].items():
-        for family, headline in headlines.items():
-            assert "spread_diag" not in headline["scores"], (system, family)
+        for name, headline in headlines.items():
+            assert "spread_diag" not in headline["scores"], (system, name)
 
 
 def test_a_score_frame_for_an_unknown_perturbation_is_refused():
@@ -468,7 +474,7 @@ def test_a_score_frame_for_an_unknown_perturbation_is_refused():
         forecasts=forecasts, wrs=pd.DataFrame(), effects=pd.DataFrame(), control="P0", severity={"P1": ("G", 0.5)}
     )
     ok = pd.DataFrame({"system": ["a", "a"], "perturbation": ["P1", "G"], "raw": [1.0, 2.0]})
-    check_frame("ape", SCORES.get("ape"), ok, evidence)  # a severity grid's family is a known row
+    check_frame("ape", SCORES.get("ape"), ok, evidence)  # a severity grid's id is a known row
     with pytest.raises(ContractError, match=r"unknown perturbation\(s\) \['P9'\]"):
         check_frame("ape", SCORES.get("ape"), ok.assign(perturbation=["P1", "P9"]), evidence)
     with pytest.raises(ContractError, match=r"unknown system\(s\) \['b'\]"):

@@ -75,8 +75,9 @@ def test_scores_and_metrics_say_what_each_measures_from_its_own_facts(cli):
     line = {line.split()[0]: line for line in out.splitlines()}
     for name in names(out):
         cls = SCORES.get(name)
-        assert cls.description in line[name] and cls.family in line[name].split()[1], line[name]
+        assert cls.description in line[name] and (cls.headline or "—") == line[name].split()[1], line[name]
     assert "headline: robustness" in line["ape"] and "interval: bootstrap over windows" in line["ape"]
+    assert "headline: accuracy, its clean-input rows" in line["mae"] and "in no headline" in line["ape_calm_first"]
     assert "in no headline" in line["pie_industry"] and "interval: spread over draws" in line["pie_industry"]
     assert "in no headline" in line["fragility_spread"] and "interval: none" in line["fragility_spread"]
     assert "higher is better" in line["sign_accuracy"] and "per-forecast smape" in line["smape"]

@@ -74,7 +74,8 @@ def test_only_nan_accepting_systems_are_forecast_and_rated_twice(synthetic_study
     assert "Missing values" in label and "better with ffill" in label
     card = json.loads((tmp_path / "run" / "cards" / "zeroing.model-card.json").read_text())
     limits = [x["description"] for x in card["considerations"]["limitations"]]
-    assert any(text.startswith("Missing values: own handling;") and "better with ffill" in text for text in limits)
+    said = "Missing values: handled by the system itself (it accepts NaN);"
+    assert any(text.startswith(said) and "better with ffill" in text for text in limits)
 
 
 def test_a_run_re_rated_after_its_suite_file_grew_rates_what_was_forecast(synthetic_study, tmp_path):
@@ -105,4 +106,4 @@ def test_a_system_without_nan_says_it_is_rated_with_our_imputation():
     imputed = SimpleNamespace(nan_policy="imputed by causalrate", imputation="ffill", missing_values=None)
     assert missing_values_text(imputed) == "rated with forward-fill imputation (the system does not accept NaN)"
     own = SimpleNamespace(nan_policy="native mask", imputation=None, missing_values=None)
-    assert missing_values_text(own) == "native mask"
+    assert missing_values_text(own) == "handled by the model's own missing-value mask (it accepts NaN)"

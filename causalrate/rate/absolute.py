@@ -17,6 +17,7 @@ import pandas as pd
 import yaml
 
 from causalrate.causal.wrs import DEFAULT_LEVELS
+from causalrate.forecast.metrics import METRICS
 from causalrate.score.scores import SCORES, Basis, Margin, Scale, WrsScore
 from causalrate.systems.reference import last_observed
 
@@ -80,6 +81,18 @@ def naive_clean_error(inputs: np.ndarray, truth: np.ndarray, outcome, *, season:
     forecast = np.repeat(last_observed(inputs)[:, None], truth.shape[1], axis=1)
     with np.errstate(all="ignore"):
         return float(np.nanmean(outcome(truth, forecast, inputs, season=season)))
+
+
+def naive_scores(inputs: np.ndarray, truth: np.ndarray, *, season: int) -> dict[str, float]:
+    """What the skill ratios divide by: per score on the `naive_ratio` basis (its published scale's or its
+    margin's) with a registered metric, the naive reference's mean of that metric on the clean windows."""
+    skill = [name for name in SCORES.names() if "naive_ratio" in (_scale_basis(name), _margin_basis(name))]
+    metrics = {name: SCORES.get(name).metric for name in skill}
+    return {
+        name: naive_clean_error(inputs, truth, METRICS.get(metric), season=season)
+        for name, metric in metrics.items()
+        if metric is not None and metric in METRICS
+    }
 
 
 def wrs_maximum(pairs: int) -> float:

@@ -1,11 +1,11 @@
 """Three headline ratings per system, kept apart (METHOD §6.5): robustness, bias, accuracy.
 
-- robustness — the weakest link: the worst of the system's robustness-family levels (ape, ape_last,
+- robustness — the weakest link: the worst of the system's levels on the robustness scores (ape, ape_last,
   recency, ape_worst, failure rate) on any perturbation, over the rows where its effect is practically
   relevant (≥ the score's margin δ). A model that collapses under one perturbation, or at the newest
   point, is rated by that collapse, not by its average; one with no relevant row is 1, "no practical
   effect on any perturbation tested (largest: …)";
-- bias — the weakest link likewise over the bias-family rows (WRS and bias scores, perturbed inputs);
+- bias — the weakest link likewise over the bias rows (WRS and bias scores, perturbed inputs);
 - accuracy — the mean of its clean-input accuracy levels, re-tiered (accuracy is not a worst case); WQL
   and coverage error join only for a system whose forecasts are distributions.
 
@@ -27,40 +27,37 @@ import pandas as pd
 
 from causalrate.rate.absolute import ABSOLUTE_LEVELS, scale_of
 from causalrate.rate.binning import bin_ratings
-from causalrate.rate.ratings import RatingSettings
+from causalrate.rate.ratings import WEAKEST_LINK, RatingSettings
 from causalrate.rate.tiers import tier_ratings
-from causalrate.score.scores import HEADLINE_FAMILIES, SCORES, bias_attributes, differ_by
+from causalrate.score.scores import HEADLINE_NAMES, SCORES, Headline, bias_attributes, differ_by, joins_headline
 
-HEADLINES = {
+HEADLINES: dict[Headline, str] = {
     "robustness": "robustness to perturbations, that is how much perturbed inputs change its error, and its failures",
     "bias": "bias, that is how much its errors differ between industries or companies",
     "accuracy": "accuracy on clean inputs",
 }
-WEAKEST_LINK = ("robustness", "bias")  # the others are a mean of levels
 
 
-def all_tied(family: str, rating: int | None, n_tied: int, n_systems: int) -> bool:
+def all_tied(headline: str, rating: int | None, n_tied: int, n_systems: int) -> bool:
     """Whether a headline is one group for all (METHOD §6.5: "all N systems tied", never "best"): every other
     system shares its level, and, for a weakest link, that level is the best: systems that each sit at a worse
     level are each that bad on some row, which is no tie."""
     shared = n_systems >= 2 and rating is not None and n_tied == n_systems - 1
-    return shared and (family not in WEAKEST_LINK or rating == 1)
+    return shared and (headline not in WEAKEST_LINK or rating == 1)
 
 
 def headline_rows(
-    rated: pd.DataFrame, family: str, *, control: str, point_systems: frozenset[str] = frozenset()
+    rated: pd.DataFrame, headline: Headline, *, control: str, point_systems: frozenset[str] = frozenset()
 ) -> pd.DataFrame:
-    """The rating rows a headline is built from: its family's, defined, and informative — a (score,
-    perturbation) on which every compared system has the same raw value (and none is insufficient) tells
-    them apart no better than leaving it out. With a single system every defined row is kept. Only the
-    headline families have headline rows: a score of another family (a plugin's "diagnostic") joins none.
-    A point forecast's rows of a score that is only for distributions (`point_forecasts`) are left out."""
-    if family not in HEADLINE_FAMILIES:
-        raise ValueError(f"no headline {family!r}; the headlines are {', '.join(HEADLINE_FAMILIES)}")
-    in_family = rated["score"].map(lambda s: SCORES.get(s).family) == family
-    on_control = rated["perturbation"] == control
-    where = on_control if family == "accuracy" else (~on_control if family == "bias" else True)
-    rows = rated[in_family & where & rated["display"].ne("—")]
+    """The rating rows a headline is built from: those that join it (score.scores.joins_headline: the scores
+    that declare it, on the rows their `rows` fact names), defined, and informative — a (score, perturbation) on
+    which every compared system has the same raw value (and none is insufficient) tells them apart no better
+    than leaving it out. With a single system every defined row is kept. A score that declares no headline (a
+    plugin's default) joins none. A point forecast's rows of a score that is only for distributions
+    (`point_forecasts`) are left out."""
+    if headline not in HEADLINE_NAMES:
+        raise ValueError(f"no headline {headline!r}; the headlines are {', '.join(HEADLINE_NAMES)}")
+    rows = rated[joins_headline(rated, headline, control=control) & rated["display"].ne("—")]
     if rows["system"].nunique() >= 2:
         key = ["score", "perturbation"]
         spread = rows.groupby(key)["raw"].transform(lambda v: np.nanmax(v) - np.nanmin(v) if v.notna().any() else 0.0)
@@ -115,7 +112,7 @@ def headline_ratings(
     stability: Mapping[str, float] | None = None,
     point_systems: frozenset[str] = frozenset(),
 ) -> dict[str, dict[str, dict]]:
-    """{system: {family: H}}, H = rating, absolute_rating, meaning, stability, tied_with, scores, and for a
+    """{system: {headline: H}}, H = rating, absolute_rating, meaning, stability, tied_with, scores, and for a
     weakest-link headline its cause (or, with no practically relevant row, the largest effect) and the
     published verdict where it must lead the sentence.
 
@@ -125,16 +122,16 @@ def headline_ratings(
     systems = sorted(rated["system"].unique())
     described = descriptions or {}
     out: dict[str, dict[str, dict]] = {s: {} for s in systems}
-    for family, what in HEADLINES.items():
-        rows = headline_rows(rated, family, control=control, point_systems=point_systems)
+    for headline, what in HEADLINES.items():
+        rows = headline_rows(rated, headline, control=control, point_systems=point_systems)
         if rows.empty:
             continue
-        by = differ_by(bias_attributes(rows["score"])) if family == "bias" else ""
+        by = differ_by(bias_attributes(rows["score"])) if headline == "bias" else ""
         what = f"bias, that is how much its errors differ {by}" if by else what
         hopeless = rows.groupby("system")["insufficient"].all()
         names = list(hopeless.index)
         ties: list[list[int]] | None
-        if family in WEAKEST_LINK:
+        if headline in WEAKEST_LINK:
             counted = rows[relevant(rows)]
             # no practically relevant row: no practical effect, level 1 on both scales (where it has one)
             ratings = counted.groupby("system")["rating"].max().reindex(names).fillna(1).to_numpy(dtype=int)
@@ -157,13 +154,13 @@ def headline_ratings(
             abs_rating = _level(absolute.get(system), lost)
             mine, all_mine = counted[counted["system"] == system], rows[rows["system"] == system]
             cause = largest = None
-            if family in WEAKEST_LINK:
+            if headline in WEAKEST_LINK:
                 cause = weakest(mine, described, by="rating")
                 largest = None if cause else weakest(all_mine, described, by="quantity")
-            everyone = not lost and all_tied(family, rating, len(tied), len(measured))
+            everyone = not lost and all_tied(headline, rating, len(tied), len(measured))
             verdict = None
             if (
-                family in WEAKEST_LINK
+                headline in WEAKEST_LINK
                 and abs_rating is not None
                 and not lost
                 and (abs_rating == ABSOLUTE_LEVELS or abs(abs_rating - rating) >= 2)
@@ -181,11 +178,11 @@ def headline_ratings(
                 meaning = f"{abs_rating} of {ABSOLUTE_LEVELS} on the published scale; relative to the others, {meaning}"
             elif verdict:
                 meaning = f"{verdict[:1].upper()}{verdict[1:]}; relative to the others, {meaning}"
-            out[system][family] = {
+            out[system][headline] = {
                 "rating": abs_rating if published else rating,
                 "absolute_rating": abs_rating,
                 "meaning": meaning,
-                "stability": (stability or {}).get(system) if family == "robustness" else None,
+                "stability": (stability or {}).get(system) if headline == "robustness" else None,
                 "tied_with": tied,
                 "scores": sorted(all_mine["score"].unique()),
                 **({"cause": cause.record()} if cause else {}),

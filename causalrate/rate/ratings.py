@@ -22,7 +22,7 @@ import pandas as pd
 from causalrate.rate.absolute import ABSOLUTE_LEVELS, absolute_level, scale_of
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, tier_ratings
-from causalrate.score.scores import SCORES
+from causalrate.score.scores import SCORES, Headline
 from causalrate.score.wide import wide_tables
 
 COLUMNS = [
@@ -42,7 +42,9 @@ COLUMNS = [
     "relevant",
     "improves",
 ]
-NO_EFFECT_FAMILIES = ("robustness", "bias")  # where an effect below δ is "no practical effect"
+# the weakest-link headlines (the others are a mean of levels): a row of theirs whose effect is below its margin δ
+# has no practical effect (level 1, left out of the weakest link)
+WEAKEST_LINK: tuple[Headline, ...] = ("robustness", "bias")
 NOT_APPLICABLE = "not applicable: a point forecast has no interval (its coverage is 0 by construction); not rated"
 
 
@@ -174,7 +176,7 @@ def _rate_group(
                 absolute[row] = absolute_level(quantity[row], scale)
     # an effect below δ is no practical effect (METHOD §6.2): level 1 on the row, not a weakest link
     relevant = np.ones(len(group), dtype=bool)
-    if cls.family in NO_EFFECT_FAMILIES and not higher:
+    if cls.headline in WEAKEST_LINK and not higher:
         with np.errstate(invalid="ignore"):
             relevant = ~(eligible & (values < group["margin"].to_numpy(dtype=float)))
         if settings.rule == "tiers":

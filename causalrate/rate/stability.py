@@ -24,7 +24,7 @@ from causalrate.causal.resampling import stability
 from causalrate.rate.binning import bin_ratings
 from causalrate.rate.headlines import headline_rows, robustness_rows
 from causalrate.rate.inconclusive import inconclusive_level
-from causalrate.rate.ratings import NO_EFFECT_FAMILIES, RatingSettings
+from causalrate.rate.ratings import WEAKEST_LINK, RatingSettings
 from causalrate.rate.tiers import BOOTSTRAP, PAIRED_TESTS, replicate_tier_ratings
 from causalrate.score.scores import SCORES
 from causalrate.uncertainty.rigor import Rigor
@@ -82,7 +82,7 @@ def replicate_levels(
         per_replicate = replicate_tier_ratings(
             raw, matrix, levels=levels, higher_is_better=higher, test=test, margin=margin
         )
-        if cls.family in NO_EFFECT_FAMILIES and not higher:  # no practical effect in the replicate: level 1
+        if cls.headline in WEAKEST_LINK and not higher:  # no practical effect in the replicate: level 1
             with np.errstate(invalid="ignore"):
                 per_replicate = np.where(matrix < margin[None, :], 1, per_replicate)
     floored = np.array([rigor.row((p, score, s)).inconclusive for s in systems], dtype=bool)

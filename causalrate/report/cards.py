@@ -69,14 +69,14 @@ def generated_date() -> str:
     return generated_at().strftime("%Y-%m-%d")
 
 
-# the detailed report's tables: one per score family, in this order (a family with no rated score is left out)
+# the detailed report's tables (estimators.Facts.table): one per headline, the schemes' scores and the scores in no
+# headline, in this order (a table with no rated score is left out)
 TABLE_TITLES = {
     "robustness": "Robustness ratings",
     "bias": "Bias ratings",
     "confounding": "Confounding: deconfounded effects and PIE%",
-    "fragility": "Fragility",
     "accuracy": "Accuracy ratings",
-    "diagnostic": "Other scores",
+    "other": "Other scores (rated, in no headline)",
 }
 
 
@@ -89,12 +89,12 @@ def report_context(
     perturbations = doc.perturbations
     mine = {(r.score, r.perturbation): r for r in doc.rows_of(system)}
     draws = max((e.draws or 0 for e in doc.effects if e.system == system), default=0) or None
-    tables: dict[str, list[dict[str, Any]]] = {family: [] for family in TABLE_TITLES}
+    tables: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLE_TITLES}
     for score_name in dict.fromkeys([*radar_scores(), *(k[0] for k in mine)]):
         cells = {p.id: cell(mine.get((score_name, p.id)), levels) for p in perturbations}
         if not any(cells.values()):
             continue  # not rated, or rated per severity grid: see `grids`
-        tables[facts(score_name).family].append(  # each score under its own family (METHOD §6)
+        tables[facts(score_name).table].append(  # each score in its headline's table (METHOD §6)
             {
                 "score": score_name,
                 "label": label(score_name),

@@ -19,7 +19,7 @@ from causalrate.report.figures import Figure
 from causalrate.report.headlines import headlines, level_class
 from causalrate.report.templating import fmt
 from causalrate.run import RatingRow, RatingsDocument
-from causalrate.score.scores import SCORES
+from causalrate.score.scores import SCORES, joins_headline
 
 ACCURACY_AXIS = "mase"  # the comparison's accuracy axis: this score's skill ratio against the naive reference
 
@@ -95,9 +95,10 @@ def on_basis(row: RatingRow | None, quantity: float | None) -> dict[str, float] 
 
 
 def on_clean_error(score: str) -> bool:
-    """A robustness-family score published as a share of the naive reference's clean error."""
+    """A robustness score (one that joins that headline) published as a share of the naive reference's clean
+    error."""
     scale = scale_of(score)
-    return facts(score).family == "robustness" and scale is not None and scale.basis == "naive_clean_error"
+    return facts(score).headline == "robustness" and scale is not None and scale.basis == "naive_clean_error"
 
 
 def robustness_point(doc: RatingsDocument, system: str) -> tuple[dict[str, float] | None, str]:
@@ -192,13 +193,10 @@ def parameter_points(doc: RatingsDocument) -> dict[str, tuple[float, float]]:
 
 
 def _mean_robustness(doc: RatingsDocument) -> pd.Series:
+    """Per system, the mean of its ratings on the rows that join the robustness headline (joins_headline: the
+    robustness scores, the clean input's failure rate included) — not bias, confounding or other scores."""
     frame = ratings_frame(doc)
-    robust = frame[(frame["perturbation"] != doc.control) & frame["score"].map(robustness)]
-    return robust.groupby("system")["rating"].mean()
-
-
-def robustness(score: str) -> bool:
-    return facts(score).robustness
+    return frame[joins_headline(frame, "robustness", control=doc.control)].groupby("system")["rating"].mean()
 
 
 def groups(doc: RatingsDocument) -> list[dict[str, Any]]:

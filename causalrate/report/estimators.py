@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from causalrate.score.scores import SCORES, estimator_text
+from causalrate.score.scores import SCORES, Headline, estimator_text
 
 
 @dataclass(frozen=True)
@@ -18,13 +18,9 @@ class Facts:
 
     label: str
     description: str
-    family: str  # the score's family (Score.family): which table of the report shows it
+    headline: Headline | None  # the headline its rows join (Score.headline); None: in no headline
+    table: str  # the report's table that shows it: its headline's, "confounding" (a scheme's scores) or "other"
     higher_is_better: bool
-
-    @property
-    def robustness(self) -> bool:
-        """Anything but accuracy: what the comparison's mean robustness rating averages."""
-        return self.family != "accuracy"
 
 
 def facts(score: str) -> Facts:
@@ -32,8 +28,9 @@ def facts(score: str) -> Facts:
     try:
         cls = SCORES.get(score)
     except KeyError:
-        return Facts(score, "a score this version of causalrate does not describe", "diagnostic", False)
-    return Facts(cls.label or score, cls.description, cls.family, cls.higher_is_better)
+        return Facts(score, "a score this version of causalrate does not describe", None, "other", False)
+    table = cls.headline or ("confounding" if cls.scheme is not None else "other")
+    return Facts(cls.label or score, cls.description, cls.headline, table, cls.higher_is_better)
 
 
 def estimator(score: str, draws: int | None = None) -> str:

@@ -128,14 +128,20 @@ def _rise(row) -> str:
 
 
 def top_fragility_rule(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
-    """The subgroup rule with the largest effect over the perturbations (heterogeneity section), or None."""
+    """The subgroup rule where a perturbation hurts the system most (heterogeneity section), or None.
+
+    Only a harm counts (a rule with a positive effect: a subgroup where the error falls is no fragility), and
+    only from a map whose tree holds on windows it did not see (held-out `explained` > 0): a split that
+    explains nothing there is noise, and the fragility spread of that map is 0."""
     per = doc.heterogeneity.get(system) or {}
     best = None
     for perturbation, found in sorted(per.items()):
+        if found.explained is not None and not found.explained > 0:
+            continue
         for rule in found.rules:
-            if rule.cate is None:
+            if rule.cate is None or not rule.cate > 0:
                 continue
-            if best is None or abs(rule.cate) > abs(best["cate"]):
+            if best is None or rule.cate > best["cate"]:
                 best = {"perturbation": perturbation, **rule.model_dump()}
     return best
 

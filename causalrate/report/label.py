@@ -7,6 +7,7 @@ only; every section added by a newer ratings.json is optional.
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePath
 from typing import Any
 
@@ -25,6 +26,20 @@ from causalrate.report.headlines import warnings as label_warnings
 from causalrate.run import RatingsDocument
 
 MAX_WARNINGS = 5  # more go to the detailed report: the label keeps a fixed height
+# the window characteristics a fragility rule may split on (causalrate.data.characteristics), in a reader's words
+COVARIATE_WORDS = {
+    "level": "the input's mean level",
+    "volatility": "the input's volatility (spread of its relative changes)",
+    "trend_strength": "the input's trend strength (0 to 1)",
+    "seasonality_strength": "the input's seasonality strength (0 to 1)",
+    "adf_pvalue": "the stationarity test's p-value (ADF; low = stationary)",
+}
+# "; the same level as A, B" in a headline's meaning (rate.headlines), up to what follows the list
+SAME_LEVEL = re.compile(r"; the same level as .*?(?= \(the mean of its accuracy levels\)|; no practical effect|\.$)")
+NO_RULE = (
+    "No group of windows stands out: on windows held out from the fragility map, no property of a window "
+    "predicts where a perturbation raises its error more."
+)
 
 
 def listed(names: list[str], most: int = 6) -> str:
@@ -112,21 +127,55 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
 
 
 def label_sentence(h: dict) -> str:
-    """The headline's sentence without what the badge beside it already says (level, scale, systems): its
-    cause for a weakest-link headline, else the meaning after its level; led by the published scale's verdict
-    where it is the worst or two levels from the big number (`verdict`)."""
+    """The headline's sentence without what the box around it already says (level, scale, systems, the systems
+    at the same level): its cause for a weakest-link headline, else the meaning after its level; led by the
+    published scale's verdict where it is the worst or two levels from the big number (`verdict`)."""
     verdict = h.get("verdict")
     lead = f"{verdict[:1].upper()}{verdict[1:]}. Relative to the others: " if verdict else ""
     cause = (h.get("cause") or {}).get("text")
-    tied = h.get("tied_with") or []
     if cause and verdict and cause in verdict:  # one row sets both: said once
-        return f"{verdict[:1].upper()}{verdict[1:]}." + (f" The same level as {', '.join(tied)}." if tied else "")
+        return f"{verdict[:1].upper()}{verdict[1:]}."
     if cause:
-        sentence = f"set by its weakest result: {cause}" + (f"; the same level as {', '.join(tied)}." if tied else ".")
+        sentence = f"set by its weakest result: {cause}."
         return lead + (sentence if lead else sentence[:1].upper() + sentence[1:])
-    meaning = h.get("meaning") or ""
+    meaning = SAME_LEVEL.sub("", h.get("meaning") or "")
     rest = meaning.partition(") on ")[2].partition(": ")[2]  # "N of L (1 = best, …) on WHAT: REST"
     return lead + ((rest[:1].upper() + rest[1:]) if rest else meaning)
+
+
+def same_level(doc: RatingsDocument, system: str, kind: str, rating: int | None) -> list[str]:
+    """The other systems whose `kind` headline has this level, as the label's one list of them (for a mean-type
+    headline this is wider than its tie group); a system never measured on it is left out, as the headline's own
+    sentence leaves it out (rate.headlines)."""
+    if rating is None:
+        return []
+    out = []
+    for other in doc.system_names:
+        h = headlines(doc, other)[kind]
+        rows = [r for r in doc.rows_of(other) if r.score in h["scores"]]
+        measured = not rows or not all(r.insufficient for r in rows)
+        if other != system and h.get("rating") == rating and measured:
+            out.append(other)
+    return sorted(out)
+
+
+def plain_rule(text: str) -> str:
+    """A fragility rule with the window characteristics it compares named in words (`trend_strength ≤ 0.96` →
+    "the input's trend strength (0 to 1) ≤ 0.96"); a data attribute ("month is April") is already words."""
+    effect, when, conditions = text.partition(" when ")
+    for name, words in COVARIATE_WORDS.items():
+        conditions = re.sub(rf"(?<![\w=]){re.escape(name)}(?= [≤>])", words, conditions)
+    return effect + when + conditions
+
+
+def fragility(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
+    """The label's "Where it is most fragile": the top rule in words with its perturbation's description, or
+    `none` (a sentence) where the fragility map ran but found no group of windows that holds; None: no map."""
+    rule = top_fragility_rule(doc, system)
+    if rule is None:
+        return {"none": NO_RULE} if doc.heterogeneity.get(system) else None
+    described = {p.id: p.description for p in doc.perturbations}.get(rule["perturbation"])
+    return {**rule, "text": plain_rule(rule["text"]), "described": described}
 
 
 def absolute_note(relative: int | None, absolute: int | None, levels: int, n: int) -> str | None:
@@ -150,6 +199,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
     heads = []
     for kind, h in headlines(doc, system).items():
         stability = h.get("stability")
+        words = headline_words(h, levels, len(doc.systems), kind)
         heads.append(
             {
                 "kind": kind,
@@ -157,14 +207,15 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
                 "question": question(doc, kind),
                 "rating": h.get("rating"),
                 "css": level_class(h.get("rating"), levels),
-                "words": headline_words(h, levels, len(doc.systems), kind),
+                "words": words,
                 "absolute": h.get("absolute_rating"),
                 "absolute_levels": ABSOLUTE_LEVELS,
                 "absolute_note": absolute_note(h.get("rating"), h.get("absolute_rating"), levels, len(doc.systems)),
                 "meaning": label_sentence(h),
                 "stability": None if stability is None else f"{100 * stability:.0f} %",
                 "unstable": stability is not None and stability < 0.8,
-                "tied_with": list(h.get("tied_with") or []),
+                # "all N systems tied" says who: no list
+                "same": [] if words.startswith("all ") else same_level(doc, system, kind, h.get("rating")),
             }
         )
     references = [
@@ -173,7 +224,6 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
         if s.type in REFERENCE_SYSTEMS and s.name != system
     ]
     found = label_warnings(doc, system, failures=failures)
-    rule = top_fragility_rule(doc, system)
     return {
         "system": meta,
         "study": doc.study,
@@ -182,7 +232,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
         "headlines": heads,
         "fallback": not doc.headlines,  # an older ratings.json: the sentences are taken from its rating rows
         "tested": tested(doc),
-        "rule": rule,
+        "rule": fragility(doc, system),
         "faults": fault_lines(doc, system),
         "references": references,
         "warnings": found[:MAX_WARNINGS],

@@ -35,6 +35,11 @@ def headline_cell(h: Any) -> str:
 
 
 IMPUTATION_WORDS = {"ffill": "forward-fill", "linear": "linear-interpolation", "zero": "zero-fill"}
+# a NaN-accepting system's policy (System.nan_policy) as a reader takes it; a plugin's own words are shown as given
+NAN_POLICY_WORDS = {
+    "own handling": "handled by the system itself (it accepts NaN)",
+    "native mask": "handled by the model's own missing-value mask (it accepts NaN)",
+}
 
 
 def missing_values_text(system: Any) -> str:
@@ -43,7 +48,7 @@ def missing_values_text(system: Any) -> str:
     if system.imputation:  # METHOD §2: the P3 rows rate the system together with this imputation
         way = IMPUTATION_WORDS.get(system.imputation, system.imputation)
         return f"rated with {way} imputation (the system does not accept NaN)"
-    text = str(system.nan_policy)
+    text = NAN_POLICY_WORDS.get(system.nan_policy, str(system.nan_policy))
     m = system.missing_values
     if m is None:
         return text

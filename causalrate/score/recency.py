@@ -15,7 +15,7 @@ import pandas as pd
 
 from causalrate.causal.resampling import Resamples
 from causalrate.perturb.suite import NEWEST
-from causalrate.score.scores import APE_MARGIN, SCORES, Evidence, Score, Unavailable
+from causalrate.score.scores import APE_MARGIN, SCORES, Evidence, Score, Unavailable  # the core scores first
 from causalrate.score.wide import positions, window_cube
 
 
@@ -119,7 +119,8 @@ def window_differences(pairs: pd.DataFrame, n_windows: int) -> dict[tuple[str, s
 
 @SCORES.register("recency")
 class Recency(Score):
-    family = "robustness"
+    headline = "robustness"
+    rows = "perturbed"
     margin = APE_MARGIN
     harm = True  # max(mean, 0): an improvement is no harm
     label = "APE, recent corruption"
@@ -144,7 +145,8 @@ class Recency(Score):
 
 @SCORES.register("ape_worst")
 class ApeWorst(Score):
-    family = "robustness"
+    headline = "robustness"
+    rows = "perturbed"
     margin = APE_MARGIN
     harm = True  # max(mean, 0): an improvement is no harm
     label = "APE, worst placement"
@@ -167,7 +169,8 @@ class ApeWorst(Score):
 
 @SCORES.register("ape_last")
 class ApeLast(Score):
-    family = "robustness"
+    headline = "robustness"
+    rows = "perturbed"
     margin = APE_MARGIN
     harm = True  # max(mean, 0): an improvement is no harm
     label = "APE, newest point"

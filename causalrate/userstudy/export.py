@@ -6,7 +6,9 @@ robustness, pick the least biased, and rate difficulty and confidence (Likert 1�
 participant's questions show only the figures, the other half also causalrate's ratings turned
 into rankings; which half, the block order and the question order are drawn per participant
 id from the seed and written down. The answer key comes from the ratings: robustness from the
-`ape` rating of the question's perturbation, bias from its `wrs_industry` rating.
+`ape` rating of the question's perturbation, bias from its WRS ratings on the run's own bias dimensions
+(`wrs_<attribute>`: industry on the quickstart, month and season on the electricity study), the worst of
+them per system as in the bias headline.
 """
 
 from __future__ import annotations
@@ -25,20 +27,31 @@ import pandas as pd
 from causalrate.errors import UserError
 from causalrate.perturb.suite import perturbation_seeds, stored_first
 from causalrate.run import RatingsDocument, Run, StoredForecasts
+from causalrate.score.scores import bias_attributes, differ_by
 from causalrate.seeding import rng
 from causalrate.userstudy.stimuli import question_figure
 
 KIT_SCHEMA = "causalrate/study-kit-v1"
-ROBUST_SCORE, BIAS_SCORE = "ape", "wrs_industry"
+ROBUST_SCORE, BIAS_PREFIX = "ape", "wrs_"  # bias: the run's wrs_<attribute> scores
 CONDITIONS = ("plain", "ratings")  # without ratings, with ratings as rankings
-ITEMS = {
+ITEMS = {  # {groups}: the run's bias dimensions in words ("the industry or company")
     "ranking": "Order the systems from most robust to least robust to this perturbation.",
-    "least_biased": "Which system is least biased (its errors depend least on the industry)?",
+    "least_biased": "Which system is least biased (its errors depend least on {groups})?",
     "difficulty": "How difficult was it to judge? (1 = very easy, 5 = very difficult)",
     "confidence": "How confident are you in your answers? (1 = not at all, 5 = fully)",
 }
 CANNOT_TELL = "cannot tell"
 LIKERT = (1, 5)
+
+
+def bias_dimensions(doc: RatingsDocument) -> list[str]:
+    """The attributes the run rated a WRS score for (its bias dimensions), in the registry's order."""
+    return bias_attributes(sorted({r.score for r in doc.ratings if r.score.startswith(BIAS_PREFIX)}))
+
+
+def groups_words(dimensions: list[str]) -> str:
+    """The bias dimensions as a participant reads them: "the industry or company"."""
+    return "the " + differ_by(dimensions).removeprefix("by ")
 
 
 @dataclass(frozen=True)
@@ -81,13 +94,18 @@ def export_kit(
     k = min(3, len(names)) if per_question is None else per_question  # default: 3, or all if fewer
     if not 2 <= k <= len(names):
         raise UserError(f"--per-question: from 2 to {len(names)} (the systems compared), got {k}")
-    perturbations = [p for p in study.suite[1:] if (p.id, ROBUST_SCORE, names[0]) in ratings]
+    dimensions = bias_dimensions(doc)
+    if not dimensions:  # the key's "least biased" comes from the WRS ratings
+        raise UserError(
+            f"{run_dir}: the kit's bias question needs a bias dimension, and the run rated no WRS score "
+            "(wrs_<attribute>): its data need an attribute that splits the series into two or more groups "
+            "(data.attributes or attribute_columns), and rating.scores must not leave WRS out"
+        )
+    scores = [ROBUST_SCORE, *(BIAS_PREFIX + d for d in dimensions)]
+    perturbations = [p for p in study.suite[1:] if all((p.id, s, n) in ratings for s in scores for n in names)]
     pool = [(p, combo) for p in perturbations for combo in itertools.combinations(names, k)]
     if questions > len(pool) or questions < 2 or questions % 2:
         raise UserError(f"--questions: an even number from 2 to {len(pool) - len(pool) % 2} for this run and systems")
-    if not any(score == BIAS_SCORE for _, score, _ in ratings):  # the key's "least biased" comes from it
-        why = doc.not_rated.get(BIAS_SCORE, "not among the run's scores")
-        raise UserError(f"{run_dir}: the kit's bias question needs the run's {BIAS_SCORE} ratings: {why}")
     draw = rng(seed, "study-export")
     chosen = [pool[i] for i in sorted(draw.choice(len(pool), size=questions, replace=False))]
     ok = forecasts[forecasts["error"].isna()]
@@ -105,41 +123,60 @@ def export_kit(
         kit.append(Question(f"Q{number:02d}", p.id, p.description, labels, window))
     out.mkdir(parents=True, exist_ok=True)
     (out / "stimuli").mkdir(exist_ok=True)
-    key = {q.id: answer_key(q, ratings) for q in kit}
-    figures = write_stimuli(out, kit, study=study, forecasts=ok, outcome=doc.outcome, key=key)
+    key = {q.id: answer_key(q, ratings, dimensions) for q in kit}
+    figures = write_stimuli(
+        out, kit, study=study, forecasts=ok, outcome=doc.outcome, key=key, dimensions=dimensions,
+        frequency=doc.provenance.frequency,
+    )  # fmt: skip
     assignments = assign(kit, participants=participants, seed=seed)
     write_kit_files(
-        out, kit=kit, key=key, assignments=assignments, figures=figures, run_dir=run_dir, seed=seed, doc=doc
-    )
+        out, kit=kit, key=key, assignments=assignments, figures=figures, run_dir=run_dir, seed=seed, doc=doc,
+        dimensions=dimensions,
+    )  # fmt: skip
     return out
 
 
-def answer_key(question: Question, ratings: dict[tuple[str, str, str], int]) -> dict:
+def answer_key(question: Question, ratings: dict[tuple[str, str, str], int], dimensions: list[str]) -> dict:
     """causalrate's rankings of the question's systems (1 = most robust / least biased; ties share a rank).
 
-    `ratings`: (perturbation, score, system) → rating."""
+    `ratings`: (perturbation, score, system) → rating. A system's bias level is its worst WRS rating over the
+    run's bias dimensions (the weakest link, as in the bias headline)."""
 
-    def ranks(score: str) -> dict[str, int]:
-        levels = {label: ratings[(question.perturbation, score, name)] for label, name in question.labels.items()}
+    def ranks(scores: list[str]) -> dict[str, int]:
+        levels = {
+            label: max(ratings[(question.perturbation, score, name)] for score in scores)
+            for label, name in question.labels.items()
+        }
         distinct = sorted(set(levels.values()))
         return {label: distinct.index(level) + 1 for label, level in sorted(levels.items())}
 
-    robust, bias = ranks(ROBUST_SCORE), ranks(BIAS_SCORE)
+    robust, bias = ranks([ROBUST_SCORE]), ranks([BIAS_PREFIX + d for d in dimensions])
     return {
         "systems": question.labels,
         "robustness_rank": robust,
         "most_robust": sorted(label for label, r in robust.items() if r == 1),
         "bias_rank": bias,
         "least_biased": sorted(label for label, r in bias.items() if r == 1),
+        "bias_scores": [BIAS_PREFIX + d for d in dimensions],
     }
 
 
-def write_stimuli(out: Path, kit: list[Question], *, study, forecasts: pd.DataFrame, outcome: str, key: dict) -> dict:
-    """Two PNGs per question (plain, with rankings); returns question → condition → relative path."""
+def write_stimuli(
+    out: Path,
+    kit: list[Question],
+    *,
+    study,
+    forecasts: pd.DataFrame,
+    outcome: str,
+    key: dict,
+    dimensions: list[str],
+    frequency: str | None,
+) -> dict:
+    """Two PNGs per question (plain, with rankings), each with the systems' mean error per group of every bias
+    dimension; returns question → condition → relative path."""
     wd = study.windows
     series_ids = [study.dataset.series[i].id for i in wd.series_index]
     origins = list(zip(series_ids, wd.start.tolist(), strict=True))  # (series, start) per window id
-    industries = study.table["industry"] if "industry" in study.table else pd.Series("all", index=study.table.index)
     by_id = {p.id: p for p in study.suite}
     paths: dict[str, dict[str, str]] = {}
     for q in kit:
@@ -158,11 +195,14 @@ def write_stimuli(out: Path, kit: list[Question], *, study, forecasts: pd.DataFr
             for label, name in sorted(q.labels.items())
         }
         under = forecasts[forecasts["perturbation"] == p.id]
-        under = under.assign(group=industries.to_numpy()[under["window"].to_numpy()])
-        group_errors = {
-            label: under[under["system"] == name].groupby("group")[outcome].mean().to_dict()
-            for label, name in sorted(q.labels.items())
-        }
+        group_errors = {}  # dimension → label → group → mean error under the perturbation, groups in data order
+        for dimension in dimensions:
+            grouped = under.sort_values("window")
+            grouped = grouped.assign(group=study.table[dimension].astype(str).to_numpy()[grouped["window"].to_numpy()])
+            group_errors[dimension] = {
+                label: grouped[grouped["system"] == name].groupby("group", sort=False)[outcome].mean().to_dict()
+                for label, name in sorted(q.labels.items())
+            }
         paths[q.id] = {}
         for condition in CONDITIONS:
             rankings = key[q.id] if condition == "ratings" else None
@@ -175,6 +215,7 @@ def write_stimuli(out: Path, kit: list[Question], *, study, forecasts: pd.DataFr
                 title=f"{q.id}: {q.description}",
                 outcome=outcome,
                 rankings=rankings,
+                step=frequency,
             )
             name = f"stimuli/{q.id}-{condition}.png"
             (out / name).write_bytes(png)
@@ -203,7 +244,7 @@ def assign(kit: list[Question], *, participants: int, seed: int) -> dict[str, li
 
 
 def write_kit_files(
-    out: Path, *, kit, key, assignments, figures, run_dir: Path, seed: int, doc: RatingsDocument
+    out: Path, *, kit, key, assignments, figures, run_dir: Path, seed: int, doc: RatingsDocument, dimensions: list[str]
 ) -> None:
     from causalrate.userstudy.form import render_form
 
@@ -212,10 +253,14 @@ def write_kit_files(
         "schema": KIT_SCHEMA,
         "kit": doc.study,
         "seed": seed,
+        "bias_dimensions": dimensions,
         "conditions": {"plain": "figures only", "ratings": "figures and causalrate's rankings"},
         "items": {
             "ranking": {"text": ITEMS["ranking"], "answer": "labels most robust first, joined by '>' (e.g. B>A>C)"},
-            "least_biased": {"text": ITEMS["least_biased"], "options": "a label, or 'cannot tell'"},
+            "least_biased": {
+                "text": ITEMS["least_biased"].format(groups=groups_words(dimensions)),
+                "options": "a label, or 'cannot tell'",
+            },
             "difficulty": {"text": ITEMS["difficulty"], "scale": list(LIKERT)},
             "confidence": {"text": ITEMS["confidence"], "scale": list(LIKERT)},
         },
@@ -260,7 +305,8 @@ def write_kit_files(
         }
         for q in kit
     }
-    (out / "form.html").write_text(render_form(questionnaire, assignments, images), encoding="utf-8")
+    groups = groups_words(dimensions)
+    (out / "form.html").write_text(render_form(questionnaire, assignments, images, groups=groups), encoding="utf-8")
     (out / "kit.json").write_text(
         json.dumps(
             {
@@ -277,4 +323,4 @@ def write_kit_files(
     )
     from causalrate.userstudy.form import write_runner_readme
 
-    write_runner_readme(out, questions=len(kit), participants=len(assignments))
+    write_runner_readme(out, questions=len(kit), participants=len(assignments), groups=groups)

@@ -46,7 +46,7 @@ class Drift(System):
 class Mae(MetricScore):
     """A score: mean absolute error in the data's units; a window mean, so bootstrapped for its interval."""
 
-    family = "accuracy"  # joins the accuracy headline: a plugin score joins a headline only by declaring it
+    headline = "accuracy"  # joins the accuracy headline: a plugin score joins a headline only by declaring it
     metric = "mae"  # a per-forecast metric the run already computes
     label = "MAE"
     description = "mean absolute forecast error, in the data's units"
@@ -68,7 +68,8 @@ class Medae(Score):
     """A median-type score: the median over windows of the forecasts' MAE. It is no mean, so it brings its
     own replicates: the same median under each of the run's block resamples of the windows."""
 
-    family = "accuracy"  # it joins the accuracy headline (a score without `family` is a diagnostic)
+    headline = "accuracy"  # it joins the accuracy headline (a score without `headline` joins none)
+    rows = "clean"  # with its clean-input rows: accuracy on clean input
     coverage = "perturbed"
     on_control = True  # rated on the clean input too: that is where accuracy is rated
     resampling = "windows"  # block-bootstrap replicates: their interval, stability and the tiers test

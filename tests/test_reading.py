@@ -1,0 +1,255 @@
+"""A practitioner's reading of the cards (the label says each thing once and in words, a fragility rule only where
+the map holds) and a user-study kit in the run's own bias dimensions, not the quickstart's "industry"."""
+
+import json
+import re
+from html import unescape
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from causalrate.cli import main
+from causalrate.report.cards import render_cards
+from causalrate.report.headlines import headlines
+from causalrate.report.label import COVARIATE_WORDS, NO_RULE, label_context, plain_rule
+from causalrate.report.render import LABEL_HEIGHT, Session
+from causalrate.report.templating import environment
+from causalrate.run import RatingsDocument
+from tests.conftest import write_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ELECTRICITY = ROOT / "ratings" / "electricity" / "ratings.json"  # 8 systems, ties at every level, fragility maps
+
+
+def label_boxes(doc: RatingsDocument, system: str) -> dict[str, str]:
+    """The text of each headline box and of the fragility paragraph of the system's rendered label."""
+    context = label_context(doc, system, failures=0, report_href="report.html")
+    page = environment().get_template("label.html.j2").render(**context, generated="")
+    boxes = {}
+    for kind in ("robustness", "bias", "accuracy"):
+        box = page.split(f'id="headline-{kind}"')[1].split('<div class="head"')[0].split("</section>")[0]
+        boxes[f"headline-{kind}"] = box
+    boxes["fragility"] = page.split('id="fragility">')[1].split("</p>")[0] if 'id="fragility"' in page else ""
+    boxes = {part: unescape(re.sub(r"<[^>]+>", " ", text)) for part, text in boxes.items()}
+    return boxes
+
+
+def test_each_headline_box_names_the_systems_at_its_level_once():
+    """Neither "the same level as X" in the sentence and "Tied with X" beside it, nor a list that disagrees with the
+    other systems' big numbers (the accuracy tie group is narrower than its level); "all N tied" lists nobody."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    heads = {s: headlines(doc, s) for s in doc.system_names}
+    for system in doc.system_names:
+        boxes = label_boxes(doc, system)
+        for kind in ("robustness", "bias", "accuracy"):
+            box = " ".join(boxes[f"headline-{kind}"].split())
+            assert "Tied with" not in box and box.count("same level as") <= 1, (system, kind, box)
+            level = heads[system][kind]["rating"]
+            same = sorted(o for o in doc.system_names if o != system and heads[o][kind]["rating"] == level)
+            if len(same) == len(doc.system_names) - 1 and (kind == "accuracy" or level == 1):
+                assert f"All {len(doc.system_names)} systems tied" in box and "same level as" not in box
+            elif same:
+                assert f"The same level as {', '.join(same)}" in box, (system, kind, box)
+            else:
+                assert "same level as" not in box, (system, kind, box)
+    # the case that showed both lists: autoets' accuracy tie group is [autotheta], its level also holtwinters'
+    assert heads["autoets"]["accuracy"]["tied_with"] == ["autotheta"]
+    assert "The same level as autotheta, holtwinters" in " ".join(
+        label_boxes(doc, "autoets")["headline-accuracy"].split()
+    )
+
+
+def test_fragility_rule_only_where_the_map_holds_and_only_a_harm():
+    """The label's "most fragile" rule comes from a map that explains something on held-out windows, is a rise of
+    the error, names its perturbation's description, and speaks of window characteristics in words."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    described = {p.id: p.description for p in doc.perturbations}
+    for system in doc.system_names:
+        shown = " ".join(label_boxes(doc, system)["fragility"].split())
+        candidates = [
+            (rule.cate, p)
+            for p, m in doc.heterogeneity[system].items()
+            if m.explained and m.explained > 0
+            for rule in m.rules
+            if rule.cate is not None and rule.cate > 0
+        ]
+        if not candidates:
+            assert shown == NO_RULE, (system, shown)
+            continue
+        cate, perturbation = max(candidates)
+        assert shown.startswith(f"Under {perturbation} ({described[perturbation]}): "), (system, shown)
+        assert f"{cate:.3g}" in shown
+        assert not any(name in shown for name in COVARIATE_WORDS if name != "level"), shown
+    # planted: the electricity maps of autoets explain nothing held out (its P1 tree split on trend strength and the
+    # ADF p-value in-sample, 4.3× the average); a map that holds is shown, a larger fall of the error never is
+    assert " ".join(label_boxes(doc, "autoets")["fragility"].split()) == NO_RULE
+    planted = doc.model_copy(deep=True)
+    p1 = planted.heterogeneity["autoets"]["P1"]
+    p1.explained = 0.3
+    p1.rules[-1].cate = -5.0  # a subgroup where the error falls far: no fragility
+    shown = " ".join(label_boxes(planted, "autoets")["fragility"].split())
+    assert shown.startswith("Under P1 (a value is recorded as 0): effect 4.3× the average (0.116 vs 0.0271) when")
+    assert "the input's trend strength (0 to 1) ≤ 0.9641" in shown and "trend_strength" not in shown
+    assert "the stationarity test's p-value (ADF; low = stationary) ≤ 0.0008632" in shown
+
+
+def test_electricity_labels_fit_one_screen(tmp_path):
+    """The eight labels of the electricity study (8 systems: long tie lists) fit LABEL_HEIGHT; with the systems
+    at a level listed twice, five of them were 1,306-1,385 px tall."""
+    from tests.test_cards import browser_or_skip
+
+    executable = browser_or_skip()
+    doc = RatingsDocument.read(ELECTRICITY)
+    env = environment()
+    with Session(executable) as session:
+        for system in doc.system_names:
+            page = tmp_path / f"{system}.html"
+            context = label_context(doc, system, failures=0, report_href="report.html")
+            page.write_text(env.get_template("label.html.j2").render(**context, generated="Generated"), "utf-8")
+            session.open(page)
+            height = session.page.evaluate("document.documentElement.scrollHeight")
+            assert height <= LABEL_HEIGHT, (system, height)
+
+
+def test_missing_values_line_says_who_handles_them():
+    """ "Missing values: own handling" told a reader nothing: the label says the system handles them itself."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    page = (
+        environment()
+        .get_template("label.html.j2")
+        .render(**label_context(doc, "naive", failures=0, report_href="r.html"), generated="")
+    )
+    line = unescape(re.sub(r"<[^>]+>", " ", page.split('id="missing-values">')[1].split("</tr>")[0]))
+    assert " ".join(line.split()) == "Missing values handled by the system itself (it accepts NaN)"
+
+
+def test_plain_rule_names_characteristics_not_attributes():
+    assert plain_rule("effect 2× the average (2 vs 1) when 10 < level ≤ 20 and volatility > 0.1") == (
+        "effect 2× the average (2 vs 1) when 10 < the input's mean level ≤ 20 and "
+        "the input's volatility (spread of its relative changes) > 0.1"
+    )
+    # a data attribute compared by value is already words, whatever it is called
+    assert plain_rule("effect 2× the average (2 vs 1) when level is high") == (
+        "effect 2× the average (2 vs 1) when level is high"
+    )
+    assert plain_rule("effect 0 on every window (no covariate separates the windows)") == (
+        "effect 0 on every window (no covariate separates the windows)"
+    )
+
+
+def regional_study(folder: Path) -> Path:
+    """Four series in two regions, two sites each (nested), no 'industry': a planted system 40 % too high in one
+    region. Rows: long layout, business days."""
+    rng = np.random.default_rng(5)
+    dates = pd.bdate_range("2021-01-04", periods=150)
+    walk = np.cumsum(rng.normal(0, 0.01, dates.size))
+    rows = []
+    for sid, region, site in [
+        ("a1", "north", "n1"),
+        ("a2", "north", "n2"),
+        ("b1", "south", "s1"),
+        ("b2", "south", "s2"),
+    ]:
+        value = 100 * np.exp(walk + rng.normal(0, 0.003, dates.size))
+        rows.append(pd.DataFrame({"date": dates, "series": sid, "value": value, "region": region, "site": site}))
+    pd.concat(rows).to_csv(folder / "load.csv", index=False)
+    return write_yaml(
+        folder / "study.yaml",
+        """\
+        name: regional
+        seed: 2
+        data: {source: csv, path: load.csv, layout: long, attribute_columns: [region, site]}
+        windows: {input_length: 40, horizon: 10, stride: 5}
+        perturbations:
+          - {id: P0, operator: none}
+          - {id: P1, operator: drop_to_zero}
+          - {id: P2, operator: halve}
+        outcome: rmax_scaled
+        causal: {draws: 2}
+        heterogeneity: {enabled: false}
+        systems:
+          - {name: naive, type: naive}
+          - {name: random, type: random}
+          - {name: north_high, type: biased, attribute: region, value: north, strength: 0.4}
+        """,
+    )
+
+
+@pytest.fixture(scope="module")
+def regional_run(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("regional")
+    config = regional_study(folder)
+    assert main(["assess", str(config), "--out", str(folder / "run"), "--workers", "1", "--no-cards"]) == 0
+    return folder / "run"
+
+
+def test_user_study_kit_asks_about_the_runs_own_bias_dimensions(regional_run, tmp_path):
+    """No 'industry' in a kit of a study without one: the question, the form, the README and the figures name its
+    region and site, and the key's "least biased" is the worst WRS level over both dimensions (bias headline)."""
+    run, kit = regional_run, tmp_path / "kit"
+    assert (
+        main(
+            [
+                "study",
+                "export",
+                str(run),
+                "--out",
+                str(kit),
+                "--questions",
+                "4",
+                "--per-question",
+                "2",
+                "--participants",
+                "2",
+            ]
+        )
+        == 0
+    )
+    questionnaire = json.loads((kit / "questionnaire.json").read_text())
+    assert questionnaire["bias_dimensions"] == ["region", "site"]
+    asked = "Which system is least biased (its errors depend least on the region or site)?"
+    assert questionnaire["items"]["least_biased"]["text"] == asked
+    for name in ("form.html", "README.md", "questionnaire.csv", "questionnaire.json"):
+        text = (kit / name).read_text()
+        assert "industry" not in text.lower(), name
+    assert "depend least on the region or site" in (kit / "form.html").read_text()
+    assert "depend least on the region or site" in (kit / "README.md").read_text()
+    doc = json.loads((run / "ratings.json").read_text())
+    rating = {(r["perturbation"], r["score"], r["system"]): r["rating"] for r in doc["ratings"]}
+    key = json.loads((kit / "answer_key.json").read_text())["questions"]
+    for q in questionnaire["questions"]:
+        k = key[q["id"]]
+        assert k["bias_scores"] == ["wrs_region", "wrs_site"]
+        worst = {
+            label: max(rating[(q["perturbation"], s, name)] for s in ("wrs_region", "wrs_site"))
+            for label, name in k["systems"].items()
+        }
+        assert k["least_biased"] == sorted(label for label, w in worst.items() if w == min(worst.values()))
+        for a in worst:
+            for b in worst:
+                assert (worst[a] < worst[b]) == (k["bias_rank"][a] < k["bias_rank"][b])
+        for figure in q["figures"].values():
+            assert (kit / figure).read_bytes().startswith(b"\x89PNG")
+    # planted: the system 40 % too high in the north is the most biased, alone, wherever it is asked about
+    asked = [k for k in key.values() if "north_high" in k["systems"].values()]
+    assert asked
+    for k in asked:
+        label = next(x for x, name in k["systems"].items() if name == "north_high")
+        assert label not in k["least_biased"] and k["bias_rank"][label] == max(k["bias_rank"].values()) > 1, k
+
+
+def test_report_and_comparison_pages_say_what_a_level_and_a_tie_are(regional_run):
+    """ "1 = best of the N systems compared (…)" lists N names, this one first; a tie is "not different both
+    significantly and by more than δ" (rate.tiers), never only "not significantly different"."""
+    render_cards(regional_run, formats=("html",))
+
+    def text(name: str) -> str:
+        return " ".join(unescape(re.sub(r"<[^>]+>", " ", (regional_run / "cards" / name).read_text())).split())
+
+    report, comparison = text("naive.report.html"), text("comparison.html")
+    assert "1 = best of the 3 systems compared (this one and random, north_high), 3 = worst" in report
+    assert "not both significant (95 %, Benjamini–Hochberg) and larger than the score's margin δ" in report
+    assert "both significantly (95 %, Benjamini–Hochberg) and by more than the score's margin δ" in comparison
+    assert "not significantly different at 95 %" not in comparison
