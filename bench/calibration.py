@@ -16,10 +16,10 @@ metric functions (forecast.metrics), all autocorrelated across neighbouring wind
 
 True means: a Monte Carlo over independent windows (each cut from its own path, started in the stationary
 distribution or after a burn-in for t innovations), its standard error printed beside. Every replicate study
-gets the tool's interval (block_counts with the block of dependence_block, capped at half a series, widened by
-small_sample_factor, then Resamples.intervals: the studentized block-bootstrap interval) and the percentile
-interval of the same replicates (the rule before issue 40): coverage of the true value, misses below and
-above, and the width ratio.
+gets the tool's interval (Resamples.intervals with the windows' series: the t interval over the series, as every
+setting has SERIES_MIN of them) and the studentized block-bootstrap interval (block_counts with the block of
+dependence_block, capped at half a series, widened by small_sample_factor: the rule before, and the tool's rule
+for fewer series): coverage of the true value, misses below and above, and the width ratio.
 
 WRS: the series split into two groups with the same true mean, one Welch test per study at 95 % through
 grouped_wrs with the design effects and df sizes the tool uses (the test on block means of METHOD §4),
@@ -51,7 +51,6 @@ from causalrate.causal.resampling import (
     block_counts,
     dependence_block,
     folded,
-    interval,
     small_sample_factor,
 )
 from causalrate.causal.wrs import Grouping, grouped_wrs, unit_scaled
@@ -64,6 +63,7 @@ ACCURACY = QUANTITIES[:4]  # the clean-input accuracy scores; WRS is tested on t
 FOLDED = {"APE (spike)"}  # rated as |mean|: the signed mean's interval, folded at 0
 QUANTILE_LEVELS = tuple(round(0.1 * k, 1) for k in range(1, 10))
 AT_95 = ((0.95, 1.0),)  # one level: a WRS of 1 is one rejection at 5 %
+METHODS = ("series", "block")  # the tool's interval (t over series); the studentized block-bootstrap interval
 
 
 @dataclass(frozen=True)
@@ -156,8 +156,8 @@ def studies(s: Setting, count: int, rng: np.random.Generator, chunk: int = 50):
 
 
 def calibrate(s: Setting, truth: np.ndarray, count: int, replicates: int, seed: int) -> dict:
-    """Over `count` studies: coverage of the tool's interval (studentized) and of the percentile interval of the same
-    replicates, their misses below / above the truth and widths, and the WRS test's false rejections with two
+    """Over `count` studies: coverage of the tool's interval (over series) and of the studentized block-bootstrap
+    interval, their misses below / above the truth and widths, and the WRS test's false rejections with two
     groups of two series and with two single-series groups."""
     g = s.geometry
     rng = np.random.default_rng(seed)
@@ -167,15 +167,17 @@ def calibrate(s: Setting, truth: np.ndarray, count: int, replicates: int, seed: 
         "1 × 1 series": (Grouping.of(np.where(series == 0, "A", "B")[series < 2]), np.flatnonzero(series < 2)),
     }
     widen = small_sample_factor(series, block=g.block)
-    hits = {(m, q): np.zeros(3) for m in ("studentized", "percentile") for q in QUANTITIES}  # below, inside, above
-    width = {(m, q): 0.0 for m in ("studentized", "percentile") for q in QUANTITIES}
+    hits = {(m, q): np.zeros(3) for m in METHODS for q in QUANTITIES}  # below, inside, above
+    width = {(m, q): 0.0 for m in METHODS for q in QUANTITIES}
     rejected = {(label, q): 0 for label in pairs for q in ACCURACY}
     for values in studies(s, count, rng):
-        resamples = Resamples(block_counts(series, block=g.block, bootstrap_size=replicates, rng=rng), widen)
-        means = resamples.means(values)
-        tool = resamples.intervals(values, means)
+        counts = block_counts(series, block=g.block, bootstrap_size=replicates, rng=rng)
+        blocks = Resamples(counts, widen)
+        means = blocks.means(values)
+        tool = Resamples(counts, widen, series).intervals(values, means)
+        studentized = blocks.intervals(values, means)
         for j, q in enumerate(QUANTITIES):
-            for method, bounds in (("studentized", tool[j]), ("percentile", interval(means[:, j]))):
+            for method, bounds in zip(METHODS, (tool[j], studentized[j]), strict=True):
                 lo, hi = folded(*bounds) if q in FOLDED else bounds
                 target = abs(truth[j]) if q in FOLDED else truth[j]
                 hits[(method, q)][0 if target < lo else 2 if target > hi else 1] += 1
@@ -251,8 +253,8 @@ def main() -> None:
     print(machine())
     print(f"\n{count} replicate studies per setting, {replicates} bootstrap replicates each; seeds fixed\n")
     print("| setting | φ | n, d, s | windows × series | block | score | true mean (MC ± se) "
-          "| coverage, studentized (tool) | misses below / above | coverage, percentile (before) "
-          "| misses below / above | width studentized / percentile |")  # fmt: skip
+          "| coverage, over series (tool) | misses below / above | coverage, studentized block (before) "
+          "| misses below / above | width series / block |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     sizes = []
     for k, s in enumerate(settings):
@@ -262,12 +264,12 @@ def main() -> None:
         block = max(1, min(g.block, g.windows // 2))
         for j, q in enumerate(QUANTITIES):
             cells = []
-            for method in ("studentized", "percentile"):
+            for method in METHODS:
                 below, inside, above = result["coverage"][(method, q)]
                 cells.append(
                     f"{inside:.3f} ± {binomial_se(inside, count):.3f} | {below * count:.0f} / {above * count:.0f}"
                 )
-            ratio = result["width"][("studentized", q)] / result["width"][("percentile", q)]
+            ratio = result["width"][("series", q)] / result["width"][("block", q)]
             print(
                 f"| {s.label} | {s.phi} | {g.input_length}, {g.horizon}, {g.stride} | {g.windows} × {g.series} "
                 f"| {block} | {q} | {truth[j]:.4f} ± {se[j]:.4f} | {cells[0]} | {cells[1]} | {ratio:.2f} |"

@@ -95,8 +95,8 @@ def studies() -> np.ndarray:
 
 def coverage(values: np.ndarray, truth: np.ndarray, series: np.ndarray, block: int, seed: int) -> np.ndarray:
     """[2] the share of studies whose 95 % interval of a window mean (block_counts, widened by
-    small_sample_factor, then Resamples.intervals, as rigor.assess_rigor rates SMAPE and MASE) covers the
-    true mean."""
+    small_sample_factor, then Resamples.intervals without the series: the studentized block interval, which
+    rigor.assess_rigor gives SMAPE and MASE in a study of fewer than SERIES_MIN series) covers the true mean."""
     rng = np.random.default_rng(seed)
     hits = np.zeros(2)
     widen = small_sample_factor(series, block=block)

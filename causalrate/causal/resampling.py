@@ -8,13 +8,18 @@ Replicates are count vectors over windows, so every mean-type score of every rep
 product. With few blocks per series a block bootstrap's spread is too small (measured in
 bench/calibration.py: 0.6–0.8 of the true standard error), so mean replicates are widened about the
 observed mean by one study-wide factor (small_sample_factor) before any interval, tie, power or
-stability figure reads them. A mean of skewed, heavy-tailed errors has a skewed sampling distribution,
-where percentile intervals miss on one side (bench/calibration.py, t(3) innovations), so a mean's interval
-is the studentized block-bootstrap interval (studentized_interval), from the same replicates' means and sds.
+stability figure reads them.
+A mean's interval (Resamples.intervals): with SERIES_MIN or more series, the t interval over the series
+(series_interval: every series is an independent unit, whatever its windows' dependence); a block
+bootstrap cannot see what varies more slowly than a series is long (a t(3) shock that widens 40 windows'
+forecast spread, a level that wanders near a unit root: bench/calibration.py measured its sd at 0.4–0.6 of
+the true one there, coverage 0.75–0.86). With fewer series, the studentized block-bootstrap interval
+(studentized_interval), which corrects the one-sided misses of a skewed mean's percentile interval.
 Why not the `arch` package (8.x, read for this): its block bootstraps resample one array as one series and
 re-evaluate a function per replicate; here blocks stay within each of many series, one [B, W] count matrix
 serves every score and system as matrix products (paired replicates), and its BCa jackknife leaves out single
-observations, not blocks. The algorithm is the published one; the resampler stays this one kernel.
+observations, not blocks. Its Politis–White block length would not help either: the block is already the
+dependence run, capped at half a series. The algorithm is the published one; the resampler stays this one kernel.
 """
 
 from __future__ import annotations
@@ -55,6 +60,36 @@ def block_counts(series_index: np.ndarray, *, block: int, bootstrap_size: int, r
         flat = (drawn + (np.arange(bootstrap_size) * m)[:, None]).ravel()
         counts[:, members] = np.bincount(flat, minlength=bootstrap_size * m).reshape(bootstrap_size, m)
     return counts
+
+
+SERIES_MIN = 4  # series with data from which a mean's interval is the t interval over series
+
+
+def series_interval(values: np.ndarray, series: np.ndarray, *, level: float = 0.95) -> tuple[float, float] | None:
+    """The t interval over series of the mean of values [W] (NaN left out), series [W] each window's series:
+    m ± h, h = t_{S−1, (1+level)/2} · se, se² = S/(S−1) · Σ_i (n_i/N)² (m_i − m)² (the cluster-robust variance
+    of a window mean with every series a cluster, CR1; Cameron & Miller 2015; t with S − 1 df as Ibragimov &
+    Müller 2010), m_i and n_i series i's mean and windows, N = Σ n_i, m the window mean. Series are
+    independent, so this holds whatever the dependence within a series and however slowly it decays; where
+    series differ in their true means it is conservative. A mean of positive values (an error: SMAPE, MASE,
+    CRPS) gets the same interval on the log scale, [m·e^{−h/m}, m·e^{h/m}] (se/m the delta-method se of log m):
+    it stays above 0 and reaches further up, where a right-skewed mean misses (bench/calibration.py). None
+    with fewer than SERIES_MIN series, or no spread between them (the block-bootstrap interval then)."""
+    ok = np.isfinite(values)
+    ids, unit = np.unique(series[ok], return_inverse=True)
+    s = ids.size
+    if s < SERIES_MIN:
+        return None
+    n = np.bincount(unit, minlength=s).astype(float)
+    sums = np.bincount(unit, weights=values[ok], minlength=s)
+    m = sums.sum() / n.sum()
+    se = math.sqrt(s / (s - 1) * float(np.sum((n / n.sum() * (sums / n - m)) ** 2)))
+    if not se > 0:
+        return None
+    half = float(special.stdtrit(s - 1, (1 + level) / 2)) * se
+    if np.all(values[ok] > 0):
+        return float(m * math.exp(-half / m)), float(m * math.exp(half / m))
+    return float(m - half), float(m + half)
 
 
 def studentized_interval(
@@ -107,10 +142,12 @@ def replicate_means(counts: np.ndarray, values: np.ndarray, *, widen: float = 1.
 @dataclass(frozen=True)
 class Resamples:
     """The run's one set of block-bootstrap replicates, shared by every score, system and the recency profile
-    (so every comparison between systems is paired): counts [B, W] and the widening of their means."""
+    (so every comparison between systems is paired): counts [B, W], the widening of their means, and each
+    window's series [W] (None: not known, every interval from the replicates)."""
 
     counts: np.ndarray
     widen: float = 1.0
+    series: np.ndarray | None = None
 
     def means(self, values: np.ndarray) -> np.ndarray:
         return replicate_means(self.counts, values, widen=self.widen)
@@ -119,8 +156,9 @@ class Resamples:
         self, values: np.ndarray, means: np.ndarray | None = None, *, level: float = 0.95
     ) -> list[tuple[float, float]]:
         """The interval of the mean of values [W] ([(lo, hi)], one entry), or of each column of [W, k] (k
-        entries): studentized_interval, on the widened replicate means (means: self.means(values), when
-        already made) and each replicate's sd, both from replicate_means (the sd from centred squares)."""
+        entries): series_interval where the windows' series are known and there are enough of them, else
+        studentized_interval, on the widened replicate means (means: self.means(values), when already made)
+        and each replicate's sd, both from replicate_means (the sd from centred squares)."""
         wide = values.reshape(values.shape[0], -1)
         reps = (self.means(values) if means is None else means).reshape(self.counts.shape[0], -1)
         valid = np.isfinite(wide)
@@ -130,9 +168,11 @@ class Resamples:
             sd = np.sqrt(np.where(valid, centred**2, 0.0).sum(axis=0) / valid.sum(axis=0))
             shift = (reps - observed) / self.widen  # each replicate's own mean, before the widening
             sds = np.sqrt(np.maximum(replicate_means(self.counts, centred**2) - shift**2, 0.0))
-        return [
-            studentized_interval(observed[j], sd[j], reps[:, j], sds[:, j], level=level) for j in range(wide.shape[1])
-        ]
+        out = []
+        for j in range(wide.shape[1]):
+            by_series = None if self.series is None else series_interval(wide[:, j], self.series, level=level)
+            out.append(by_series or studentized_interval(observed[j], sd[j], reps[:, j], sds[:, j], level=level))
+        return out
 
 
 def interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float]:

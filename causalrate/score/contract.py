@@ -135,7 +135,7 @@ class Score:
 
     def replicates(self, evidence: Evidence, resampler: Resampler) -> dict[tuple[str, str], RowReplicates]:
         """Per (system, perturbation), the raw score's replicates and interval. Default: a `metric` score's
-        window mean under every resample (the mean's studentized interval, Resamples.intervals), else the |mean|
+        window mean under every resample (the mean's interval, Resamples.intervals), else the |mean|
         (or the harm, max(mean, 0)) of window_values() (that interval of the signed mean, folded or cut at 0).
         A score that is another statistic (a median, a quantile) overrides this."""
         resamples = resampler.resamples

@@ -73,8 +73,9 @@ def _paired_effects(evidence: Evidence, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def recency_profile(evidence: Evidence, *, resamples: Resamples) -> list[dict]:
-    """APE per distance bin (a signed mean), with a 95 % studentized interval from the run's block-bootstrap
-    replicates (the rigor layer's: the same resamples for every system, so their profiles are paired)."""
+    """APE per distance bin (a signed mean), with its 95 % interval (Resamples.intervals: over series, or studentized
+    from the run's block-bootstrap replicates, the rigor layer's: the same resamples for every system, so their
+    profiles are paired)."""
     pairs = paired_effects(evidence)
     if pairs.empty or evidence.input_length < 1 or evidence.table is None:
         return []

@@ -95,9 +95,10 @@ def wrs_pairs(
 
 
 def run_resamples(series_index: np.ndarray, *, block: int, bootstrap_size: int, seed: int) -> Resamples:
-    """The run's block-bootstrap replicates and their small-sample widening (block: Parameters.block_length)."""
+    """The run's block-bootstrap replicates, their small-sample widening (block: Parameters.block_length) and
+    each window's series."""
     counts = block_counts(series_index, block=block, bootstrap_size=bootstrap_size, rng=rng(seed, "bootstrap"))
-    return Resamples(counts=counts, widen=small_sample_factor(series_index, block=block))
+    return Resamples(counts=counts, widen=small_sample_factor(series_index, block=block), series=series_index)
 
 
 def assess_rigor(
@@ -158,7 +159,7 @@ def assess_rigor(
 def ape_power(
     evidence: Evidence, resamples: Resamples, *, min_effect: float, alpha: float
 ) -> dict[Key, RowUncertainty]:
-    """Every APE row's signed mean effect interval (studentized) and its test of "no effect" with its power."""
+    """Every APE row's signed mean effect interval (Resamples.intervals) and its test of "no effect" with its power."""
     out = {}
     for (system, p), diff in Ape().window_values(evidence).items():
         reps = resamples.means(diff)
