@@ -157,3 +157,22 @@ def test_series_interval_covers_a_level_per_series_that_blocks_cannot_see():
             hits[k] += lo <= 0.0 <= hi
     share = hits / 400
     assert 0.92 <= share[0] <= 0.98 and share[1] <= 0.5, share
+
+
+def test_a_sparse_mean_keeps_its_interval_within_its_values_range():
+    """One series, two non-zero windows of 44 (a perturbation that hits rarely): replicates that draw one of
+    them have a tiny sd, their t* explode, and the bootstrap-t's upper end ran to 1e7 for a mean of 0.01 (the
+    sensors study); a mean cannot leave its values' range, so the interval is cut to it."""
+    series = np.zeros(44, dtype=int)
+    values = np.zeros(44)
+    values[[7, 30]] = [0.4, 1e-9]
+    counts = block_counts(series, block=4, bootstrap_size=400, rng=np.random.default_rng(3))
+    resamples = Resamples(counts, widen=1.4)
+    reps = resamples.means(values)
+    centred = values - values.mean()
+    shift = (reps - values.mean()) / 1.4
+    sds = np.sqrt(np.maximum(resamples.counts @ centred**2 / resamples.counts.sum(axis=1) - shift**2, 0.0))
+    _, unbounded = studentized_interval(values.mean(), values.std(), reps, sds)
+    assert unbounded > 10  # the explosion this guards against, planted
+    lo, hi = resamples.intervals(values)[0]
+    assert 0.0 <= lo <= values.mean() <= hi <= 0.4

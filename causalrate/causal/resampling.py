@@ -171,7 +171,15 @@ class Resamples:
         out = []
         for j in range(wide.shape[1]):
             by_series = None if self.series is None else series_interval(wide[:, j], self.series, level=level)
-            out.append(by_series or studentized_interval(observed[j], sd[j], reps[:, j], sds[:, j], level=level))
+            if by_series is not None:
+                out.append(by_series)
+                continue
+            lo, hi = studentized_interval(observed[j], sd[j], reps[:, j], sds[:, j], level=level)
+            # a mean lies within its values' range: sparse values (a few non-zero windows) give replicates with
+            # a tiny sd whose t* explode (an APE of 0.01 read [0, 2e7]); the range is the bound that holds
+            if valid[:, j].any():
+                lo, hi = max(lo, float(np.nanmin(wide[:, j]))), min(hi, float(np.nanmax(wide[:, j])))
+            out.append((lo, hi))
         return out
 
 

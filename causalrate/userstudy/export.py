@@ -84,7 +84,8 @@ def export_kit(
     doc = Run.open(run_dir).ratings
     stored = StoredForecasts.read(run_dir)
     study, forecasts = stored.study(run_dir), stored.rows
-    ratings = {(r.perturbation, r.score, r.system): r.rating for r in doc.ratings}
+    # the key's ranks read defined levels (an undefined row, rating null, ranks no system)
+    ratings = {(r.perturbation, r.score, r.system): r.rating for r in doc.ratings if r.rating is not None}
     names = systems or doc.system_names
     unknown = sorted(set(names) - set(doc.system_names))
     if unknown:
