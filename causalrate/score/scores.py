@@ -96,14 +96,20 @@ __all__ = [
 
 def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
     """Every score's raw rows (column `score` added; the control's only for on_control scores), and why
-    each score the run cannot provide is unavailable. `names` defaults to every registered score."""
+    each score the run cannot provide is unavailable. `names` defaults to every registered score; then a score
+    of a data attribute (a bias or confounding score) the window table has no column for is left out, not
+    listed as unavailable (named in `names`, it is listed with its reason)."""
     raw, unavailable = [], {}
     rated = {d.attribute for d in dimensions_of(evidence)}
+    columns = set() if evidence.table is None else set(evidence.table.columns)
     for name in names or SCORES.names():
         cls = SCORES.get(name)
         generated_for = getattr(cls, "generated_for", None)
         if generated_for is not None and generated_for not in rated:
             continue  # another data's attribute (registered earlier in this process): not a score of this run
+        about = getattr(cls, "attribute", None) or cls.scheme
+        if names is None and about is not None and about not in columns | rated:
+            continue  # a built-in of an attribute this data never has (industry on sensor data): not "not rated"
         score = cls()
         with guarded("score", name, cls, "compute(evidence)"):
             values = score.compute(evidence)
