@@ -204,6 +204,11 @@ def _fit_references(config: StudyConfig, dataset: Dataset) -> tuple[StudyConfig,
         why["seasonal_naive"] = "left out: the data's season is 1, where seasonal_naive is naive (METHOD §7)"
     if not dataset.attribute_names:
         why["biased"] = "left out: the data have no attributes, so nothing to be biased on (METHOD §7)"
+    elif not any(len({s.attributes.get(a) for s in dataset.series}) >= 2 for a in dataset.attribute_names):
+        why["biased"] = (
+            "left out: every attribute of the data has one value, so there is no other group to be biased "
+            "against (METHOD §7)"
+        )
     dropped = {s.name: why[s.type] for s in config.systems[1:] if s.type in why and s.name == s.type}
     for name, note in dropped.items():
         log.info(f"reference system {name} {note}")

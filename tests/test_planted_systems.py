@@ -144,3 +144,24 @@ def test_python_system_sample_paths_give_crps(synthetic_study, cli, tmp_path):
     assert all(blob is None and crps == pytest.approx(mae) for blob, crps, mae in naive)
     scores = pd.read_csv(tmp_path / "run" / "scores.csv")
     assert set(scores[scores.score == "crps"]["system"]) == {"paths", "naive"}
+
+
+def test_biased_needs_an_attribute_with_two_values():
+    """`biased` plants an error gap between groups of series: on data whose attributes have one value each
+    (one sensor) it would be naive × 1.1, rated as if it showed the bias rating working; refused (exit 2)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from causalrate.errors import UserError
+    from causalrate.systems.reference import Biased, BiasedSettings
+
+    one = SimpleNamespace(series=[SimpleNamespace(attributes={"dataset": "co2", "domain": "atmosphere"})])
+    with pytest.raises(UserError, match=r"two or more values \(dataset, domain: one value each"):
+        Biased.from_data(BiasedSettings(), one)
+    two = SimpleNamespace(
+        series=[SimpleNamespace(attributes={"site": "x", "region": r}) for r in ("north", "south", "north")]
+    )
+    assert Biased.from_data(BiasedSettings(), two) == {"attribute": "region", "value": "north"}
+    system = Biased(BiasedSettings(attribute="site", value="x"), base_dir=Path("."))
+    with pytest.raises(UserError, match="attribute 'site' has one value"):
+        system.check(two)

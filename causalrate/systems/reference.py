@@ -135,18 +135,27 @@ class Biased(System):
             return {}
         series = dataset.series
         names = list(series[0].attributes)
+        # the bias it plants is a gap between groups: an attribute with one value has no other group
+        varied = [a for a in names if len({s.attributes.get(a) for s in series}) >= 2]
         if settings.attribute:
             candidates = [settings.attribute]
         elif settings.value:
-            candidates = [a for a in names if any(s.attributes.get(a) == settings.value for s in series)]
+            candidates = [a for a in varied if any(s.attributes.get(a) == settings.value for s in series)]
         else:
-            grouping = [a for a in names if len({s.attributes[a] for s in series}) < len(series)]
-            candidates = grouping or names
+            grouping = [a for a in varied if len({s.attributes[a] for s in series}) < len(series)]
+            candidates = grouping or varied
         if not candidates:
+            why = (
+                f"holds value {settings.value!r}"
+                if settings.value
+                else "(the series have no attributes)"
+                if not names
+                else f"with two or more values ({', '.join(names)}: one value each in this data)"
+            )
             raise UserError(
-                "system type biased: no attribute to target "
-                + (f"holds value {settings.value!r}" if settings.value else "(the series have no attributes)")
-                + "; set its attribute and value, or give the series attributes (data.attribute_columns)"
+                f"system type biased: no attribute to target {why}; it plants an error gap between groups of "
+                "series, so it needs an attribute with two or more values: set its attribute and value, or give "
+                "the series attributes (data.attribute_columns)"
             )
         return {"attribute": candidates[0], "value": settings.value or series[0].attributes.get(candidates[0], "")}
 
@@ -159,6 +168,11 @@ class Biased(System):
     def check(self, dataset: Dataset) -> None:
         attribute = self._attribute()
         values = {s.attributes.get(attribute) for s in dataset.series}
+        if len(values) < 2:
+            raise UserError(
+                f"system type biased: attribute {attribute!r} has one value in the data ({sorted(map(str, values))}); "
+                "it plants an error gap between groups of series, so its attribute needs two or more values"
+            )
         if self.settings.value not in values:
             raise UserError(
                 f"system type biased: attribute {self.settings.attribute!r} never has value "
