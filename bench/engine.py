@@ -31,10 +31,12 @@ from common import QUICKSTART, arguments, causalrate, machine, study
 from threadpoolctl import threadpool_limits
 
 from causalrate.config import load_config
+from causalrate.forecast.local import LocalExecutor
 from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.plan import forecast_all, store_windows
-from causalrate.forecast.runner import LocalExecutor, RayExecutor, run_job
+from causalrate.forecast.ray_executor import RayExecutor
 from causalrate.forecast.store import ForecastStore
+from causalrate.forecast.worker import run_job
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
 from causalrate.rerate import rerate
 from causalrate.study import prepare

@@ -236,7 +236,7 @@ class Clocked:
     and model load excluded)."""
 
     def __init__(self, workers: int) -> None:
-        from causalrate.forecast.runner import LocalExecutor
+        from causalrate.forecast.local import LocalExecutor
 
         self.executor = LocalExecutor(workers)
         self.answers: list[tuple[float, int]] = []  # (when, rows)

@@ -47,7 +47,7 @@ from causalrate.uncertainty.rigor import assess_rigor, run_resamples
 
 if TYPE_CHECKING:
     from causalrate.forecast.cache import ForecastCache
-    from causalrate.forecast.runner import Executor
+    from causalrate.forecast.jobs import Executor
 
 log = logging.getLogger(__name__)
 RUN_FILES = ("forecasts.sqlite", "forecasts.sqlite-*", "ratings.json", "scores.csv", "report.md")

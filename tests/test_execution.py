@@ -249,7 +249,7 @@ def test_without_a_terminal_progress_is_plain_lines_and_each_system_is_summarise
 def _job_for(spec: dict, base_dir: Path):
     import numpy as np
 
-    from causalrate.forecast.runner import Job
+    from causalrate.forecast.jobs import Job
 
     return Job("m", "P0", np.arange(1), spec, base_dir, 10.0, None)  # type: ignore[arg-type]  # _system reads no batch
 
@@ -260,7 +260,7 @@ def test_a_worker_builds_each_study_s_own_system_and_rebuilds_an_edited_one(tmp_
     and an edited file (another size or mtime) is loaded again, in a long-lived (Ray) worker too."""
     import numpy as np
 
-    from causalrate.forecast.runner import _system
+    from causalrate.forecast.worker import _system
 
     spec = {"name": "m", "type": "python", "function": "model.py:forecast"}
     first, second = tmp_path / "a", tmp_path / "b"
@@ -300,8 +300,8 @@ def test_forecasting_draws_jobs_as_it_goes_not_all_planned_first(synthetic_study
     from causalrate.config import load_config
     from causalrate.forecast import plan
     from causalrate.forecast.metrics import METRICS
-    from causalrate.forecast.runner import run_job
     from causalrate.forecast.store import ForecastStore
+    from causalrate.forecast.worker import run_job
     from causalrate.study import prepare
 
     keyed = []  # one entry per planned group (its inputs are imputed once; without a cache nothing is keyed)

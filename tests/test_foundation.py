@@ -106,7 +106,9 @@ def test_moment_in_bfloat16_keeps_prices_near_1000_exact_to_a_fraction_of_a_dail
 def test_a_cpu_model_job_gets_the_workers_cores_and_others_keep_one(chronos_dir):
     import torch
 
-    from causalrate.forecast.runner import Job, LocalExecutor, available_cores, run_job
+    from causalrate.forecast.jobs import Job
+    from causalrate.forecast.local import LocalExecutor, available_cores
+    from causalrate.forecast.worker import run_job
 
     spec = {"name": "c", "type": "chronos", "model": str(chronos_dir), "num_samples": 2}
     batch = batch_of(np.full((2, 30), 100.0), 3, np.zeros(2, dtype=np.uint64))

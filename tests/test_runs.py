@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalrate.forecast import runner
+from causalrate.forecast import local, ray_executor
 
 SYSTEMS = """\
 - {name: naive, type: naive}
@@ -155,7 +155,7 @@ def test_resume_needs_the_same_config(synthetic_study, cli, tmp_path):
 
 
 def test_a_hung_worker_is_killed_and_replaced(synthetic_study, cli, tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "GRACE_SECONDS", 1.0)
+    monkeypatch.setattr(local, "GRACE_SECONDS", 1.0)
     systems = '- {name: stuck, type: python, function: "planted.py:stubborn"}\n- {name: naive, type: naive}\n'
     config = synthetic_study(
         systems, draws=2, stride=40, extra="forecast: {timeout: 0.05, retries: 1, batch_size: 64}\n"
@@ -284,7 +284,7 @@ def test_a_ray_address_that_refuses_or_wants_a_token_is_exit_2_at_once(synthetic
                         b"InvalidAuthToken: Authentication token is missing or incorrect\n")  # fmt: skip
         raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.9:6379")  # ... then gives up, saying no more
 
-    monkeypatch.setattr(runner, "reachable", lambda address: None)
+    monkeypatch.setattr(ray_executor, "reachable", lambda address: None)
     monkeypatch.setattr(ray, "init", token_needed)
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--executor", "ray", "--address", "10.0.0.9:6379")
     assert code == 2 and "uses token authentication; set RAY_AUTH_MODE=token" in err and "Traceback" not in err, err
@@ -293,7 +293,8 @@ def test_a_ray_address_that_refuses_or_wants_a_token_is_exit_2_at_once(synthetic
 
 def test_accelerator_batches_stay_in_one_worker_per_device(tmp_path):
     """Each device's jobs run in one (spawned) worker of their own while the other workers take the rest."""
-    from causalrate.forecast.runner import Job, LocalExecutor
+    from causalrate.forecast.jobs import Job
+    from causalrate.forecast.local import LocalExecutor
     from causalrate.systems.base import Batch
 
     (tmp_path / "planted.py").write_text((Path(__file__).parent / "planted.py").read_text())

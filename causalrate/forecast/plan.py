@@ -20,9 +20,9 @@ from causalrate import plugins
 from causalrate.data import Windows
 from causalrate.forecast.cache import Cached, ForecastCache, forecast_keys
 from causalrate.forecast.impute import impute
+from causalrate.forecast.jobs import BatchResult, Executor, Job
 from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.published import published_forecasts
-from causalrate.forecast.runner import BatchResult, Executor, Job
 from causalrate.forecast.store import FLUSH_ROWS, ForecastStore
 from causalrate.perturb.placement import offsets_of
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history

@@ -1,0 +1,73 @@
+"""What crosses between the forecast stage and its executors: a Job (one batch for one system, everything a
+worker needs), its BatchResult, and the Executor protocol (LocalExecutor, RayExecutor, or your own)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from causalrate.systems.base import Batch
+
+TIMEOUT = "timeout"  # the failure reason a forecast past its time limit is recorded with (its error's prefix)
+GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
+
+
+@dataclass(frozen=True)
+class Job:
+    """One batch for one system: everything a worker needs, picklable."""
+
+    system: str
+    perturbation: str
+    window_ids: np.ndarray  # of the batch's rows
+    spec: dict[str, Any]  # the system's SystemSpec, dumped: validated again in the worker once its plugins are loaded
+    base_dir: Path
+    timeout: float
+    batch: Batch  # inputs already imputed for systems that do not accept NaN
+    keys: list[str] = field(default_factory=list)  # cache keys of the rows
+    accelerator: str | None = None  # e.g. "cuda:1": all its jobs go to that device's worker, which keeps the model
+    plugins: tuple[str, ...] = ()  # resolved plugin entries, imported in the worker first
+    variant: int = 0  # placement worst: which candidate offset the rows carry
+
+    @property
+    def size(self) -> int:
+        return int(self.window_ids.size)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What one batch returned: per row a forecast or an error (never the study's outcome metric)."""
+
+    forecasts: np.ndarray  # [b, d], NaN on failed rows
+    errors: list[str | None]
+    seconds: float
+    samples: list[np.ndarray | None] = field(default_factory=list)  # per row [s, d], or None: point forecasts only
+    info: list[dict | None] = field(default_factory=list)  # per row, e.g. tokens and latency of an API call
+    unreachable: bool = False  # the system could not be reached at all (TransportError): the circuit breaker counts it
+    warnings: dict[str, tuple[int, str]] = field(default_factory=dict)  # source → (count, first message): quiet()
+
+    @classmethod
+    def failed(cls, job: Job, error: str, seconds: float) -> BatchResult:
+        n = job.size
+        return cls(np.full((n, job.batch.horizon), np.nan), [error] * n, seconds, [None] * n, [None] * n)
+
+
+OnDone = Callable[[Job, BatchResult], None]
+
+
+class Executor(Protocol):
+    """What forecast_all runs its jobs on (LocalExecutor, RayExecutor, or your own): every job run once, its
+    result handed to on_done(job, result) in the calling process; `jobs` may be a generator still planning,
+    `expected()` the forecasts the run still expects (for progress)."""
+
+    def run(
+        self,
+        jobs: Iterable[Job],
+        on_done: OnDone,
+        *,
+        expected: Callable[[], int] | None = None,
+        label: str = "forecasting",
+    ) -> None: ...

@@ -1,0 +1,233 @@
+"""The local executor: a pool of spawned worker processes, each handed up to DEPTH batches at a time and
+watched by the main process.
+
+A worker that hangs past its batch's limit where the alarm cannot reach it (C code) is killed and its batch
+recorded as a timeout, not tried again. A worker that crashes is replaced and its batch tried again up to
+`retries` times, then recorded as failed. Workers are started with `spawn`: a fresh interpreter that
+inherits no CUDA state (a forked child of a process that touched CUDA cannot use it) and the current
+environment. Each job carries the study's plugins, imported in the worker before its system is built.
+Workers die with the main process (PR_SET_PDEATHSIG on Linux, a watching thread elsewhere) and ignore
+Ctrl-C, which the main process handles: it kills them and keeps the finished batches.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from causalrate.forecast.dispatch import Breaker, Feed, Progress
+from causalrate.forecast.jobs import GRACE_SECONDS, TIMEOUT, BatchResult, Job, OnDone
+from causalrate.forecast.worker import serve
+
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """Children started here load every BLAS with one thread (set before their first import; models raise it)."""
+    previous = {name: os.environ.get(name) for name in BLAS_THREADS}
+    os.environ.update(dict.fromkeys(BLAS_THREADS, "1"))
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Children started here are born ignoring SIGINT (the disposition survives exec; Python keeps it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class LocalExecutor:
+    """A pool of worker processes, each given one batch at a time and watched by the main process.
+
+    Jobs for an accelerator all go to one worker per device (its "home" slot), which loads the
+    model once and keeps it there; a model on the CPU uses the worker's share of the cores.
+    """
+
+    def __init__(self, workers: int, *, retries: int = 1) -> None:
+        self.workers = workers
+        self.retries = retries
+        self.context = multiprocessing.get_context("spawn")
+        self.cores = max(1, available_cores() // max(workers, 1))
+
+    def _start(self, results: multiprocessing.Queue) -> tuple[Any, multiprocessing.Queue]:
+        tasks = self.context.Queue()
+        tasks.cancel_join_thread()  # a killed worker's unread queue must not block our exit
+        process = self.context.Process(target=serve, args=(tasks, results, os.getpid(), self.cores), daemon=True)
+        with _sigint_ignored(), _one_blas_thread():
+            process.start()
+        return process, tasks
+
+    def run(
+        self,
+        jobs: Iterable[Job],
+        on_done: OnDone,
+        *,
+        expected: Callable[[], int] | None = None,
+        label: str = "forecasting",
+    ) -> None:
+        """Run every job, drawn as workers free up; on_done(job, result) once per job, in the main process.
+        `expected()`: the forecasts still expected (for progress) while `jobs` is a generator still planning."""
+        feed = Feed(jobs, ahead=2 * self.workers, expected=expected)
+        pool = _Pool(self, feed)
+        breaker = Breaker(on_done)
+        interrupted = True
+        with Progress(feed.expected, label, breaker) as done:
+            try:
+                while True:
+                    feed.fill()
+                    if not (feed.unfinished or pool.running):
+                        break
+                    breaker.stop(feed, done)
+                    pool.hand_out()
+                    pool.take_answer(done)
+                    pool.replace_lost(done)
+                interrupted = False
+            finally:
+                pool.close(kill=interrupted)  # Ctrl-C or an error: stop now, the finished batches are stored
+
+
+DEPTH = 2  # batches handed to a worker at a time: the next one waits in its queue while it runs the first
+
+
+class _Pool:
+    """One LocalExecutor.run's workers, started as jobs arrive, and which batches each holds since when.
+
+    Each worker is handed up to DEPTH batches, so it starts the next as soon as it finishes one instead of
+    idling while the main process records the answer and sends more; a batch's clock starts when the
+    worker takes it up."""
+
+    def __init__(self, executor: LocalExecutor, feed: Feed) -> None:
+        self.executor, self.feed = executor, feed
+        self.results = executor.context.Queue()
+        self.slots: list[tuple[Any, multiprocessing.Queue]] = []
+        self.home: dict[str, int] = {}  # device → the one slot that runs its batches
+        self.queued: dict[int, list[int]] = {}  # slot → the job indexes its worker holds, the one it runs first
+        self.started: dict[int, float] = {}  # slot → when its worker took up its first held job
+
+    @property
+    def running(self) -> bool:
+        """A worker still holds a batch."""
+        return any(self.queued.values())
+
+    def _slot_of(self, job: Job, slot: int) -> int:
+        """The slot the job must run in: its device's home (assigned on first sight), else any (`slot`)."""
+        if not job.accelerator:
+            return slot
+        return self.home.setdefault(job.accelerator, len(self.home) % max(self.executor.workers, 1))
+
+    def hand_out(self) -> None:
+        """Give every slot holding fewer than DEPTH batches the next waiting batch it may run (accelerator
+        batches only to their home), starting the slot's worker the first time it has one."""
+        jobs, pending = self.feed.jobs, self.feed.pending
+        for _ in range(DEPTH):
+            for slot in range(max(self.executor.workers, 1)):
+                held = self.queued.setdefault(slot, [])
+                if len(held) >= DEPTH:
+                    continue
+                index = next((i for i in reversed(pending) if self._slot_of(jobs[i], slot) == slot), None)
+                if index is None:
+                    continue
+                while len(self.slots) <= slot:
+                    self.slots.append(self.executor._start(self.results))
+                pending.remove(index)
+                self.feed.attempts[index] += 1
+                self.slots[slot][1].put((index, jobs[index]))
+                held.append(index)
+
+    def take_answer(self, done: OnDone) -> None:
+        """Read every message there is (wait ≤ 0.5 s for the first): a batch taken up starts its clock; a
+        finished one is settled."""
+        try:
+            message = self.results.get(timeout=0.5)
+        except queue.Empty:
+            return
+        while True:
+            index, result = message
+            self._settle(index, result, done)
+            try:
+                message = self.results.get_nowait()
+            except queue.Empty:
+                return
+
+    def _settle(self, index: int, result: BatchResult | str | None, done: OnDone) -> None:
+        slot = next((s for s, held in self.queued.items() if index in held), None)
+        if result is None:  # the worker took the batch up
+            if slot is not None:
+                self.started[slot] = time.monotonic()
+            return
+        if slot is None and index not in self.feed.pending:
+            return  # a killed worker's late answer, already settled
+        if slot is None:
+            self.feed.pending.remove(index)  # it answered just before being killed: take it
+        else:
+            self.queued[slot].remove(index)
+            self.started.pop(slot, None)
+        job = self.feed.settle(index)
+        done(job, BatchResult.failed(job, result, 0.0) if isinstance(result, str) else result)
+
+    def replace_lost(self, done: OnDone) -> None:
+        """Kill a hung worker, restart a dead one; the batch it ran is retried or, past the retries, a failure;
+        the batches it held but had not begun wait again, their try not counted."""
+        for slot, held in self.queued.items():
+            if not held:
+                continue
+            process, index = self.slots[slot][0], held[0]
+            started = self.started.get(slot)
+            elapsed = 0.0 if started is None else time.monotonic() - started
+            hung = elapsed > self.feed.jobs[index].timeout + GRACE_SECONDS
+            if not hung and process.is_alive():
+                continue
+            process.kill()
+            process.join()
+            self.slots[slot] = self.executor._start(self.results)
+            self.started.pop(slot, None)
+            for waiting in held[1:]:
+                self.feed.attempts[waiting] -= 1
+                self.feed.pending.append(waiting)
+            held.clear()
+            if not hung and self.feed.attempts[index] <= self.executor.retries:  # past its time: not tried again
+                self.feed.pending.append(index)
+                continue
+            why = (
+                f"{TIMEOUT}: its worker hung and was killed"
+                if hung
+                else f"worker crashed (exit code {process.exitcode})"
+            )
+            job = self.feed.settle(index)
+            done(job, BatchResult.failed(job, f"{why} after {elapsed:.0f} s", elapsed))
+
+    def close(self, *, kill: bool) -> None:
+        for process, tasks in self.slots:
+            if kill:
+                process.kill()
+            else:
+                tasks.put(None)
+        for process, _ in self.slots:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
