@@ -20,7 +20,8 @@ def plain_seed(*parts: object) -> int:
 
 
 def test_row_seeds_equal_one_seed_per_row_from_the_whole_parts():
-    keys = [("AAPL", 12, "P1"), ('é"x', -3, "P3+ffill"), (), (1.5, None, True, np.int64(4), "a")]
+    keys = [("AAPL", 12, "P1"), ('é"x', -3, "P3+ffill"), (), (1.5, None, True, np.int64(4), "a"), ("\n\x00", 2**70)]
+    keys += [(True, 1), (False,), (np.str_("AAPL"), 3), ("a", np.int64(5))]  # look like str/int, are written otherwise
     for prefix in [(), (0,), (7, "naive"), (0, "perturb", "P1"), (np.int64(3),)]:
         want = [plain_seed(*prefix, *key) for key in keys]
         assert row_seeds(*prefix, keys=keys).tolist() == want

@@ -97,6 +97,15 @@ class Feed:
         """Jobs wait to be sent or to be drawn."""
         return bool(self.pending) or not self.exhausted
 
+    def split(self, index: int) -> None:
+        """A job of several batches whose worker crashed or hung waits again as one job per batch, each with
+        its own tries (Job.split)."""
+        for part in self.settle(index).split():
+            self.jobs[self.drawn] = part
+            self.attempts[self.drawn] = 0
+            self.pending.append(self.drawn)
+            self.drawn += 1
+
     def settle(self, index: int) -> Job:
         """The job, finished: forgotten here (its answer goes to the caller)."""
         del self.attempts[index]

@@ -4,7 +4,8 @@ worker needs), its BatchResult, and the Executor protocol (LocalExecutor, RayExe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,7 +19,10 @@ GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
 
 @dataclass(frozen=True)
 class Job:
-    """One batch for one system: everything a worker needs, picklable."""
+    """One or several batches (calls of the model) for one system: everything a worker needs, picklable.
+
+    A fast system's batches travel together (plan.job_rows), so the hand-off, the metrics and the store's
+    writes are paid once per job, not per batch of the model; the model still sees its own batches."""
 
     system: str
     perturbation: str
@@ -31,10 +35,32 @@ class Job:
     accelerator: str | None = None  # e.g. "cuda:1": all its jobs go to that device's worker, which keeps the model
     plugins: tuple[str, ...] = ()  # resolved plugin entries, imported in the worker first
     variant: int = 0  # placement worst: which candidate offset the rows carry
+    calls: tuple[int, ...] = ()  # rows of each call of the model, in order (its batches); (): one call for all rows
 
     @property
     def size(self) -> int:
         return int(self.window_ids.size)
+
+    @property
+    def parts(self) -> list[range]:
+        """The rows of each call of the model."""
+        bounds = np.cumsum((0, *(self.calls or (self.size,)))).tolist()
+        return [range(a, b) for a, b in pairwise(bounds)]
+
+    def split(self) -> list[Job]:
+        """One job per call of the model: how a job of several calls whose worker crashed or hung is tried again
+        (which call did it is not known), so only that call's rows can fail."""
+        return [
+            replace(
+                self,
+                window_ids=self.window_ids[r.start : r.stop],
+                timeout=self.timeout * len(r) / max(self.size, 1),
+                batch=self.batch.rows(r.start, r.stop),
+                keys=self.keys[r.start : r.stop],
+                calls=(),
+            )
+            for r in self.parts
+        ]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ Ctrl-C, which the main process handles: it kills them and keeps the finished bat
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import queue
@@ -25,6 +26,8 @@ from typing import Any
 from causalrate.forecast.dispatch import Breaker, Feed, Progress
 from causalrate.forecast.jobs import GRACE_SECONDS, TIMEOUT, BatchResult, Job, OnDone
 from causalrate.forecast.worker import serve
+
+log = logging.getLogger(__name__)
 
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
@@ -73,6 +76,24 @@ class LocalExecutor:
         self.retries = retries
         self.context = multiprocessing.get_context("spawn")
         self.cores = max(1, available_cores() // max(workers, 1))
+        self.startup: dict[str, float] = {}  # system → seconds from its device worker's start to its model loaded
+        self._pool: _Pool | None = None  # started by warm(), taken over by the next run
+
+    def warm(self, job: Job) -> None:
+        """Start the worker of the job's device now and have it build the job's system and load its model while
+        the main process goes on planning; `startup[system]`: the seconds from its start to the model loaded
+        (read as answers come). A job on the CPU warms every worker (each may run its batches). `close()` if no
+        run follows."""
+        pool = self._pool = self._pool or _Pool(self)
+        pool.warming[job.system] = time.monotonic()
+        for slot in [pool._slot_of(job, 0)] if job.accelerator else range(max(self.workers, 1)):
+            pool.slots[pool.start(slot)][1].put((None, job))
+
+    def close(self) -> None:
+        """Stop the workers a warm-up started when no run used them (everything came from the cache)."""
+        if self._pool is not None:
+            self._pool.close(kill=True)
+            self._pool = None
 
     def _start(self, results: multiprocessing.Queue) -> tuple[Any, multiprocessing.Queue]:
         tasks = self.context.Queue()
@@ -93,7 +114,8 @@ class LocalExecutor:
         """Run every job, drawn as workers free up; on_done(job, result) once per job, in the main process.
         `expected()`: the forecasts still expected (for progress) while `jobs` is a generator still planning."""
         feed = Feed(jobs, ahead=2 * self.workers, expected=expected)
-        pool = _Pool(self, feed)
+        pool = self._pool or _Pool(self)
+        self._pool, pool.feed = None, feed
         breaker = Breaker(on_done)
         interrupted = True
         with Progress(feed.expected, label, breaker) as done:
@@ -121,8 +143,11 @@ class _Pool:
     idling while the main process records the answer and sends more; a batch's clock starts when the
     worker takes it up."""
 
-    def __init__(self, executor: LocalExecutor, feed: Feed) -> None:
-        self.executor, self.feed = executor, feed
+    feed: Feed  # set by the run
+
+    def __init__(self, executor: LocalExecutor) -> None:
+        self.executor = executor
+        self.warming: dict[str, float] = {}  # system → when its warm-up was sent
         self.results = executor.context.Queue()
         self.slots: list[tuple[Any, multiprocessing.Queue]] = []
         self.home: dict[str, int] = {}  # device → the one slot that runs its batches
@@ -152,12 +177,17 @@ class _Pool:
                 index = next((i for i in reversed(pending) if self._slot_of(jobs[i], slot) == slot), None)
                 if index is None:
                     continue
-                while len(self.slots) <= slot:
-                    self.slots.append(self.executor._start(self.results))
+                self.start(slot)
                 pending.remove(index)
                 self.feed.attempts[index] += 1
                 self.slots[slot][1].put((index, jobs[index]))
                 held.append(index)
+
+    def start(self, slot: int) -> int:
+        """The slot, its worker started (and those of the slots before it) if not yet."""
+        while len(self.slots) <= slot:
+            self.slots.append(self.executor._start(self.results))
+        return slot
 
     def take_answer(self, done: OnDone) -> None:
         """Read every message there is (wait ≤ 0.5 s for the first): a batch taken up starts its clock; a
@@ -174,7 +204,13 @@ class _Pool:
             except queue.Empty:
                 return
 
-    def _settle(self, index: int, result: BatchResult | str | None, done: OnDone) -> None:
+    def _settle(self, index: int | None, result: Any, done: OnDone) -> None:
+        if index is None:  # a warm-up answered: (system, error or None)
+            system, error = result
+            self.executor.startup[system] = time.monotonic() - self.warming[system]  # the last worker's
+            if error:
+                log.warning("%s: loading it ahead of its first batch failed (%s)", system, error)
+            return
         slot = next((s for s, held in self.queued.items() if index in held), None)
         if result is None:  # the worker took the batch up
             if slot is not None:
@@ -191,8 +227,9 @@ class _Pool:
         done(job, BatchResult.failed(job, result, 0.0) if isinstance(result, str) else result)
 
     def replace_lost(self, done: OnDone) -> None:
-        """Kill a hung worker, restart a dead one; the batch it ran is retried or, past the retries, a failure;
-        the batches it held but had not begun wait again, their try not counted."""
+        """Kill a hung worker, restart a dead one; the job it ran is retried or, past the retries, a failure (a
+        job of several batches waits again as one job per batch: Feed.split); the jobs it held but had not begun
+        wait again, their try not counted."""
         for slot, held in self.queued.items():
             if not held:
                 continue
@@ -210,6 +247,9 @@ class _Pool:
                 self.feed.attempts[waiting] -= 1
                 self.feed.pending.append(waiting)
             held.clear()
+            if len(self.feed.jobs[index].parts) > 1:
+                self.feed.split(index)
+                continue
             if not hung and self.feed.attempts[index] <= self.executor.retries:  # past its time: not tried again
                 self.feed.pending.append(index)
                 continue

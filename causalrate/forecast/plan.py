@@ -144,6 +144,7 @@ def forecast_all(
         if p.applies_to(study.systems[s.name])
     }
     wanted = sum(placed[p].shape[1] * todo.size for (_, p), todo in todo_of.items())
+    warm_up(study, executor, [name for (name, _), todo in todo_of.items() if todo.size], tuple(cfg_plugins))
     found = {"cached": 0, "made": 0}
 
     def planned() -> Iterator[Job]:
@@ -200,7 +201,9 @@ def forecast_all(
                     record(spec.name, p.id, todo[hit], result, np.array([c.seconds for c in cached]), variant)
                 miss = np.flatnonzero(~hit)
                 size = system.batch_size or cfg.forecast.batch_size  # a model's own batch, not capped by the run's
-                for chunk in np.array_split(miss, max(1, -(-miss.size // size))) if miss.size else []:
+                batches = np.array_split(miss, max(1, -(-miss.size // size))) if miss.size else []
+                for calls in _grouped(batches, pace, spec.name, size):
+                    chunk = np.concatenate(calls)
                     rows = todo[chunk]
                     batch = Batch(
                         inputs=seen[chunk],
@@ -226,9 +229,13 @@ def forecast_all(
                         accelerator=system.accelerator,
                         plugins=tuple(cfg_plugins),
                         variant=variant,
+                        calls=tuple(c.size for c in calls) if len(calls) > 1 else (),
                     )
 
+    pace: dict[str, float] = {}  # per system: seconds per forecast of its latest job (the next jobs' size)
+
     def on_done(job: Job, result: BatchResult) -> None:
+        pace[job.system] = result.seconds / max(job.size, 1)
         tally[job.system]["failed"] += sum(e is not None for e in result.errors)
         tally[job.system]["seconds"] += result.seconds
         for source, (count, first) in result.warnings.items():
@@ -254,12 +261,17 @@ def forecast_all(
 
     with store.buffered():  # finished batches written in bulk
         jobs = planned()
-        first = next(jobs, None)  # plans until the first miss: a run answered by the cache starts no worker
         try:
+            first = next(jobs, None)  # plans until the first miss: a run answered by the cache starts no worker
             if first is not None:
                 executor.run(chain([first], jobs), on_done, expected=lambda: wanted - found["cached"])
         finally:
             save()
+            if hasattr(executor, "close"):
+                executor.close()  # a warmed-up worker no job needed
+    for name, seconds in getattr(executor, "startup", {}).items():
+        if name in tally:
+            tally[name]["startup"] = seconds
     needed = sum(  # worst: m candidates per window
         placed[p.id].size for p in study.forecast_suite for s in cfg.systems if p.applies_to(study.systems[s.name])
     )
@@ -273,6 +285,58 @@ def forecast_all(
     return {**counts, "systems": {name: {**t, "warnings": said[name]} for name, t in tally.items()}}
 
 
+def warm_up(study: Study, executor: Executor, names: list[str], plugins: tuple[str, ...]) -> None:
+    """Have an executor that can (`warm(job)`, LocalExecutor) start the workers of each named system that loads a
+    model (on a device, or torch on the CPU) and load it now, while this process goes on planning (cache lookups,
+    perturbations): the start-up is overlapped and reported apart (`startup`, seconds), not paid at the first
+    batch."""
+    warm = getattr(executor, "warm", None)
+    if warm is None:
+        return
+    wd = study.windows
+    for spec in [s for s in study.config.systems if s.name in set(names)]:
+        system = study.systems[spec.name]
+        if system.accelerator is None and not system.uses_cores:  # nothing heavy to load
+            continue
+        nothing = Batch(
+            inputs=wd.inputs[:0],
+            horizon=wd.horizon,
+            seeds=np.zeros(0, dtype=np.uint64),
+            attributes=(),
+            input_dates=wd.input_dates[:0],
+            truth_dates=wd.truth_dates[:0],
+        )
+        job = Job(spec.name, "", np.zeros(0, dtype=int), spec.model_dump(), study.base_dir, 0.0, nothing,
+                  accelerator=system.accelerator, plugins=plugins)  # fmt: skip
+        warm(job)
+
+
+JOB_SECONDS = 0.2  # a fast system's batches travel together up to about this much of its time per job ...
+JOB_ROWS = 2048  # ... and at most this many rows
+
+
+def job_rows(pace: float | None, size: int) -> int:
+    """How many rows the next job of a system may hold: its own batch until its pace (seconds per forecast of
+    its latest job) is known, then as many of its batches as take JOB_SECONDS, at most JOB_ROWS. The model
+    sees the same batches whatever the job's size; only the per-job costs (hand-off, metrics, store) shrink."""
+    if pace is None:
+        return size
+    return int(min(JOB_ROWS, max(size, JOB_SECONDS / max(pace, 1e-9))))
+
+
+def _grouped(batches: list[np.ndarray], pace: dict[str, float], system: str, size: int) -> Iterator[list[np.ndarray]]:
+    """Consecutive batches gathered into jobs of at most job_rows rows (at least one batch each), the system's
+    pace read again for every job, as the jobs are drawn."""
+    start = 0
+    while start < len(batches):
+        most, stop, rows = job_rows(pace.get(system), size), start + 1, batches[start].size
+        while stop < len(batches) and rows + batches[stop].size <= most:
+            rows += batches[stop].size
+            stop += 1
+        yield batches[start:stop]
+        start = stop
+
+
 def summary_lines(systems: dict[str, dict]) -> list[str]:
     """Per system what this run's forecasting did: forecasts, how many from the cache (the published reference
     forecasts among them), failures, time, what its libraries said; then the published ones in all, if any."""
@@ -283,6 +347,7 @@ def summary_lines(systems: dict[str, dict]) -> list[str]:
         lines.append(
             f"{name}: {t['forecasts']} forecasts ({t['cached']} from the cache), {t['failed']} failed, "
             f"{t['seconds']:.1f} s forecasting"
+            + (f", {t['startup']:.1f} s to start its worker and load it (while planning)" if "startup" in t else "")
         )
         for source, (count, first) in sorted(t.get("warnings", {}).items()):  # once per system, after progress
             what = "lines of output" if source == "output" else "warnings"

@@ -67,19 +67,23 @@ class RayExecutor:
                     ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
                     for ref in ready:
                         index, _ = running.pop(ref)
-                        job = feed.settle(index)
                         try:
                             result = ray.get(ref)
                         except Exception as exc:  # a worker that died after its retries
-                            result = BatchResult.failed(job, f"Ray task failed: {type(exc).__name__}", 0.0)
-                        done(job, result)
+                            if len(feed.jobs[index].parts) > 1:
+                                feed.split(index)
+                                continue
+                            result = BatchResult.failed(feed.jobs[index], f"Ray task failed: {type(exc).__name__}", 0.0)
+                        done(feed.settle(index), result)
                     for ref, (index, started) in list(running.items()):
                         elapsed = time.monotonic() - started
                         if elapsed <= feed.jobs[index].timeout * 2 + GRACE_SECONDS:  # queued time counts: be lenient
                             continue
                         ray.cancel(ref, force=True)
                         del running[ref]
-                        if feed.attempts[index] <= self.retries:
+                        if len(feed.jobs[index].parts) > 1:
+                            feed.split(index)
+                        elif feed.attempts[index] <= self.retries:
                             feed.pending.append(index)
                         else:
                             why = f"Ray worker hung and was killed after {elapsed:.0f} s"

@@ -1,6 +1,7 @@
 """Inside a worker: run one batch of a system, failures kept as rows.
 
-Each batch runs under a time limit (SIGALRM): forecast.timeout seconds per forecast times the batch's rows.
+Each batch (one call of the model; a job may hold several) runs under a time limit (SIGALRM): forecast.timeout
+seconds per forecast times the batch's rows.
 A batch that raises is retried row by row (each row under its own share of the limit) so only the rows that
 really fail become failure rows. A batch past its limit fails as a timeout, its own failure reason
 ("timeout: ..."). What a system's libraries say while it forecasts (Python warnings, and whatever they
@@ -153,7 +154,7 @@ def quiet(found: dict[str, tuple[int, str]]) -> Iterator[None]:
 
 
 def run_job(job: Job, *, cores: int = 1) -> BatchResult:
-    """Forecast one batch with `cores` threads for a CPU model; never raises for a system's fault."""
+    """Forecast one job (its batches in turn), `cores` threads for a CPU model; never raises for a system's fault."""
     said: dict[str, tuple[int, str]] = {}
     with quiet(said):
         result = _run_job(job, cores=cores)
@@ -177,18 +178,21 @@ def _run_job(job: Job, *, cores: int) -> BatchResult:
             kept[rows.start : rows.stop] = [None] * len(rows) if given is None else list(given)
 
     unreachable = False
-    try:
-        keep(range(b), _call(system, batch, job.timeout))
-    except ForecastTimeout as exc:
-        errors = [str(exc)] * b
-    except TransportError as exc:  # no row would get through alone either
-        errors, unreachable = [f"{type(exc).__name__}: {exc}"[:4000]] * b, True
-    except SYSTEM_FAULT:  # isolate the failing rows, each under its share of the batch's time limit
-        for i in range(b):
-            try:
-                keep(range(i, i + 1), _call(system, batch.row(i), job.timeout / max(b, 1)))
-            except SYSTEM_FAULT as exc:  # a failure row keeps the error text
-                errors[i] = f"{type(exc).__name__}: {exc}"[:4000]
+    for part in job.parts:  # each call of the model under its share of the job's time limit
+        rows, limit = part.stop - part.start, job.timeout * len(part) / max(b, 1)
+        try:
+            keep(part, _call(system, batch.rows(part.start, part.stop) if rows < b else batch, limit))
+        except ForecastTimeout as exc:
+            errors[part.start : part.stop] = [str(exc)] * rows
+        except TransportError as exc:  # no row would get through alone either
+            errors[part.start : part.stop] = [f"{type(exc).__name__}: {exc}"[:4000]] * rows
+            unreachable = True
+        except SYSTEM_FAULT:  # isolate the failing rows, each under its share of the call's time limit
+            for i in part:
+                try:
+                    keep(range(i, i + 1), _call(system, batch.row(i), limit / max(rows, 1)))
+                except SYSTEM_FAULT as exc:  # a failure row keeps the error text
+                    errors[i] = f"{type(exc).__name__}: {exc}"[:4000]
     finite = np.isfinite(forecasts).all(axis=1)
     for row in np.flatnonzero(finite):
         paths = samples[row]
@@ -200,6 +204,19 @@ def _run_job(job: Job, *, cores: int) -> BatchResult:
         if errors[i] is not None:
             forecasts[i], samples[i] = np.nan, None
     return BatchResult(forecasts, errors, time.perf_counter() - started, samples, info, unreachable)
+
+
+def warm(job: Job, *, cores: int = 1) -> tuple[str, str | None]:
+    """Build the job's system here and load what it forecasts with (System.warm); (its name, the error if that
+    failed: the first batch then fails with it, as a failure row)."""
+    try:
+        with quiet({}):
+            system = _system(job)
+            _use_cores(system, cores)
+            system.warm(job.batch.horizon)
+    except SYSTEM_FAULT as exc:
+        return job.system, f"{type(exc).__name__}: {exc}"
+    return job.system, None
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -231,6 +248,9 @@ def serve(tasks: multiprocessing.Queue, results: multiprocessing.Queue, parent: 
     threadpool_limits(1)  # workers run in parallel already; multi-threaded BLAS would oversubscribe the cores
     while (item := tasks.get()) is not None:
         index, job = item
+        if index is None:  # warm up: build the job's system and load its model before its first batch
+            results.put((None, warm(job, cores=cores)))
+            continue
         results.put((index, None))  # started: the batch's clock starts now, not while this worker was starting up
         try:
             results.put((index, run_job(job, cores=cores)))

@@ -42,7 +42,11 @@ class Batch:
 
     def row(self, i: int) -> Batch:
         """The one-row batch of row i (used to isolate failing rows)."""
-        pick = slice(i, i + 1)
+        return self.rows(i, i + 1)
+
+    def rows(self, start: int, stop: int) -> Batch:
+        """The batch of rows start to stop (one call of the model in a job of several)."""
+        pick = slice(start, stop)
         return Batch(
             inputs=self.inputs[pick],
             horizon=self.horizon,
@@ -191,6 +195,10 @@ class System:
 
     def forecast(self, batch: Batch) -> np.ndarray | Prediction:
         raise NotImplementedError
+
+    def warm(self, horizon: int) -> None:
+        """Load what forecasting needs (a model's weights) before the first batch: a device's worker does it while
+        the main process plans. Nothing by default (loaded at the first batch)."""
 
 
 def nan_handling(system: System | type[System]) -> str:

@@ -166,6 +166,7 @@ class CheckpointSystem(System):
     # a property in a subclass that decides it per instance (zoo: `# type: ignore[override]`)
     install: ClassVar[str | None] = None  # how to install it, when `pip install 'causalrate[extra]'` is not enough
     t5_family: ClassVar[bool] = False  # T5 activations overflow float16: that dtype is refused
+    horizon_shaped: ClassVar[bool] = False  # its model is loaded per horizon (`loaded(horizon)`)
     uses_cores = True
 
     def __init__(self, settings: CheckpointSettings, *, base_dir: Path) -> None:
@@ -223,6 +224,9 @@ class CheckpointSystem(System):
             dtype = getattr(torch, self.dtype)
             self._models[horizon] = self.load(self.folder(), device=self.device, dtype=dtype, horizon=horizon)
         return self._models[horizon]
+
+    def warm(self, horizon: int) -> None:
+        self.loaded(horizon if self.horizon_shaped else None)
 
     def load(self, folder: Path, *, device: str, dtype: Any, horizon: int | None) -> Any:
         raise NotImplementedError

@@ -145,6 +145,7 @@ class Moment(CheckpointSystem):
     """
 
     Settings = MomentSettings
+    horizon_shaped = True  # its head is built for the horizon
     settings: MomentSettings
     package = ("momentfm", "moment")
     t5_family = True

@@ -49,6 +49,7 @@ class Moirai2(ZooSystem):
     Settings = Moirai2Settings
     settings: Moirai2Settings
     package = ("uni2ts", "moirai2")
+    horizon_shaped = True  # loaded(horizon)
     own_environment = OwnEnvironment(
         why="uni2ts pins torch<2.5, numpy 1.26 and scipy 1.11, which conflict with the core",
         no_deps=("uni2ts==2.0.0",),

@@ -1,0 +1,175 @@
+"""Issue 43: a fast system's batches travel to a worker together (one job, several calls of the model), and the
+model still sees exactly its own batches; a job of several batches that crashes is tried again batch by batch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from causalrate.forecast import plan
+from causalrate.forecast.jobs import Job
+from causalrate.forecast.local import LocalExecutor
+from causalrate.forecast.worker import run_job
+from causalrate.systems.base import Batch
+
+PLANTED = Path(__file__).parent / "planted.py"
+
+
+def _job(tmp_path: Path, function: str, inputs: np.ndarray, calls: tuple[int, ...] = (), timeout: float = 30.0) -> Job:
+    (tmp_path / "planted.py").write_text(PLANTED.read_text())
+    rows, n = inputs.shape
+    batch = Batch(
+        inputs=inputs,
+        horizon=2,
+        seeds=np.zeros(rows, dtype=np.uint64),
+        attributes=({},) * rows,
+        input_dates=np.zeros((rows, n), dtype="datetime64[D]"),
+        truth_dates=np.zeros((rows, 2), dtype="datetime64[D]"),
+    )
+    spec = {"name": "m", "type": "python", "function": f"planted.py:{function}"}
+    return Job(
+        "m", "P0", np.arange(rows), spec, tmp_path, timeout, batch, keys=[f"k{i}" for i in range(rows)], calls=calls
+    )
+
+
+def test_each_batch_of_a_job_is_one_call_of_the_model(tmp_path):
+    job = _job(tmp_path, "rows_seen", np.ones((5, 4)), calls=(3, 2))
+    assert [list(r) for r in job.parts] == [[0, 1, 2], [3, 4]]
+    assert run_job(job).forecasts[:, 0].tolist() == [3, 3, 3, 2, 2]
+    assert run_job(_job(tmp_path, "rows_seen", np.ones((5, 4)))).forecasts[:, 0].tolist() == [5] * 5
+    parts = job.split()
+    assert [p.window_ids.tolist() for p in parts] == [[0, 1, 2], [3, 4]] and [p.keys for p in parts] == [
+        ["k0", "k1", "k2"],
+        ["k3", "k4"],
+    ]
+    assert [p.timeout for p in parts] == [18.0, 12.0] and all(p.calls == () for p in parts)
+
+
+def test_a_failing_row_fails_alone_within_its_batch_of_a_job(tmp_path):
+    inputs = np.array([[1.0, 2], [3, 4], [7, 1], [8, 1]])  # flaky raises on a batch holding a first digit 7
+    result = run_job(_job(tmp_path, "flaky", inputs, calls=(2, 2)))
+    assert result.errors == [None, None, "RuntimeError: flaky model crashed", None]
+    assert result.forecasts[[0, 1, 3], 0].tolist() == [2, 4, 1]
+
+
+def test_job_rows_grow_with_the_systems_pace_and_never_split_a_batch():
+    assert plan.job_rows(None, 32) == 32  # pace unknown: its own batch
+    assert plan.job_rows(1.0, 32) == 32  # a slow model: one batch a job
+    assert plan.job_rows(1e-6, 32) == plan.JOB_ROWS
+    assert plan.job_rows(plan.JOB_SECONDS / 100, 32) == 100
+    batches = np.array_split(np.arange(100), 4)  # 25 rows each
+    pace = {"m": plan.JOB_SECONDS / 60}  # 60 rows a job: two batches
+    assert [[b.size for b in g] for g in plan._grouped(batches, pace, "m", 25)] == [[25, 25], [25, 25]]
+    assert [[b.size for b in g] for g in plan._grouped(batches, {}, "m", 25)] == [[25]] * 4
+
+
+def test_a_crashed_job_of_several_batches_is_tried_again_batch_by_batch(tmp_path):
+    inputs = np.array([[1.0, 2], [3, 4], [-1, 1], [8, 1]])  # the second batch kills its worker
+    got = {}
+    LocalExecutor(1, retries=0).run(
+        [_job(tmp_path, "dies_on_negative", inputs, calls=(2, 2))],
+        lambda job, result: got.update(
+            zip(job.window_ids.tolist(), zip(result.forecasts[:, 0], result.errors, strict=True), strict=True)
+        ),
+    )
+    assert got[0] == (2.0, None) and got[1] == (4.0, None)  # the first batch's rows are forecast
+    assert all(str(got[i][1]).startswith("worker crashed (exit code 7)") for i in (2, 3))
+
+
+def test_jobs_of_several_batches_store_the_same_rows_as_one_batch_a_job(synthetic_study, tmp_path, monkeypatch):
+    """The forecast stage with batches gathered into jobs stores exactly the rows (forecasts, metrics) it stores
+    with one batch per job: the model (here one that writes its batch's size into each forecast) sees the
+    same batches."""
+    from causalrate.config import load_config
+    from causalrate.forecast.metrics import METRICS
+    from causalrate.forecast.store import ForecastStore
+    from causalrate.study import prepare
+
+    config_path = synthetic_study(
+        '- {name: m, type: python, function: "planted.py:rows_seen"}\n- {name: naive, type: naive}\n',
+        draws=2,
+        stride=10,
+        extra="forecast: {batch_size: 7}\n",
+    )
+    (config_path.parent / "planted.py").write_text(PLANTED.read_text())
+    config, base_dir = load_config(config_path)
+    study = prepare(config, base_dir=base_dir)
+
+    class InProcess:
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+
+        def run(self, jobs, on_done, *, expected, label="forecasting"):
+            for job in jobs:
+                self.calls.append(len(job.parts))
+                on_done(job, run_job(job))
+
+    frames = {}
+    for name, seconds in (("one", 0.0), ("gathered", 1e6)):
+        monkeypatch.setattr(plan, "JOB_SECONDS", seconds)
+        store = ForecastStore.create(tmp_path / f"{name}.sqlite", metrics=METRICS.names())
+        plan.store_windows(store, study)
+        executor = InProcess()
+        plan.forecast_all(study, store, cache=None, executor=executor)
+        frames[name] = store.forecasts().drop(columns="seconds")
+        assert (max(executor.calls) > 1) == (name == "gathered")
+    assert set(frames["one"]["forecast"].str[1:4]) >= {"7.0"}  # batches of 7 rows seen
+    assert frames["one"].equals(frames["gathered"])
+
+
+def test_a_device_worker_is_started_and_loads_its_model_before_its_first_batch(tmp_path):
+    """warm(job) starts the device's worker and builds the system there at once; the run's batches then go to
+    that same worker, and the seconds it took are reported apart (`startup`)."""
+    job = replace(_job(tmp_path, "worker_pid", np.ones((2, 4))), accelerator="cuda:0")
+    executor = LocalExecutor(2)
+    executor.warm(replace(job, window_ids=np.zeros(0, dtype=int), batch=job.batch.rows(0, 0), keys=[]))
+    pids = set()
+    executor.run([job, job, job], lambda _, result: pids.add(result.forecasts[0, 0]))
+    assert len(pids) == 1 and executor.startup["m"] > 0
+    executor.warm(job)
+    executor.close()  # no run followed: its worker is stopped
+    assert executor._pool is None
+
+
+def test_the_forecast_stage_warms_only_systems_with_a_model_to_load_and_forecasts_to_make(synthetic_study):
+    from causalrate.config import load_config
+    from causalrate.forecast.metrics import METRICS
+    from causalrate.forecast.store import ForecastStore
+    from causalrate.study import prepare
+
+    config, base_dir = load_config(
+        synthetic_study('- {name: m, type: python, function: "planted.py:last_value"}\n- {name: naive, type: naive}\n')
+    )
+    study = prepare(config, base_dir=base_dir)
+    study.systems["m"].accelerator = "cuda:0"  # a routing label here: its jobs go to one worker of its own
+
+    class Warmed:
+        def __init__(self) -> None:
+            self.warmed: list[str] = []
+            self.closed = 0
+            self.startup = {"m": 1.5}
+
+        def warm(self, job: Job) -> None:
+            assert job.size == 0 and job.accelerator == "cuda:0"
+            self.warmed.append(job.system)
+
+        def close(self) -> None:
+            self.closed += 1
+
+        def run(self, jobs, on_done, *, expected, label="forecasting"):
+            for job in jobs:
+                on_done(job, run_job(job))
+
+    for expected in (["m"], []):  # the second run finds every forecast in the store: nothing to warm
+        executor = Warmed()
+        store = ForecastStore.create(base_dir / f"f{len(expected)}.sqlite", metrics=METRICS.names())
+        plan.store_windows(store, study)
+        if not expected:
+            plan.forecast_all(study, store, cache=None, executor=Warmed())
+        counts = plan.forecast_all(study, store, cache=None, executor=executor)
+        assert executor.warmed == expected and executor.closed == 1
+        if expected:
+            assert counts["systems"]["m"]["startup"] == 1.5 and "startup" not in counts["systems"]["naive"]
+            assert "1.5 s to start its worker and load it" in plan.summary_lines(counts["systems"])[0]
