@@ -90,7 +90,7 @@ def noop_study(smoke: bool, folder: Path):
     if smoke:
         raw["data"]["series"] = ["AAPL", "MSFT"]
     raw["systems"] = [s for s in raw["systems"] if s["type"] == "naive"]
-    raw["forecast"] = {"cache": False, **({"batch_size": int(os.environ["BS"])} if "BS" in os.environ else {})}
+    raw["forecast"] = {"cache": False}
     path = folder / "noop.yaml"
     path.write_text(yaml.safe_dump(raw))
     config, base_dir = load_config(path)
