@@ -75,10 +75,10 @@ def predict(inputs, horizon):
 
 
 def test_cache_follows_the_model_files_and_can_be_bypassed(synthetic_study, cli, tmp_path):
-    """A retrained weights file (declared in depends_on) or an edited sibling module means new forecasts, not
+    """A retrained weights file (declared in files:) or an edited sibling module means new forecasts, not
     the old model's from the cache; --no-cache makes them afresh; stderr says how many came from the cache."""
     config = synthetic_study(
-        '- {name: m, type: python, function: "model.py:predict", depends_on: [weights.json]}\n', draws=2, stride=20
+        '- {name: m, type: python, function: "model.py:predict", files: [weights.json]}\n', draws=2, stride=20
     )
     (tmp_path / "model.py").write_text(MODEL)
     (tmp_path / "helpers.py").write_text("def scale(values, weight):\n    return values * weight\n")
@@ -103,9 +103,9 @@ def test_cache_follows_the_model_files_and_can_be_bypassed(synthetic_study, cli,
     assert counts == {"made": total, "cached": 0} and edited == pytest.approx(after + 1)
     counts, err, _ = run("e", "--no-cache")
     assert counts == {"made": total, "cached": 0} and f"m: {total} forecasts (0 from the cache)" in err
-    config.write_text(config.read_text().replace("depends_on: [weights.json]", "depends_on: [gone.pkl]"))
+    config.write_text(config.read_text().replace("files: [weights.json]", "files: [gone.pkl]"))
     code, _, err = cli("assess", config, "--out", tmp_path / "f", "--no-cards")
-    assert code == 2 and "depends_on: no file or folder ['gone.pkl']" in err, err
+    assert code == 2 and "files: no such file or folder: " in err and "gone.pkl" in err, err
 
 
 def test_kill_and_resume_loses_nothing_and_duplicates_nothing(synthetic_study, tmp_path):

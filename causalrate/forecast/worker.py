@@ -66,35 +66,28 @@ _BUILT: dict[SystemKey, tuple[Stats, System]] = {}
 
 
 def _system(job: Job) -> System:
-    """The job's system, built in this process once per (entry, folder, plugins) and again when a file it names
-    changes: two studies sharing a relative `function:` file name, or a file edited between two runs of a
-    long-lived (Ray) worker, never get another study's or an older build."""
+    """The job's system, built in this process once per (entry, folder, plugins) and again when a file it reads
+    (System.sources: its function's file, its `files:`, a checkpoint) changes: two studies sharing a relative
+    `function:` file name, or a file edited between two runs of a long-lived (Ray) worker, never get another
+    study's or an older build."""
     base_dir = job.base_dir.resolve()
     key = (json.dumps(job.spec, sort_keys=True, default=str), str(base_dir), job.plugins)
-    stats = named_files(job.spec, base_dir)
     built = _BUILT.get(key)
-    if built is None or built[0] != stats:
+    if built is None or _stats(built[1]) != built[0]:
         plugins.load(job.plugins)
-        built = _BUILT[key] = stats, build_system(SystemSpec.model_validate(job.spec), base_dir=job.base_dir)
+        system = build_system(SystemSpec.model_validate(job.spec), base_dir=job.base_dir)
+        built = _BUILT[key] = _stats(system), system
     return built[1]
 
 
-def named_files(spec: object, base_dir: Path) -> Stats:
-    """The stats of every file or folder a system entry names relative to `base_dir` (`file.py:function` by its
-    file), read from its settings' strings: what building the system may load."""
-    if isinstance(spec, dict):
-        return tuple(s for value in spec.values() for s in named_files(value, base_dir))
-    if isinstance(spec, list):
-        return tuple(s for value in spec for s in named_files(value, base_dir))
-    if not isinstance(spec, str) or not spec or "\n" in spec or len(spec) > 1024:
-        return ()
-    path = base_dir / spec.split(":")[0]
-    try:
-        if not path.exists():
-            return ()
-    except OSError:  # not a path at all (e.g. a component too long)
-        return ()
-    return tuple((f"{spec}/{name}", size, mtime) for name, size, mtime in file_stats(path))
+def _stats(system: System) -> Stats:
+    """Size and mtime of every file the system reads (an absent one: none)."""
+    return tuple(
+        (f"{path}/{name}", size, mtime)
+        for path in system.sources()
+        if path.exists()
+        for name, size, mtime in file_stats(path)
+    )
 
 
 def _use_cores(system: System, cores: int) -> None:

@@ -196,6 +196,11 @@ class System:
     def forecast(self, batch: Batch) -> np.ndarray | Prediction:
         raise NotImplementedError
 
+    def sources(self) -> tuple[Path, ...]:
+        """The files and folders building this system reads (a function's file, a trained model, a checkpoint):
+        a worker builds it again when one of them changes (size or mtime). None by default."""
+        return ()
+
     def warm(self, horizon: int) -> None:
         """Load what forecasting needs (a model's weights) before the first batch: a device's worker does it while
         the main process plans. Nothing by default (loaded at the first batch)."""

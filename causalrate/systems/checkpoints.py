@@ -225,6 +225,10 @@ class CheckpointSystem(System):
             self._models[horizon] = self.load(self.folder(), device=self.device, dtype=dtype, horizon=horizon)
         return self._models[horizon]
 
+    def sources(self) -> tuple[Path, ...]:
+        local = (self.base_dir / self.settings.model).expanduser()  # a hub id's snapshot never changes
+        return (local,) if local.is_dir() else ()
+
     def warm(self, horizon: int) -> None:
         self.loaded(horizon if self.horizon_shaped else None)
 

@@ -77,6 +77,10 @@ class EnvironmentSystem(System):
     def batch_size(self) -> int | None:  # type: ignore[override]  # a per-instance fact (see System)
         return self.hello()["facts"]["batch_size"]
 
+    def sources(self) -> tuple[Path, ...]:
+        """The real system's (read from the same settings and folder)."""
+        return self.inner.sources(self)
+
     def identity(self) -> dict[str, Any]:
         """The real system's identity plus the environment's Python and package versions (and relaxed pins)."""
         if self._identity is None:

@@ -146,6 +146,11 @@ class Moment(CheckpointSystem):
 
     Settings = MomentSettings
     horizon_shaped = True  # its head is built for the horizon
+
+    def sources(self) -> tuple[Path, ...]:
+        head = () if self.settings.head is None else (self.base_dir / self.settings.head,)
+        return (*super().sources(), *head)
+
     settings: MomentSettings
     package = ("momentfm", "moment")
     t5_family = True

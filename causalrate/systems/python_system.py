@@ -4,8 +4,10 @@ With ``quantiles: [0.1, 0.5, 0.9]`` it returns [batch, level, horizon] (the 0.5 
 scored by CRPS, WQL and interval coverage at those levels. With ``context: true`` it is called
 ``fn(inputs, horizon, context)``, context being a dict with the data's ``frequency`` and ``season``, each
 row's ``input_dates`` and ``truth_dates`` (datetime64 [batch, n] and [batch, horizon]) and ``attributes``
-(one dict per row); they then enter the forecast cache's key. With ``files: {model: trained/}`` it also gets
-``files={"model": Path}``: a trained model it loads, whose content enters the cache key (retraining re-forecasts).
+(one dict per row); they then enter the forecast cache's key. ``files:`` lists what the forecasts depend on
+(a trained model, weights): their content enters the cache key (retraining re-forecasts); as a mapping,
+``files: {model: trained/}``, the function also gets ``files={"model": Path}``. ``depends_on:`` is its old
+name (a list), still read, with a note.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import importlib
 import importlib.util
 import inspect
 import io
+import logging
 import sys
 import sysconfig
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -30,6 +34,7 @@ from causalrate.errors import UserError
 from causalrate.redact import scrub
 from causalrate.systems.base import SYSTEMS, Batch, Prediction, System, quantile_levels, real_numbers
 
+log = logging.getLogger(__name__)
 LOCAL_SOURCES_LIMIT = 500  # .py files fingerprinted by default; a larger local package keeps only the module's own
 
 
@@ -38,16 +43,15 @@ class PythonSettings(BaseModel):
     function: str = Field(pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$", description="module:function or file.py:function")
     accepts_nan: bool = Field(False, description="false: missing values are imputed before the call")
     depends_on: list[str] = Field(
-        default_factory=list,
-        description="files or folders (relative to the YAML) the forecasts depend on, e.g. weights: their content "
-        "enters the cache key",
+        default_factory=list, description="deprecated: the old name of files: as a list (read as such, with a note)"
     )
     version: str | None = Field(None, description="a version of the model (e.g. a training date): enters the cache key")
     context: bool = Field(False, description="true: called fn(inputs, horizon, context) with frequency and dates")
-    files: dict[str, str] = Field(
+    files: dict[str, str] | list[str] = Field(
         default_factory=dict,
-        description="name → file or folder (relative to the YAML) it loads, e.g. a trained model: their content "
-        "enters the cache key, and the function gets them as files={name: Path}",
+        description="files or folders (relative to the YAML) the forecasts depend on, e.g. a trained model: their "
+        "content enters the cache key (and a worker builds the system again when one changes); given as "
+        "name → path, the function also gets them as files={name: Path}",
     )
     quantiles: list[float] | None = Field(
         None, description="levels (with 0.5) of the quantiles fn returns as [batch, level, horizon]; null: points"
@@ -86,15 +90,15 @@ class PythonFunction(System):
             self.output = "quantiles"
         self.function = load_callable(settings.function, base_dir=base_dir)
         self._files: dict | None = None
-        missing = [p for p in settings.depends_on if not (base_dir / p).exists()]
-        if missing:
-            raise UserError(f"system type python: depends_on: no file or folder {missing} (relative to {base_dir})")
-        self.files = {name: (base_dir / path).resolve() for name, path in settings.files.items()}
+        named = settings.files if isinstance(settings.files, dict) else {}
+        self.files = {name: (base_dir / path).resolve() for name, path in named.items()}  # handed to the function
+        unnamed = [*(settings.files if isinstance(settings.files, list) else []), *settings.depends_on]
+        self.unnamed = [(base_dir / path).resolve() for path in unnamed]  # only keyed
 
     def identity(self) -> dict:
         """What the forecasts depend on, so that a change of any of it invalidates cached forecasts: the
         function's module source (for a file, the hash of the bytes loaded, never a module looked up by name),
-        the .py files of its local package (sibling modules), and the declared `depends_on` files' content.
+        the .py files of its local package (sibling modules), and the content of its `files:`.
         """
         module = inspect.getmodule(self.function)
         digest = getattr(module, "__causalrate_sha256__", None)
@@ -105,16 +109,28 @@ class PythonFunction(System):
                 source = getattr(self.function, "__qualname__", repr(self.function))
             digest = hashlib.sha256(source.encode()).hexdigest()
         if self._files is None:  # read once per run, not per perturbation
-            declared = [self.base_dir / p for p in self.settings.depends_on]
-            self._files = {
+            self._files = {  # "depends_on": the unnamed files' key, named as before so that cached forecasts hold
                 "package": files_digest(local_sources(module)),
-                "depends_on": files_digest(declared) if declared else None,
+                "depends_on": files_digest(self.unnamed) if self.unnamed else None,
             }
         files = {name: files_digest([path]) for name, path in self.files.items()}  # afresh: a retrained model is new
         return {**super().identity(), "source": digest, **self._files} | ({"files": files} if files else {})
 
+    def sources(self) -> tuple[Path, ...]:
+        where = self.settings.function.rpartition(":")[0]
+        function = (self.base_dir / where,) if where.endswith(".py") else ()
+        return (*function, *self.files.values(), *self.unnamed)
+
     def check(self, dataset) -> None:
+        if self.settings.depends_on:
+            note = (
+                f"system type python: depends_on is the old name of files: (read as files: {self.settings.depends_on});"
+                " write files: instead"
+            )
+            warnings.warn(note, DeprecationWarning, stacklevel=2)
+            log.warning(note)
         absent = [f"{name}: {path}" for name, path in self.files.items() if not path.exists()]
+        absent += [str(path) for path in self.unnamed if not path.exists()]
         if absent:
             raise UserError(f"system type python: files: no such file or folder: {'; '.join(absent)}")
 
