@@ -149,7 +149,7 @@ class Moment(CheckpointSystem):
 
     def sources(self) -> tuple[Path, ...]:
         head = () if self.settings.head is None else (self.base_dir / self.settings.head,)
-        return (*super().sources(), *head)
+        return (*CheckpointSystem.sources(self), *head)  # not super(): an environment's proxy asks as well
 
     settings: MomentSettings
     package = ("momentfm", "moment")

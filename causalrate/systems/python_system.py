@@ -90,10 +90,7 @@ class PythonFunction(System):
             self.output = "quantiles"
         self.function = load_callable(settings.function, base_dir=base_dir)
         self._files: dict | None = None
-        named = settings.files if isinstance(settings.files, dict) else {}
-        self.files = {name: (base_dir / path).resolve() for name, path in named.items()}  # handed to the function
-        unnamed = [*(settings.files if isinstance(settings.files, list) else []), *settings.depends_on]
-        self.unnamed = [(base_dir / path).resolve() for path in unnamed]  # only keyed
+        self.files, self.unnamed = declared_files(settings, base_dir)
 
     def identity(self) -> dict:
         """What the forecasts depend on, so that a change of any of it invalidates cached forecasts: the
@@ -117,9 +114,11 @@ class PythonFunction(System):
         return {**super().identity(), "source": digest, **self._files} | ({"files": files} if files else {})
 
     def sources(self) -> tuple[Path, ...]:
-        where = self.settings.function.rpartition(":")[0]
-        function = (self.base_dir / where,) if where.endswith(".py") else ()
-        return (*function, *self.files.values(), *self.unnamed)
+        """Its function's file and its `files:` (from the settings alone: an environment's proxy asks too)."""
+        settings: PythonSettings = self.settings  # type: ignore[assignment]  # the proxy holds these settings
+        where = settings.function.rpartition(":")[0]
+        named, unnamed = declared_files(settings, self.base_dir)
+        return (*((self.base_dir / where,) if where.endswith(".py") else ()), *named.values(), *unnamed)
 
     def check(self, dataset) -> None:
         if self.settings.depends_on:
@@ -143,6 +142,14 @@ class PythonFunction(System):
             values = real_numbers(out, "the function's quantiles")
             return Prediction.of_quantiles(values, self.quantile_levels, rows=len(batch.inputs), horizon=batch.horizon)
         return out
+
+
+def declared_files(settings: PythonSettings, base_dir: Path) -> tuple[dict[str, Path], list[Path]]:
+    """Its `files:` resolved: those named (handed to the function as files=) and those only keyed (a `files:`
+    list, and `depends_on`, its old name)."""
+    named = settings.files if isinstance(settings.files, dict) else {}
+    unnamed = [*(settings.files if isinstance(settings.files, list) else []), *settings.depends_on]
+    return {name: (base_dir / p).resolve() for name, p in named.items()}, [(base_dir / p).resolve() for p in unnamed]
 
 
 def context_of(batch: Batch) -> dict:
