@@ -222,3 +222,14 @@ def dies_on_negative(inputs, horizon):
 
         os._exit(7)
     return last_value(inputs, horizon)
+
+
+def unreachable(inputs, horizon):
+    """An endpoint that cannot be reached: each call is noted in calls.txt beside this file."""
+    from pathlib import Path
+
+    from causalrate.systems.base import TransportError
+
+    with open(Path(__file__).parent / "calls.txt", "a") as calls:
+        calls.write(f"{len(inputs)}\n")
+    raise TransportError("connection refused")

@@ -173,3 +173,9 @@ def test_the_forecast_stage_warms_only_systems_with_a_model_to_load_and_forecast
         if expected:
             assert counts["systems"]["m"]["startup"] == 1.5 and "startup" not in counts["systems"]["naive"]
             assert "1.5 s to start its worker and load it" in plan.summary_lines(counts["systems"])[0]
+
+
+def test_once_a_batch_cannot_reach_its_system_the_jobs_other_batches_fail_unsent(tmp_path):
+    result = run_job(_job(tmp_path, "unreachable", np.ones((3, 2)), calls=(1, 1, 1)))
+    assert result.unreachable and result.errors == ["TransportError: connection refused"] * 3
+    assert (tmp_path / "calls.txt").read_text() == "1\n"  # one call, not three

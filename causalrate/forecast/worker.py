@@ -173,6 +173,9 @@ def _run_job(job: Job, *, cores: int) -> BatchResult:
     unreachable = False
     for part in job.parts:  # each call of the model under its share of the job's time limit
         rows, limit = part.stop - part.start, job.timeout * len(part) / max(b, 1)
+        if unreachable:  # the system could not be reached for an earlier batch: the rest fail unsent, alike
+            errors[part.start : part.stop] = [errors[part.start - 1]] * rows
+            continue
         try:
             keep(part, _call(system, batch.rows(part.start, part.stop) if rows < b else batch, limit))
         except ForecastTimeout as exc:
