@@ -152,7 +152,7 @@ def test_the_forecast_stage_warms_only_systems_with_a_model_to_load_and_forecast
             self.startup = {"m": 1.5}
 
         def warm(self, job: Job) -> None:
-            assert job.size == 0 and job.accelerator == "cuda:0"
+            assert job.size == 0 and job.accelerator == "cuda:0" and job.timeout == 30.0 * 32  # its first batch's
             self.warmed.append(job.system)
 
         def close(self) -> None:

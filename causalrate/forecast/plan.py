@@ -306,7 +306,8 @@ def warm_up(study: Study, executor: Executor, names: list[str], plugins: tuple[s
             input_dates=wd.input_dates[:0],
             truth_dates=wd.truth_dates[:0],
         )
-        job = Job(spec.name, "", np.zeros(0, dtype=int), spec.model_dump(), study.base_dir, 0.0, nothing,
+        limit = study.config.forecast.timeout * (system.batch_size or study.config.forecast.batch_size)  # a batch's
+        job = Job(spec.name, "", np.zeros(0, dtype=int), spec.model_dump(), study.base_dir, limit, nothing,
                   accelerator=system.accelerator, plugins=plugins)  # fmt: skip
         warm(job)
 

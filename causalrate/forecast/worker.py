@@ -206,7 +206,7 @@ def warm(job: Job, *, cores: int = 1) -> tuple[str, str | None]:
     """Build the job's system here and load what it forecasts with (System.warm); (its name, the error if that
     failed: the first batch then fails with it, as a failure row)."""
     try:
-        with quiet({}):
+        with quiet({}), time_limit(job.timeout):  # the first batch's limit: a load that hangs is not waited on
             system = _system(job)
             _use_cores(system, cores)
             system.warm(job.batch.horizon)
