@@ -306,7 +306,7 @@ def warm_up(study: Study, executor: Executor, names: list[str], plugins: tuple[s
             input_dates=wd.input_dates[:0],
             truth_dates=wd.truth_dates[:0],
         )
-        limit = study.config.forecast.timeout * (system.batch_size or study.config.forecast.batch_size)  # a batch's
+        limit = study.parameters.batch_timeout(system.batch_size or study.config.forecast.batch_size)  # its batch's
         job = Job(spec.name, "", np.zeros(0, dtype=int), spec.model_dump(), study.base_dir, limit, nothing,
                   accelerator=system.accelerator, plugins=plugins)  # fmt: skip
         warm(job)
