@@ -360,6 +360,13 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+def file_problem(exc: OSError) -> str:
+    """An OSError about a path (a folder that cannot be made, no permission, a full or read-only disk) in words:
+    the path and what the system said; the user fixes it (another --out, space, permissions), exit code 2."""
+    target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+    return f"{target}: cannot read or write it ({exc.strerror or exc}); check the path, its permissions and free space"
+
+
 CARD_FORMATS = "html,png,pdf,md,json,yaml"  # card's default --format
 MAX_MESSAGE = 8000  # characters of an error message printed: a page or two, never a gigabyte
 
@@ -375,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, SystemsFailed) as exc:
         print(scrub(cut(f"causalrate: error: {exc}", MAX_MESSAGE)), file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        if exc.filename is None:  # not about a path the user gave (a socket, a pipe): a fault of ours
+            sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
+            return 1
+        print(scrub(cut(f"causalrate: error: {file_problem(exc)}", MAX_MESSAGE)), file=sys.stderr)
+        return 2
     except Exception as exc:  # a fault of ours: its traceback is shown, scrubbed like every other text
         sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
         return 1

@@ -110,21 +110,37 @@ def _masked_block(block: str, pattern: re.Pattern[str]) -> str:
     return block
 
 
-SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "pwd", "auth", "signature", "sig", "credential")
+SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "pwd", "auth", "signature", "sig", "credential",
+                "sessionid")  # a parameter name's word that is, or ends with, one of these names a credential
+SECRET_NAMES = ("code", "sid", "jwt", "session")  # a parameter named exactly so (Azure's ?code=, a session id)
 
 
 def secrets_in_url(url: str) -> list[str]:
-    """The parts of a URL that look like a credential: a password in its user info, and every query parameter
-    named like one (api_key, token, sig, ...). A URL is stored in the run and shown in its report, so it must
-    carry none (headers_env holds them, read from the environment). The values found are concealed (scrubbed)."""
+    """The parts of a URL that look like a credential: any user info (`user:password@`, or a token alone as
+    `token@`), every query, fragment (`#access_token=`) or path (`;jsessionid=`) parameter named like one
+    (api_key, token, sig, ?code=, ...), and the value of any secret already declared (a key pasted into the URL).
+    A URL is stored in the run and shown in its report, so it must carry none (headers_env holds them, read
+    from the environment). The values found are concealed (scrubbed), so the error that refuses the URL cannot
+    print them."""
     parts = urlsplit(url)
-    found = ["the password in its user info"] if parts.password else []
-    conceal(parts.password or "")
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+    found = []
+    if parts.username or parts.password:
+        found.append("user info before '@'")
+        conceal(parts.username or "", parts.password or "")
+    path_params = [p for segment in parts.path.split("/") for p in segment.split(";")[1:]]
+    params = [
+        *((where, name, value) for where, text in (("query", parts.query), ("fragment", parts.fragment))
+          for name, value in parse_qsl(text, keep_blank_values=True)),
+        *(("path", *p.partition("=")[::2]) for p in path_params),
+    ]  # fmt: skip
+    for where, name, value in params:
         words = re.split(r"[^a-z]+", name.lower())
-        if value and any(w in SECRET_WORDS or w.endswith(SECRET_WORDS) for w in words):
-            found.append(f"query parameter {name!r}")
-            conceal(value)  # the error that refuses the url must not print it
+        if value and (name.lower() in SECRET_NAMES or any(w.endswith(SECRET_WORDS) for w in words)):
+            found.append(f"{where} parameter {name!r}")
+            conceal(value)
+    declared = [v for v in secret_values() if len(v) >= MIN_PART]
+    if not found and any(form.lower() in url.lower() for v in declared for form in encodings(v)):
+        found.append("the value of a secret environment variable")
     return found
 
 

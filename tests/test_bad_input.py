@@ -523,3 +523,57 @@ def test_card_without_chromium_writes_what_it_can_and_says_what_it_could_not(fin
     assert list((run / "cards").glob("*.html")) and not list((run / "cards").glob("*.png"))
     code, _, err = cli("card", run, "--format", "html,png")
     assert code == 2 and "no png" in err and "Traceback" not in err, err
+
+
+# --- issue 42, the fresh sweep (cases it found) -----------------------------------------------------------
+
+
+def test_an_out_folder_that_cannot_be_made_names_it(tmp_path, cli):
+    """--out under /proc (or any folder the OS will not make) ended in a FileNotFoundError traceback."""
+    wide_csv(tmp_path / "prices.csv")
+    config = write_yaml(tmp_path / "s.yaml", STUDY)
+    code, _, err = cli("assess", config, "--out", "/proc/nope/run", "--no-cards")
+    assert code == 2 and "/proc/nope" in err and "cannot read or write it" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("system", "expected"),
+    [
+        ("{type: http, url: 'https://Zq9tok3nSECRETx1@example.org/f'}", "user info before '@'"),
+        ("{type: http, url: 'https://example.org/f#access_token=Zq9tok3nSECRETx1'}", "fragment parameter"),
+        ("{type: http, url: 'https://example.org/f;jsessionid=Zq9tok3nSECRETx1'}", "path parameter 'jsessionid'"),
+        ("{type: http, url: 'https://example.org/api/f?code=Zq9tok3nSECRETx1'}", "query parameter 'code'"),
+        ("{type: gemini, base_url: 'https://proxy.example.org/?key=Zq9tok3nSECRETx1'}", "query parameter 'key'"),
+    ],
+)
+def test_a_credential_in_any_part_of_a_url_is_refused_unprinted(tmp_path, cli, system, expected):
+    """A URL is written to ratings.json and the report: a token as user info, in the fragment, a path parameter,
+    Azure's ?code= or a Gemini proxy's base_url was accepted and published (only ?api_key= and user:pass were
+    refused). The refusal names the field and never prints the value."""
+    wide_csv(tmp_path / "prices.csv")
+    config = write_yaml(tmp_path / "s.yaml", STUDY + f"  - {{name: served, {system[1:]}\n")
+    code, out, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "systems.1" in err and expected in err and "headers_env" in err or "api_key_env" in err, err
+    assert "Zq9tok3nSECRETx1" not in out + err and not (tmp_path / "run" / "forecasts.sqlite").exists()
+
+
+def test_an_unrelated_parameter_named_like_a_code_is_not_a_credential():
+    from causalrate.redact import secrets_in_url
+
+    assert secrets_in_url("https://example.org/f?country_code=US&model=v2") == []
+
+
+def test_recency_without_a_window_corrupted_near_its_end_is_undefined_not_a_failure(tmp_path, cli):
+    """A suite that never corrupts a point among the last inputs (here: always the oldest; a small study's random
+    placement can do the same): every system's recency row read "insufficient … rated worst" with 0 failed
+    forecasts. It is undefined (a note saying why, "—")."""
+    wide_csv(tmp_path / "prices.csv")
+    suite = "perturbations: [{id: P0, operator: none}, {id: P1, operator: drop_to_zero, placement: offset, offset: 0}]"
+    body = STUDY.replace("name: bad", f"name: bad\n{suite}")
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
+    assert code == 0, err
+    rows = [r for r in json.loads((tmp_path / "run" / "ratings.json").read_text())["ratings"] if r["score"] == "recency"]
+    undefined = [r for r in rows if r["raw"] is None]
+    assert undefined, "the planted study has a perturbation with no window corrupted near its end"
+    for r in undefined:
+        assert not r["insufficient"] and r["note"].startswith("undefined: no window has the corrupted point"), r

@@ -133,7 +133,10 @@ class Recency(Score):
         recent = pairs[pairs["distance"] <= evidence.recency_k]
         raw = recent.groupby(["system", "perturbation"], sort=True)["diff"].mean().clip(lower=0)
         index = pd.MultiIndex.from_frame(pairs[["system", "perturbation"]].drop_duplicates())
-        return raw.reindex(index.sort_values()).rename("raw").reset_index().astype({"raw": np.float64})
+        frame = raw.reindex(index.sort_values()).rename("raw").reset_index().astype({"raw": np.float64})
+        # no window placed the corruption among the last k inputs (a small study): undefined, not a failure
+        none = f"undefined: no window has the corrupted point among its last {evidence.recency_k} input values"
+        return frame.assign(note=np.where(frame["raw"].isna(), none, None))
 
     def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
         pairs = paired_effects(evidence)
