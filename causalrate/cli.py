@@ -258,7 +258,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("config", help="study YAML (systems:) or model YAML (model:)")
     a.add_argument("--out", help="run directory (default runs/<study name>)")
     a.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="forecasting processes (default: cores)")
-    a.add_argument("--seed", type=int, help="override the config's seed")
+    a.add_argument("--seed", type=_seed, help="override the config's seed")
     a.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     a.add_argument("--no-cards", action="store_true", help="skip the rating cards and comparison page")
     a.add_argument(
@@ -324,7 +324,7 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument(
         "--participants", type=_at_least_one, default=30, help="participant ids to assign (default 30; at least 1)"
     )
-    se.add_argument("--seed", type=int, default=0, help="draws questions, letters, windows and assignments")
+    se.add_argument("--seed", type=_seed, default=0, help="draws questions, letters, windows and assignments")
     se.add_argument("--overwrite", action="store_true", help="replace the kit's files in a --out that holds some")
     se.set_defaults(func=_study_export)
     sa = study.add_parser("analyze", help="analyze returned answers against a kit")
@@ -347,6 +347,19 @@ def parser() -> argparse.ArgumentParser:
         )
         ls.set_defaults(func=_listing)
     return p
+
+
+def _seed(text: str) -> int:
+    """An argparse type: a seed numpy takes (a whole number from 0 to 2**32 - 1), else exit 2 naming the flag."""
+    from causalrate.config import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected 0 to {MAX_SEED}, got {value}")
+    return value
 
 
 def _at_least_one(text: str) -> int:

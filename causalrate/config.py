@@ -159,10 +159,13 @@ class HeterogeneityConfig(Strict):
         return CHARACTERISTICS.known(names)
 
 
+MAX_SEED = 2**32 - 1
+
+
 class StudySettings(Strict):
     """Everything a study and a model YAML share."""
 
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="every random draw derives from it (numpy's 0 to 2**32 - 1)")
     plugins: list[str] = Field(
         default_factory=list, description="modules or .py files (relative to the YAML) imported first: user registries"
     )

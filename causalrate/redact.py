@@ -110,8 +110,19 @@ def _masked_block(block: str, pattern: re.Pattern[str]) -> str:
     return block
 
 
-SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "pwd", "auth", "signature", "sig", "credential",
-                "sessionid")  # a parameter name's word that is, or ends with, one of these names a credential
+SECRET_WORDS = (
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "auth",
+    "signature",
+    "sig",
+    "credential",
+    "sessionid",
+)  # a parameter name's word that is, or ends with, one of these names a credential
 SECRET_NAMES = ("code", "sid", "jwt", "session")  # a parameter named exactly so (Azure's ?code=, a session id)
 
 
