@@ -89,6 +89,8 @@ class RatingConfig(Strict):
     def _known_scores(cls, names: list[str] | None) -> list[str] | None:
         from causalrate.score.scores import SCORES, rated_dimension
 
+        if names == []:  # read as "every score" before: a silent opposite of what an empty list says
+            raise ValueError("an empty list rates no score; leave rating.scores out to rate every score")
         if names is not None:  # an attribute's wrs_/bias_/ape_/pie_ are registered with the data (prepare checks)
             SCORES.known([n for n in names if rated_dimension(n) is None])
         return names

@@ -47,6 +47,7 @@ def wide_csv(path: Path, *, n: int = 60, **columns) -> None:
         (("name: bad", "name: bad\ncausal: {schemes: [weather]}"), "causal.schemes", "unknown assignment scheme"),
         (("prices.csv}", "prices.csv, series: [AAA, AAA]}"), "data.series", "repeated: ['AAA']"),
         (("prices.csv}", "prices.csv, series: []}"), "data.series", "leave data.series out to use every series"),
+        (("name: bad", "name: bad\nrating: {scores: []}"), "rating.scores", "leave rating.scores out to rate every"),
         (
             ("name: bad", "name: bad\nrigor: {bootstrap_size: 20, replicates: 20}"),
             "rigor.replicates",
