@@ -48,6 +48,7 @@ def wide_csv(path: Path, *, n: int = 60, **columns) -> None:
         (("prices.csv}", "prices.csv, series: [AAA, AAA]}"), "data.series", "repeated: ['AAA']"),
         (("prices.csv}", "prices.csv, series: []}"), "data.series", "leave data.series out to use every series"),
         (("name: bad", "name: bad\nrating: {scores: []}"), "rating.scores", "leave rating.scores out to rate every"),
+        (("name: bad", "name: bad\ncausal: {high: 0.1, low: 0.9}"), "causal", "must be above causal.low (0.9)"),
         (
             ("name: bad", "name: bad\nrigor: {bootstrap_size: 20, replicates: 20}"),
             "rigor.replicates",
@@ -591,3 +592,10 @@ def test_a_seed_numpy_cannot_take_is_exit_2_naming_it(tmp_path, cli, seed, where
     code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), *flags, "--out", tmp_path / "run")
     expected = "seed: Input should be" if where == "yaml" else "--seed: expected 0 to 4294967295"
     assert code == 2 and expected in err and "Traceback" not in err, err
+
+
+def test_a_config_nested_thousands_deep_is_refused_at_its_line(tmp_path, cli):
+    """5,000 nested brackets were a RecursionError traceback."""
+    config = write_yaml(tmp_path / "s.yaml", "name: " + "[" * 5000 + "]" * 5000 + "\n")
+    code, _, err = cli("assess", config)
+    assert code == 2 and "nested more than 50 levels deep" in err and "line 1" in err and "Traceback" not in err, err
