@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gzip
 import html
+import io
 import json
 import os
 import re
@@ -86,28 +88,84 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
 
 
 def scrub(text: str, extra: list[str] | tuple[str, ...] = ()) -> str:
-    """`text` with every declared (and every `extra`) secret, in every form above, replaced by ***; and every
-    base64 block whose decoded text holds one (an endpoint echoing its request headers encoded) by *** whole."""
+    """`text` with every declared (and every `extra`) secret, in every form above, replaced by ***; every block
+    that decodes to a text holding one (base64, also wrapped over lines, URL-safe, gzipped; base32; hex; nested
+    two deep) by *** whole (an endpoint echoing its request headers encoded); and every line that holds one once
+    its HTML character references or \\u escapes are read (&#101;, \\u0065) by *** whole."""
     pattern = _pattern(tuple(sorted({*secret_values(), *(e for e in extra if e)})))
     if pattern is None:
         return text
-    return pattern.sub(MASK, BASE64_BLOCK.sub(lambda block: _masked_block(block.group(0), pattern), text))
+
+    def wrapped(match: re.Match[str]) -> str:
+        first = re.split(r"\r?\n|\\n", match.group(0))[0]
+        if _decodes_to_secret(first, pattern):  # one block followed by a word: the block pass masks it alone
+            return match.group(0)
+        return MASK if _holds(re.sub(r"\\n|\s", "", match.group(0)), pattern) else match.group(0)
+
+    def block(match: re.Match[str]) -> str:
+        return MASK if _decodes_to_secret(match.group(0), pattern) else match.group(0)
+
+    text = pattern.sub(MASK, ENCODED_BLOCK.sub(block, WRAPPED_BLOCK.sub(wrapped, text)))
+    lines = text.splitlines(keepends=True)
+    return "".join(
+        MASK + line[len(line.rstrip("\r\n")) :] if _escaped_secret(line, pattern) else line for line in lines
+    )
 
 
-BASE64_BLOCK = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")  # a run of base64 (standard or URL-safe) characters
+ENCODED_BLOCK = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,6}")  # a run of base64, base32 or hex characters
+# base64 wrapped over lines (MIME's 76 columns), the breaks real or JSON-escaped (\n)
+# (lines of at least 40: MIME wraps at 76, PEM at 64; a run only from its start, so the search stays linear)
+WRAPPED_BLOCK = re.compile(r"(?<![A-Za-z0-9+/])(?:[A-Za-z0-9+/]{40,}(?:\r?\n|\\n))+[A-Za-z0-9+/]+={0,2}")
+MAX_DECODED = 1_000_000  # bytes a gzipped block may inflate to before it is judged (no zip bomb)
+MAX_INSPECTED = 100_000  # characters of one encoded block decoded and searched; a longer block is masked whole
 
 
-def _masked_block(block: str, pattern: re.Pattern[str]) -> str:
-    """*** if the base64 block decodes to a text that carries a secret (at whatever offset), else the block."""
-    padded = block.rstrip("=") + "=" * (-len(block.rstrip("=")) % 4)
-    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+def _holds(text: str, pattern: re.Pattern[str], depth: int = 2) -> bool:
+    """Whether `text` carries a secret, read as it is or with its encoded blocks decoded (`depth` levels)."""
+    if pattern.search(text):
+        return True
+    return depth > 0 and any(_decodes_to_secret(m.group(0), pattern, depth) for m in ENCODED_BLOCK.finditer(text))
+
+
+def _decodes_to_secret(block: str, pattern: re.Pattern[str], depth: int = 2) -> bool:
+    """Whether a block of base64 / base32 / hex characters decodes to a text that carries a secret (a block
+    too long to inspect quickly counts as one: in an error text or a log line it is noise, never needed)."""
+    if len(block) > MAX_INSPECTED:
+        return True
+    return any(_holds(decoded, pattern, depth - 1) for decoded in _decodings(block))
+
+
+def _decodings(block: str) -> list[str]:
+    """The texts a block may encode: base64 (standard, URL-safe; gunzipped where it is gzip), base32, hex."""
+    stripped = block.rstrip("=")
+    attempts = [
+        lambda: base64.b64decode(stripped + "=" * (-len(stripped) % 4)),
+        lambda: base64.urlsafe_b64decode(stripped + "=" * (-len(stripped) % 4)),
+        lambda: base64.b32decode(stripped.upper() + "=" * (-len(stripped) % 8)),
+        lambda: bytes.fromhex(block),
+    ]
+    out = []
+    for attempt in attempts:
         try:
-            decoded = decode(padded).decode("utf-8", errors="ignore")
+            raw = attempt()
         except (binascii.Error, ValueError):
             continue
-        if pattern.search(decoded):
-            return MASK
-    return block
+        if raw[:2] == b"\x1f\x8b":  # gzip
+            try:
+                with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
+                    raw = unzipped.read(MAX_DECODED)
+            except (OSError, EOFError):
+                pass
+        out.append(raw.decode("utf-8", errors="ignore"))
+    return out
+
+
+def _escaped_secret(line: str, pattern: re.Pattern[str]) -> bool:
+    """Whether a line holds a secret once its HTML character references and \\uXXXX escapes are read."""
+    if "&" not in line and "\\u" not in line:
+        return False
+    unescaped = html.unescape(re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), line))
+    return unescaped != line and bool(pattern.search(unescaped))
 
 
 SECRET_WORDS = (
