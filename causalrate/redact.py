@@ -36,9 +36,12 @@ def declare(*names: str) -> None:
 _CONCEALED: set[str] = set()
 
 
+MIN_CONCEALED = 4  # a shorter value (a user name "u") is no secret, and masking it would mask every "u" printed
+
+
 def conceal(*values: str) -> None:
     """Mark literal values (e.g. a credential found in a URL of the config) that must never appear in any output."""
-    _CONCEALED.update(v for v in values if v)
+    _CONCEALED.update(v for v in values if len(v) >= MIN_CONCEALED)
 
 
 def secret_values() -> list[str]:
