@@ -599,3 +599,16 @@ def test_a_config_nested_thousands_deep_is_refused_at_its_line(tmp_path, cli):
     config = write_yaml(tmp_path / "s.yaml", "name: " + "[" * 5000 + "]" * 5000 + "\n")
     code, _, err = cli("assess", config)
     assert code == 2 and "nested more than 50 levels deep" in err and "line 1" in err and "Traceback" not in err, err
+
+
+def test_a_forecast_beyond_the_data_bound_is_a_failure_row_not_an_overflow(tmp_path, cli):
+    """A model answering 1e308 (finite) overflowed its squared errors: MASE and CRPS NaN rows read "insufficient"
+    with 0 failed forecasts and numpy's overflow warnings on stderr. It is a failure row with the reason now."""
+    wide_csv(tmp_path / "prices.csv")
+    (tmp_path / "m.py").write_text(
+        "import numpy as np\ndef f(inputs, horizon):\n    return np.full((len(inputs), horizon), 1e308)\n"
+    )
+    body = STUDY + '  - {name: huge, type: python, function: "m.py:f"}\n'
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
+    assert code == 3 and "huge: ValueError" not in err and "a value beyond ±1e+150" in err, err
+    assert "RuntimeWarning" not in err and "overflow" not in err, err
