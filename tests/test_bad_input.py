@@ -612,3 +612,13 @@ def test_a_forecast_beyond_the_data_bound_is_a_failure_row_not_an_overflow(tmp_p
     code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
     assert code == 3 and "huge: ValueError" not in err and "a value beyond ±1e+150" in err, err
     assert "RuntimeWarning" not in err and "overflow" not in err, err
+
+
+def test_a_date_that_is_no_date_is_named_with_its_row(tmp_path, cli):
+    """pandas' message advised passing `format='mixed'` (an argument of its own the user cannot pass) and named
+    no value; now the value and its row."""
+    wide_csv(tmp_path / "prices.csv")
+    text = (tmp_path / "prices.csv").read_text().replace("2022-02-01", "2022-02-31", 1)
+    (tmp_path / "prices.csv").write_text(text)
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", STUDY), "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "'2022-02-31' (row 23) is not a date" in err and "format=" not in err, err
