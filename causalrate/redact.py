@@ -45,9 +45,27 @@ def conceal(*values: str) -> None:
 
 
 def secret_values() -> list[str]:
-    """The current values of the declared variables, longest first (a secret inside another is masked whole)."""
-    values = {os.environ.get(name, "") for name in _NAMES} | _CONCEALED
+    """The current values of the declared variables and of every variable named like a credential (a python
+    system's own API_KEY or TOKEN, which no setting declares), longest first (a secret inside another is masked
+    whole)."""
+    named = {v for v in credential_variables() if len(os.environ.get(v, "")) >= MIN_PART}
+    values = {os.environ.get(name, "") for name in _NAMES | named} | _CONCEALED
     return sorted((v for v in values if v), key=len, reverse=True)
+
+
+ENV_WORDS = ("key", "token", "secret", "password", "passwd", "credential", "credentials")
+_ENV_NAMES: dict[int, frozenset[str]] = {}  # the credential-named variables, by how many variables there are
+
+
+def credential_variables() -> frozenset[str]:
+    """The environment variables named like a credential: a word of the name ends with one of ENV_WORDS
+    (OPENAI_API_KEY, HF_TOKEN, DB_PASSWORD). Read again when a variable is added or removed."""
+    if len(os.environ) not in _ENV_NAMES:
+        _ENV_NAMES.clear()
+        _ENV_NAMES[len(os.environ)] = frozenset(
+            name for name in os.environ if any(w.endswith(ENV_WORDS) for w in re.split(r"[^a-z]+", name.lower()) if w)
+        )
+    return _ENV_NAMES[len(os.environ)]
 
 
 MIN_PART = 8  # a word of a secret this long is a credential in its own right ("Bearer" is shorter; keys are longer)

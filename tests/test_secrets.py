@@ -264,3 +264,14 @@ def test_what_a_python_system_prints_is_scrubbed(tmp_path, monkeypatch, capsys):
     captured = capsys.readouterr()
     assert "pk-printed-0123456789" not in captured.out + captured.err
     assert "calling with ***" in captured.err and "key again ***" in captured.err
+
+
+def test_a_variable_named_like_a_credential_is_scrubbed_undeclared(monkeypatch):
+    """A python system printed its own API key (read from an environment variable no setting declares) to the
+    console unscrubbed; a variable named like a credential is a secret now. PWD and short values are not."""
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "sk-proj-9f8e7d6c5b4a")
+    monkeypatch.setenv("HF_TOKEN", "short")
+    assert scrub("key sk-proj-9f8e7d6c5b4a used") == "key *** used"
+    assert scrub("token short and /work/here") == "token short and /work/here"
+    monkeypatch.setenv("MODEL_NAME", "chronos-bolt-small")  # not named like a credential: shown as it is
+    assert scrub("model chronos-bolt-small") == "model chronos-bolt-small"
