@@ -115,6 +115,7 @@ def test_missing_config_and_wrong_shape(tmp_path, cli):
         ({"FLAT": 42.0}, 60, "the series is constant (42); nothing to forecast"),
         ({"EMPTY": np.nan}, 60, "all values are missing"),
         ({"WORDS": ["x"] * 60}, 60, "non-numeric value 'x'"),
+        ({"FLAGS": [True, False] * 30}, 60, "non-numeric value True"),
         ({"GAPPY": [1.0, np.nan] * 30}, 60, "missing or infinite values"),
         ({"HUGE": [1e300, 2e300] * 30}, 60, "series 'HUGE': a value of 2e+300"),
     ],

@@ -222,11 +222,11 @@ def _numeric(column: pd.Series, *, source: str, series_id: str) -> np.ndarray:
     if column.dtype.kind in "fiu":
         return column.to_numpy(dtype=np.float64)
     converted = pd.to_numeric(column, errors="coerce")
-    bad = column[converted.isna() & column.notna()]
+    # True/False are no measurements: pandas would read them as 1 and 0 and the series would be rated as one
+    bad = column[(converted.isna() & column.notna()) | column.map(lambda v: isinstance(v, (bool, np.bool_)))]
     if len(bad):
-        raise UserError(
-            f"{source}: series {series_id!r}: non-numeric value {bad.iloc[0]!r} at {pd.Timestamp(bad.index[0])}"
-        )
+        first = bad.iloc[0].item() if isinstance(bad.iloc[0], np.generic) else bad.iloc[0]  # True, not np.True_
+        raise UserError(f"{source}: series {series_id!r}: non-numeric value {first!r} at {pd.Timestamp(bad.index[0])}")
     return converted.to_numpy(dtype=np.float64)
 
 
