@@ -258,7 +258,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("config", help="study YAML (systems:) or model YAML (model:)")
     a.add_argument("--out", help="run directory (default runs/<study name>)")
     a.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="forecasting processes (default: cores)")
-    a.add_argument("--seed", type=int, help="override the config's seed")
+    a.add_argument("--seed", type=_seed, help="override the config's seed")
     a.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     a.add_argument("--no-cards", action="store_true", help="skip the rating cards and comparison page")
     a.add_argument(
@@ -324,7 +324,7 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument(
         "--participants", type=_at_least_one, default=30, help="participant ids to assign (default 30; at least 1)"
     )
-    se.add_argument("--seed", type=int, default=0, help="draws questions, letters, windows and assignments")
+    se.add_argument("--seed", type=_seed, default=0, help="draws questions, letters, windows and assignments")
     se.add_argument("--overwrite", action="store_true", help="replace the kit's files in a --out that holds some")
     se.set_defaults(func=_study_export)
     sa = study.add_parser("analyze", help="analyze returned answers against a kit")
@@ -349,6 +349,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _seed(text: str) -> int:
+    """An argparse type: a seed numpy takes (a whole number from 0 to 2**32 - 1), else exit 2 naming the flag."""
+    from causalrate.config import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected 0 to {MAX_SEED}, got {value}")
+    return value
+
+
 def _at_least_one(text: str) -> int:
     """An argparse type: a whole number of at least 1 (argparse answers anything else with exit 2)."""
     try:
@@ -358,6 +371,13 @@ def _at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
     return value
+
+
+def file_problem(exc: OSError) -> str:
+    """An OSError about a path (a folder that cannot be made, no permission, a full or read-only disk) in words:
+    the path and what the system said; the user fixes it (another --out, space, permissions), exit code 2."""
+    target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+    return f"{target}: cannot read or write it ({exc.strerror or exc}); check the path, its permissions and free space"
 
 
 CARD_FORMATS = "html,png,pdf,md,json,yaml"  # card's default --format
@@ -375,6 +395,12 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, SystemsFailed) as exc:
         print(scrub(cut(f"causalrate: error: {exc}", MAX_MESSAGE)), file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        if exc.filename is None:  # not about a path the user gave (a socket, a pipe): a fault of ours
+            sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
+            return 1
+        print(scrub(cut(f"causalrate: error: {file_problem(exc)}", MAX_MESSAGE)), file=sys.stderr)
+        return 2
     except Exception as exc:  # a fault of ours: its traceback is shown, scrubbed like every other text
         sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
         return 1

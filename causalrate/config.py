@@ -44,8 +44,8 @@ class WindowsConfig(Strict):
 class CausalConfig(Strict):
     schemes: list[str] = Field(default_factory=lambda: ["uniform", "industry", "company", "level"])
     draws: PositiveInt = Field(20, description="B observational draws per distribution")
-    high: float = Field(0.8, gt=0, lt=1)
-    low: float = Field(0.2, gt=0, lt=1)
+    high: float = Field(0.8, gt=0, lt=1, description="probability of a perturbation in a scheme's favoured group")
+    low: float = Field(0.2, gt=0, lt=1, description="... in the others; below high (else no confounding, or reversed)")
     caliper: float = Field(0.2, gt=0, description="in standard deviations of the logit propensity")
     covariates: list[str] = Field(
         default_factory=list, description="window characteristics to adjust for (e.g. level, volatility)"
@@ -55,6 +55,12 @@ class CausalConfig(Strict):
     )
     stl_period: int = Field(5, ge=2, description="STL period for trend/seasonality strength (5 = a trading week)")
     recency_k: PositiveInt = Field(5, description="k_r: score recency = APE when a last-k_r input point is perturbed")
+
+    @model_validator(mode="after")
+    def _high_above_low(self) -> CausalConfig:
+        if self.high <= self.low:  # equal: the schemes confound nothing; reversed: each favours the wrong group
+            raise ValueError(f"causal.high ({self.high}) must be above causal.low ({self.low})")
+        return self
 
     @field_validator("covariates", "wrs_groups")
     @classmethod
@@ -89,6 +95,8 @@ class RatingConfig(Strict):
     def _known_scores(cls, names: list[str] | None) -> list[str] | None:
         from causalrate.score.scores import SCORES, rated_dimension
 
+        if names == []:  # read as "every score" before: a silent opposite of what an empty list says
+            raise ValueError("an empty list rates no score; leave rating.scores out to rate every score")
         if names is not None:  # an attribute's wrs_/bias_/ape_/pie_ are registered with the data (prepare checks)
             SCORES.known([n for n in names if rated_dimension(n) is None])
         return names
@@ -159,10 +167,13 @@ class HeterogeneityConfig(Strict):
         return CHARACTERISTICS.known(names)
 
 
+MAX_SEED = 2**32 - 1
+
+
 class StudySettings(Strict):
     """Everything a study and a model YAML share."""
 
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="every random draw derives from it (numpy's 0 to 2**32 - 1)")
     plugins: list[str] = Field(
         default_factory=list, description="modules or .py files (relative to the YAML) imported first: user registries"
     )

@@ -12,14 +12,30 @@ from causalrate.errors import UserError
 
 MAX_YAML_BYTES = 1_000_000  # a study or model YAML is a page or two; beyond this it is not one
 MAX_YAML_EXPANDED = 100_000  # values the aliases (*name) of one file expand to: ample for a config, not a bomb
+MAX_YAML_DEPTH = 50  # nested collections: a config needs a handful; thousands overflowed Python's stack
 
 
 class Loader(yaml.SafeLoader):
     """yaml's safe loader, but an impossible date (2021-13-01) is a YAML error at its line, not a ValueError;
     a key given twice in one mapping is an error (not the last one silently kept); aliases may expand to at
-    most MAX_YAML_EXPANDED values (a few hundred bytes of nested aliases would otherwise be gigabytes)."""
+    most MAX_YAML_EXPANDED values (a few hundred bytes of nested aliases would otherwise be gigabytes); nesting
+    is at most MAX_YAML_DEPTH deep (5,000 brackets were a RecursionError traceback)."""
 
     def compose_node(self, parent, index):
+        self.depth = getattr(self, "depth", 0) + 1
+        try:
+            if self.depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nested more than {MAX_YAML_DEPTH} levels deep; a config is not",
+                    self.peek_event().start_mark,
+                )
+            return self._compose_counted(parent, index)
+        finally:
+            self.depth -= 1
+
+    def _compose_counted(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             anchored = self.anchors.get(event.anchor)

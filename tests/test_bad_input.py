@@ -47,6 +47,8 @@ def wide_csv(path: Path, *, n: int = 60, **columns) -> None:
         (("name: bad", "name: bad\ncausal: {schemes: [weather]}"), "causal.schemes", "unknown assignment scheme"),
         (("prices.csv}", "prices.csv, series: [AAA, AAA]}"), "data.series", "repeated: ['AAA']"),
         (("prices.csv}", "prices.csv, series: []}"), "data.series", "leave data.series out to use every series"),
+        (("name: bad", "name: bad\nrating: {scores: []}"), "rating.scores", "leave rating.scores out to rate every"),
+        (("name: bad", "name: bad\ncausal: {high: 0.1, low: 0.9}"), "causal", "must be above causal.low (0.9)"),
         (
             ("name: bad", "name: bad\nrigor: {bootstrap_size: 20, replicates: 20}"),
             "rigor.replicates",
@@ -113,6 +115,7 @@ def test_missing_config_and_wrong_shape(tmp_path, cli):
         ({"FLAT": 42.0}, 60, "the series is constant (42); nothing to forecast"),
         ({"EMPTY": np.nan}, 60, "all values are missing"),
         ({"WORDS": ["x"] * 60}, 60, "non-numeric value 'x'"),
+        ({"FLAGS": [True, False] * 30}, 60, "non-numeric value True"),
         ({"GAPPY": [1.0, np.nan] * 30}, 60, "missing or infinite values"),
         ({"HUGE": [1e300, 2e300] * 30}, 60, "series 'HUGE': a value of 2e+300"),
     ],
@@ -523,3 +526,100 @@ def test_card_without_chromium_writes_what_it_can_and_says_what_it_could_not(fin
     assert list((run / "cards").glob("*.html")) and not list((run / "cards").glob("*.png"))
     code, _, err = cli("card", run, "--format", "html,png")
     assert code == 2 and "no png" in err and "Traceback" not in err, err
+
+
+# --- issue 42, the fresh sweep (cases it found) -----------------------------------------------------------
+
+
+def test_an_out_folder_that_cannot_be_made_names_it(tmp_path, cli):
+    """--out under /proc (or any folder the OS will not make) ended in a FileNotFoundError traceback."""
+    wide_csv(tmp_path / "prices.csv")
+    config = write_yaml(tmp_path / "s.yaml", STUDY)
+    code, _, err = cli("assess", config, "--out", "/proc/nope/run", "--no-cards")
+    assert code == 2 and "/proc/nope" in err and "cannot read or write it" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("system", "expected"),
+    [
+        ("{type: http, url: 'https://Zq9tok3nSECRETx1@example.org/f'}", "user info before '@'"),
+        ("{type: http, url: 'https://example.org/f#access_token=Zq9tok3nSECRETx1'}", "fragment parameter"),
+        ("{type: http, url: 'https://example.org/f;jsessionid=Zq9tok3nSECRETx1'}", "path parameter 'jsessionid'"),
+        ("{type: http, url: 'https://example.org/api/f?code=Zq9tok3nSECRETx1'}", "query parameter 'code'"),
+        ("{type: gemini, base_url: 'https://proxy.example.org/?key=Zq9tok3nSECRETx1'}", "query parameter 'key'"),
+    ],
+)
+def test_a_credential_in_any_part_of_a_url_is_refused_unprinted(tmp_path, cli, system, expected):
+    """A URL is written to ratings.json and the report: a token as user info, in the fragment, a path parameter,
+    Azure's ?code= or a Gemini proxy's base_url was accepted and published (only ?api_key= and user:pass were
+    refused). The refusal names the field and never prints the value."""
+    wide_csv(tmp_path / "prices.csv")
+    config = write_yaml(tmp_path / "s.yaml", STUDY + f"  - {{name: served, {system[1:]}\n")
+    code, out, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards")
+    instead = "api_key_env" if "gemini" in system else "headers_env"
+    assert code == 2 and "systems.1" in err and expected in err and instead in err, err
+    assert "Zq9tok3nSECRETx1" not in out + err and not (tmp_path / "run" / "forecasts.sqlite").exists()
+
+
+def test_an_unrelated_parameter_named_like_a_code_is_not_a_credential():
+    from causalrate.redact import secrets_in_url
+
+    assert secrets_in_url("https://example.org/f?country_code=US&model=v2") == []
+
+
+def test_recency_without_a_window_corrupted_near_its_end_is_undefined_not_a_failure(tmp_path, cli):
+    """A suite that never corrupts a point among the last inputs (here: always the oldest; a small study's random
+    placement can do the same): every system's recency row read "insufficient … rated worst" with 0 failed
+    forecasts. It is undefined (a note saying why, "—")."""
+    wide_csv(tmp_path / "prices.csv")
+    suite = "perturbations: [{id: P0, operator: none}, {id: P1, operator: drop_to_zero, placement: offset, offset: 0}]"
+    body = STUDY.replace("name: bad", f"name: bad\n{suite}")
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
+    assert code == 0, err
+    ratings = json.loads((tmp_path / "run" / "ratings.json").read_text())["ratings"]
+    rows = [r for r in ratings if r["score"] == "recency"]
+    undefined = [r for r in rows if r["raw"] is None]
+    assert undefined, "the planted study has a perturbation with no window corrupted near its end"
+    for r in undefined:
+        assert not r["insufficient"] and r["note"].startswith("undefined: no window has the corrupted point"), r
+
+
+@pytest.mark.parametrize(("seed", "where"), [("-5", "yaml"), (str(2**32), "yaml"), ("-1", "flag"), ("2" * 30, "flag")])
+def test_a_seed_numpy_cannot_take_is_exit_2_naming_it(tmp_path, cli, seed, where):
+    """A negative seed or one of 2**32 or more ended in numpy's ValueError traceback (after reading the data)."""
+    wide_csv(tmp_path / "prices.csv")
+    body = STUDY.replace("name: bad", f"name: bad\nseed: {seed}") if where == "yaml" else STUDY
+    flags = ("--seed", seed) if where == "flag" else ()
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), *flags, "--out", tmp_path / "run")
+    expected = "seed: Input should be" if where == "yaml" else "--seed: expected 0 to 4294967295"
+    assert code == 2 and expected in err and "Traceback" not in err, err
+
+
+def test_a_config_nested_thousands_deep_is_refused_at_its_line(tmp_path, cli):
+    """5,000 nested brackets were a RecursionError traceback."""
+    config = write_yaml(tmp_path / "s.yaml", "name: " + "[" * 5000 + "]" * 5000 + "\n")
+    code, _, err = cli("assess", config)
+    assert code == 2 and "nested more than 50 levels deep" in err and "line 1" in err and "Traceback" not in err, err
+
+
+def test_a_forecast_beyond_the_data_bound_is_a_failure_row_not_an_overflow(tmp_path, cli):
+    """A model answering 1e308 (finite) overflowed its squared errors: MASE and CRPS NaN rows read "insufficient"
+    with 0 failed forecasts and numpy's overflow warnings on stderr. It is a failure row with the reason now."""
+    wide_csv(tmp_path / "prices.csv")
+    (tmp_path / "m.py").write_text(
+        "import numpy as np\ndef f(inputs, horizon):\n    return np.full((len(inputs), horizon), 1e308)\n"
+    )
+    body = STUDY + '  - {name: huge, type: python, function: "m.py:f"}\n'
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
+    assert code == 3 and "huge: ValueError" not in err and "a value beyond ±1e+150" in err, err
+    assert "RuntimeWarning" not in err and "overflow" not in err, err
+
+
+def test_a_date_that_is_no_date_is_named_with_its_row(tmp_path, cli):
+    """pandas' message advised passing `format='mixed'` (an argument of its own the user cannot pass) and named
+    no value; now the value and its row."""
+    wide_csv(tmp_path / "prices.csv")
+    text = (tmp_path / "prices.csv").read_text().replace("2022-02-01", "2022-02-31", 1)
+    (tmp_path / "prices.csv").write_text(text)
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", STUDY), "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and "'2022-02-31' (row 23) is not a date" in err and "format=" not in err, err

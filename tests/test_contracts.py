@@ -483,3 +483,22 @@ def test_a_score_frame_for_an_unknown_perturbation_is_refused():
         check_frame("ape", SCORES.get("ape"), ok.assign(raw=["1", "2"]), evidence)
     with pytest.raises(ContractError, match=r"returned a list"):
         check_frame("ape", SCORES.get("ape"), [], evidence)
+
+
+def test_a_built_in_nan_without_a_note_means_failed_forecasts_and_says_so():
+    """Decided (issue 42): a built-in's NaN without a note means the forecasts the score needs failed (a plugin's is
+    refused by check_frame), so it is insufficient, rated worst, and its note says that, also at full coverage
+    (it read "could not be computed"); a structural reason is a note, i.e. undefined (middle level, "—")."""
+    from causalrate.rate.ratings import RatingSettings, rate_scores
+
+    def rows(note: list[str | None]) -> pd.DataFrame:
+        return pd.DataFrame(
+            {"perturbation": "P1", "score": "recency", "system": ["a", "b", "c"], "raw": [0.1, np.nan, 0.3],
+             "note": note, "coverage": 1.0, "quantity": [0.1, np.nan, 0.3]}
+        )  # fmt: skip
+
+    failed = rate_scores(rows([None, None, None]), settings=RatingSettings(levels=3)).set_index("system")
+    assert failed.loc["b", ["insufficient", "rating", "absolute_rating"]].tolist() == [True, 3, 3]
+    assert failed.loc["b", "note"].startswith("insufficient: its forecasts failed on the windows this score needs")
+    noted = rate_scores(rows([None, "undefined: why", None]), settings=RatingSettings(levels=3)).set_index("system")
+    assert noted.loc["b", ["insufficient", "display"]].tolist() == [False, "—"] and noted.loc["b", "rating"] != 3

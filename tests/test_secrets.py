@@ -8,12 +8,17 @@ forecast cache, or what the CLI printed.
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
+import re
 import sqlite3
+import textwrap
 
 import pandas as pd
 import pytest
 
-from causalrate.redact import declare, scrub
+from causalrate.redact import _decodings, declare, scrub
 from tests.conftest import synthetic_long_csv, write_yaml
 from tests.fake_servers import ECHO_FORMS, ECHO_PATHS, FakeServer, echo_answer, revoked_answer
 
@@ -179,11 +184,54 @@ def test_a_secret_inside_a_base64_block_is_scrubbed(monkeypatch):
     assert scrub(f"echo: {harmless}") == f"echo: {harmless}"
 
 
+def _wrapped(b: bytes) -> str:
+    return "\n".join(textwrap.wrap(base64.b64encode(b).decode(), 64))  # PEM's lines
+
+
+ENCODINGS = {
+    "hex": lambda b: b.hex(),
+    "HEX": lambda b: b.hex().upper(),
+    "base32": lambda b: base64.b32encode(b).decode(),
+    "gzip-base64": lambda b: base64.b64encode(gzip.compress(b)).decode(),
+    "base64-twice": lambda b: base64.b64encode(base64.b64encode(b)).decode(),
+    "hex-in-base64": lambda b: base64.b64encode(b.hex().encode()).decode(),
+    "base64-wrapped": _wrapped,
+    "wrapped-in-json": lambda b: json.dumps(_wrapped(b)),
+    "html-decimal": lambda b: b.decode().replace("e", "&#101;"),
+    "html-hex": lambda b: b.decode().replace("e", "&#x65;"),
+    "json-u-escapes": lambda b: b.decode().replace("e", "\\u0065"),
+}
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_a_secret_in_any_encoding_an_echo_uses_is_scrubbed(monkeypatch, encoding):
+    """The sweep's echoing endpoint leaked the headers hex-encoded, base32, gzipped then base64, base64 wrapped
+    over lines (MIME/PEM) and with HTML character references or JSON \\u escapes: each is masked now."""
+    monkeypatch.setenv("UNIT_ENC", "Bearer sk-live-0123456789abcdef")
+    declare("UNIT_ENC")
+    headers = b"Host: api\r\nAuthorization: Bearer sk-live-0123456789abcdef\r\nAccept: */*"
+    scrubbed = scrub(f"echo: {ENCODINGS[encoding](headers)}\nnext line")
+    assert "***" in scrubbed and scrubbed.endswith("\nnext line"), scrubbed
+    for piece in ("0123456789abcdef", "sk-live"):
+        assert piece not in scrubbed.lower()
+    blocks = [decoded for m in re.finditer(r"\S{16,}", scrubbed) for decoded in _decodings(m.group(0))]
+    assert not any("sk-live-0123456789abcdef" in text for text in (scrubbed, *blocks))
+
+
+def test_a_harmless_text_with_long_words_and_escapes_is_left_alone(monkeypatch):
+    monkeypatch.setenv("UNIT_ENC", "Bearer sk-live-0123456789abcdef")
+    declare("UNIT_ENC")
+    text = (
+        'HTTP 400 {"error": "bad request 0123456789abcdef0123 at 2f3a9c1e8b7d6054"} &amp; \\u0041\nAAAAAAAAAAAAAAAAAAAA'
+    )
+    assert scrub(text) == text
+
+
 def test_a_credential_in_an_http_url_is_refused_and_not_printed(tmp_path, cli):
     from causalrate.redact import secrets_in_url
 
     assert secrets_in_url("https://h/v1?api_key=abc123&x=1") == ["query parameter 'api_key'"]
-    assert secrets_in_url("https://u:pw123456@h/v1") == ["the password in its user info"]
+    assert secrets_in_url("https://u:pw123456@h/v1") == ["user info before '@'"]
     assert secrets_in_url("https://h/v1?model=small&keyframes=3") == []
     config = tmp_path / "s.yaml"
     config.write_text(
@@ -216,3 +264,14 @@ def test_what_a_python_system_prints_is_scrubbed(tmp_path, monkeypatch, capsys):
     captured = capsys.readouterr()
     assert "pk-printed-0123456789" not in captured.out + captured.err
     assert "calling with ***" in captured.err and "key again ***" in captured.err
+
+
+def test_a_variable_named_like_a_credential_is_scrubbed_undeclared(monkeypatch):
+    """A python system printed its own API key (read from an environment variable no setting declares) to the
+    console unscrubbed; a variable named like a credential is a secret now. PWD and short values are not."""
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "sk-proj-9f8e7d6c5b4a")
+    monkeypatch.setenv("HF_TOKEN", "short")
+    assert scrub("key sk-proj-9f8e7d6c5b4a used") == "key *** used"
+    assert scrub("token short and /work/here") == "token short and /work/here"
+    monkeypatch.setenv("MODEL_NAME", "chronos-bolt-small")  # not named like a credential: shown as it is
+    assert scrub("model chronos-bolt-small") == "model chronos-bolt-small"

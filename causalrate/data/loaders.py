@@ -123,7 +123,9 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
     try:
         frame[date_column] = pd.to_datetime(frame[date_column])
     except (ValueError, TypeError) as exc:
-        raise UserError(f"{source}: column {date_column!r} does not hold dates: {exc}") from None
+        raise UserError(
+            f"{source}: column {date_column!r} does not hold dates: {_first_bad_date(frame[date_column], exc)}"
+        ) from None
 
     attributes: dict[str, dict[str, str]] = {}
     if cfg.layout == "long":
@@ -220,11 +222,11 @@ def _numeric(column: pd.Series, *, source: str, series_id: str) -> np.ndarray:
     if column.dtype.kind in "fiu":
         return column.to_numpy(dtype=np.float64)
     converted = pd.to_numeric(column, errors="coerce")
-    bad = column[converted.isna() & column.notna()]
+    # True/False are no measurements: pandas would read them as 1 and 0 and the series would be rated as one
+    bad = column[(converted.isna() & column.notna()) | column.map(lambda v: isinstance(v, (bool, np.bool_)))]
     if len(bad):
-        raise UserError(
-            f"{source}: series {series_id!r}: non-numeric value {bad.iloc[0]!r} at {pd.Timestamp(bad.index[0])}"
-        )
+        first = bad.iloc[0].item() if isinstance(bad.iloc[0], np.generic) else bad.iloc[0]  # True, not np.True_
+        raise UserError(f"{source}: series {series_id!r}: non-numeric value {first!r} at {pd.Timestamp(bad.index[0])}")
     return converted.to_numpy(dtype=np.float64)
 
 
@@ -232,3 +234,17 @@ def _check_attributes(series: list[Series], source: str) -> None:
     names = {frozenset(s.attributes) for s in series}
     if len(names) > 1:
         raise UserError(f"{source}: every series needs the same attributes; got {sorted(map(sorted, names))}")
+
+
+def _first_bad_date(column: pd.Series, exc: Exception) -> str:
+    """The first value of `column` that is no date, with its row (pandas' own text suggests arguments of its
+    to_datetime, which the user cannot pass), e.g. "'2022-02-31' (row 32): day is out of range for month"."""
+    for row, value in enumerate(column, start=2):  # row 1 is the header
+        if pd.isna(value):
+            continue
+        try:
+            pd.to_datetime(value)
+        except (ValueError, TypeError) as one:
+            reason = str(one).split(". You might want")[0].split("\n")[0]
+            return f"{value!r} (row {row}) is not a date ({reason}); expected dates such as 2022-01-31"
+    return str(exc).split(". You might want")[0]

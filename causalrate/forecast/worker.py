@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from causalrate import plugins
+from causalrate.data.dataset import MAX_ABS_VALUE
 from causalrate.forecast.jobs import TIMEOUT, BatchResult, Job
 from causalrate.systems.base import Batch, Prediction, System, TransportError
 from causalrate.systems.checkpoints import Stats, file_stats
@@ -189,14 +190,16 @@ def _run_job(job: Job, *, cores: int) -> BatchResult:
                     keep(range(i, i + 1), _call(system, batch.row(i), limit / max(rows, 1)))
                 except SYSTEM_FAULT as exc:  # a failure row keeps the error text
                     errors[i] = f"{type(exc).__name__}: {exc}"[:4000]
-    finite = np.isfinite(forecasts).all(axis=1)
+    # a value beyond the data's own bound (±1e150) overflows its squared error: a failure, not an inf metric
+    with np.errstate(invalid="ignore"):
+        finite = (np.abs(forecasts) <= MAX_ABS_VALUE).all(axis=1)
     for row in np.flatnonzero(finite):
         paths = samples[row]
-        if paths is not None and not np.isfinite(paths).all():
+        if paths is not None and not (np.abs(paths) <= MAX_ABS_VALUE).all():
             finite[row] = False
     for i in range(b):
         if not finite[i]:
-            errors[i] = errors[i] or "forecast holds NaN or inf"
+            errors[i] = errors[i] or f"forecast holds NaN, inf or a value beyond ±{MAX_ABS_VALUE:g}"
         if errors[i] is not None:
             forecasts[i], samples[i] = np.nan, None
     return BatchResult(forecasts, errors, time.perf_counter() - started, samples, info, unreachable)

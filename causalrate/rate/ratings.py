@@ -1,7 +1,9 @@
 """Rate every (perturbation, score) across systems (METHOD §6): rule, scale, insufficient and undefined rows.
 
-- insufficient: computed on fewer than rating.min_coverage of the system's windows (or not at all):
-  the worst level, relative and absolute, with the reason in `note` — failures are never rewarded;
+- insufficient: computed on fewer than rating.min_coverage of the system's windows, or raw NaN without a note
+  (no value from its forecasts: a plugin must give a note, and a built-in gives one wherever the reason is not
+  failed forecasts, e.g. recency without a window corrupted near its end): the worst level, relative and
+  absolute, with the reason in `note` — failures are never rewarded;
 - undefined (raw NaN with a note, e.g. PIE% with nothing to explain, a point forecast's coverage error):
   no level on either scale (rating and absolute_rating null: neither best nor worst), shown as "—", left out
   of the binning of the others and of every headline;
@@ -172,7 +174,8 @@ def _rate_group(
             f"insufficient: computed on {100 * c:.0f} % of the windows (< {100 * settings.min_coverage:.0f} %); "
             "rated worst"
             if is_short
-            else "insufficient: the score could not be computed from its forecasts; rated worst"
+            else f"insufficient: its forecasts failed on the windows this score needs ({100 * c:.0f} % of all its "
+            "windows were forecast); rated worst"
         )
         if bad
         else note

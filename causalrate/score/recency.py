@@ -135,7 +135,13 @@ class Recency(Score):
         recent = pairs[pairs["distance"] <= evidence.recency_k]
         raw = recent.groupby(["system", "perturbation"], sort=True)["diff"].mean().clip(lower=0)
         index = pd.MultiIndex.from_frame(pairs[["system", "perturbation"]].drop_duplicates())
-        return raw.reindex(index.sort_values()).rename("raw").reset_index().astype({"raw": np.float64})
+        frame = raw.reindex(index.sort_values()).rename("raw").reset_index().astype({"raw": np.float64})
+        # no window placed the corruption among the last k inputs (a small study, an offset placement): undefined,
+        # not a failure; recent windows whose forecasts all failed stay NaN without a note (insufficient, worst)
+        placed = pd.MultiIndex.from_frame(recent[["system", "perturbation"]]).unique()
+        unplaced = ~pd.MultiIndex.from_frame(frame[["system", "perturbation"]]).isin(placed)
+        none = f"undefined: no window has the corrupted point among its last {evidence.recency_k} input values"
+        return frame.assign(note=pd.Series(none, index=frame.index).where(unplaced))
 
     def window_values(self, evidence: Evidence) -> dict[tuple[str, str], np.ndarray]:
         pairs = paired_effects(evidence)

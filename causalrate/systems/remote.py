@@ -65,6 +65,18 @@ def with_retries(call: Callable[[], T], settings: RetrySettings, *, secrets: lis
     raise AssertionError("unreachable")
 
 
+def no_credential(url: str, instead: str) -> str:
+    """`url` unchanged, or a ValueError (a config error naming the field) if it carries what looks like a
+    credential: a URL is written to ratings.json and the report, so a secret in it would be published."""
+    found = secrets_in_url(url)
+    if found:
+        raise ValueError(
+            f"the url carries what looks like a credential ({', '.join(found)}); the url is written to "
+            f"ratings.json and the report: {instead}"
+        )
+    return url
+
+
 def secret_from_env(name: str, *, system: str, field: str) -> str:
     declare(name)
     value = os.environ.get(name, "")
@@ -78,6 +90,10 @@ class GeminiSettings(ChatSettings, RetrySettings):
     api_key_env: str = Field("GEMINI_API_KEY", description="environment variable that holds the API key")
     base_url: str | None = Field(None, description="another endpoint (a proxy or gateway); null: Google's")
     concurrency: int = Field(4, ge=1, description="requests in flight at once per worker process")
+
+    _no_secret_in_url = field_validator("base_url")(
+        classmethod(lambda cls, url: url and no_credential(url, "the key is read from the environment (api_key_env)"))
+    )
 
     @model_validator(mode="after")
     def _declare_secret(self) -> GeminiSettings:
@@ -176,16 +192,9 @@ class HttpSettings(RetrySettings):
 
     _levels = field_validator("quantiles")(classmethod(lambda cls, v: quantile_levels(v)))
 
-    @field_validator("url")
-    @classmethod
-    def _no_secret_in_url(cls, url: str) -> str:
-        found = secrets_in_url(url)
-        if found:
-            raise ValueError(
-                f"the url carries what looks like a credential ({', '.join(found)}); the url is written to "
-                "ratings.json and the report: pass it in a header read from the environment (headers_env)"
-            )
-        return url
+    _no_secret_in_url = field_validator("url")(
+        classmethod(lambda cls, url: no_credential(url, "pass it in a header read from the environment (headers_env)"))
+    )
 
     @model_validator(mode="after")
     def _declare_secrets(self) -> HttpSettings:
