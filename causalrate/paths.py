@@ -9,7 +9,8 @@ from pathlib import Path
 def cache_root() -> Path:
     """$CAUSALRATE_CACHE_DIR, else $XDG_CACHE_HOME/causalrate, else ~/.cache/causalrate.
 
-    The forecast cache, the systems' own environments and downloaded prices live under it.
+    The forecast cache, the systems' own environments, downloaded prices and the compiled card templates live
+    under it.
     """
     folder = os.environ.get("CAUSALRATE_CACHE_DIR")
     if folder:

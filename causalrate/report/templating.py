@@ -7,10 +7,17 @@ HTML, the template passes it through the `md` filter, which backslash-escapes it
 
 from __future__ import annotations
 
+import hashlib
 import math
+from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader
+import jinja2
+from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader
+from jinja2.bccache import Bucket
+
+from causalrate.paths import cache_root
 
 
 def fmt(x: Any, digits: int = 4) -> str:
@@ -80,9 +87,31 @@ def html_escaped(name: str | None) -> bool:
     return name is None or not name.endswith(".md.j2")
 
 
+class TemplateCache(FileSystemBytecodeCache):
+    """Compiled templates kept between runs (compiling them is most of a card command's template time). Jinja
+    checks each entry against its template's source; the folder is named by this module's source and Jinja's
+    version, which decide how the templates compile. A folder that cannot be written only costs the saving."""
+
+    def __init__(self) -> None:
+        digest = hashlib.sha256(Path(__file__).read_bytes() + jinja2.__version__.encode()).hexdigest()[:16]
+        folder = cache_root() / "templates" / digest
+        with suppress(OSError):  # then dump_bytecode fails, and is skipped
+            folder.mkdir(parents=True, exist_ok=True)
+        super().__init__(str(folder))
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        with suppress(OSError):
+            super().load_bytecode(bucket)
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        with suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
 def environment() -> Environment:
     env = Environment(
         loader=PackageLoader("causalrate.report", "templates"),
+        bytecode_cache=TemplateCache(),
         autoescape=html_escaped,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -339,13 +339,20 @@ def check_frame(name: str, cls: type[Score], values: object, evidence: Evidence)
             f"{int(duplicated.sum())} duplicated row(s), e.g. ({first['system']!r}, {first['perturbation']!r}); "
             "expected one row per (system, perturbation)"
         )
-    systems = set(evidence.forecasts["system"])
-    perturbations = {
-        *evidence.forecasts["perturbation"],
-        *(grid for grid, _ in evidence.severity.values()),
-        *evidence.newest.get("perturbation", ()),
-    }
+    systems, perturbations = evidence.derived(("known names",), lambda: _known_names(evidence))
     for column, known in (("system", systems), ("perturbation", perturbations)):
         unknown = sorted(set(values[column]) - known, key=str)
         if unknown:
             raise wrong(f"unknown {column}(s) {unknown[:5]}; the run has {sorted(known, key=str)}")
+
+
+def _known_names(evidence: Evidence) -> tuple[set, set]:
+    """The run's systems and perturbations (and severity grids), as check_frame accepts them: read once per
+    evidence from the distinct values, not per score from every forecast row."""
+    forecasts = evidence.forecasts
+    perturbations = {
+        *forecasts["perturbation"].unique(),
+        *(grid for grid, _ in evidence.severity.values()),
+        *(evidence.newest["perturbation"].unique() if "perturbation" in evidence.newest else ()),
+    }
+    return set(forecasts["system"].unique()), perturbations

@@ -34,7 +34,8 @@ def distances(offsets: pd.Series, input_length: int) -> np.ndarray:
     """Per row, n − (last perturbed offset): 1 = the last input point; NaN when no offset is stored."""
     out = np.full(len(offsets), np.nan)
     stored = offsets.notna().to_numpy()  # runs without placements store none: nothing to parse
-    parsed = (json.loads(o) if o else None for o in offsets[stored])  # each row parsed once
+    texts = [o or "null" for o in offsets[stored].tolist()]
+    parsed = json.loads("[" + ",".join(texts) + "]")  # one parse for every row (each row is a JSON list)
     out[stored] = [input_length - max(p) if p else np.nan for p in parsed]
     return out
 
