@@ -8,9 +8,11 @@ the clean input. Nothing here re-rates: every level shown is one ratings.json al
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from causalrate.rate.headlines import all_tied
+from causalrate.rate.headlines import all_tied, described_as
+from causalrate.report.estimators import label as score_label
 from causalrate.report.templating import fmt
 from causalrate.run import RatingsDocument
 from causalrate.score.scores import bias_attributes, differ_by
@@ -89,7 +91,7 @@ def _fallback(doc: RatingsDocument, system: str, kind: str) -> dict[str, Any]:
     if kind == "bias":
         rows = [r for r in mine if r.score.startswith("wrs_") and r.perturbation != control]
         if not rows:
-            return {"rating": None, "meaning": "No bias score in this run.", "source": "none"}
+            return {"rating": None, "meaning": no_bias_reason(doc), "source": "none"}
         worst = max(rows, key=lambda r: (r.rating, r.score, r.perturbation))
         return {
             "rating": worst.rating,
@@ -110,6 +112,37 @@ def _fallback(doc: RatingsDocument, system: str, kind: str) -> dict[str, Any]:
         "scores": ["mase"],
         "source": f"mase on {control}",
     }
+
+
+def no_bias_reason(doc: RatingsDocument) -> str:
+    """Why a run has no bias score, in words: a bias score compares groups of series by an attribute's values."""
+    n_series = doc.counts.series if doc.counts else len(doc.provenance.series or [])
+    attributes = doc.provenance.attributes
+    if n_series == 1:
+        why = "one series, so no groups of the data to compare"
+    elif not attributes:
+        why = "the data declares no attribute (such as region or industry) to group its series by"
+    elif all(len(values) < 2 for values in attributes.values()):
+        why = "no attribute of the data has two or more values, so there are no groups to compare"
+    else:
+        return "No bias score in this run."
+    return f"No bias score: {why}."
+
+
+def perturbation_words(doc: RatingsDocument, perturbation: str) -> str:
+    """A perturbation as a reader names it: its description, or where that is long its kind in words (the
+    description's closing parenthesis: "saturation") with its severity."""
+    described = described_as(perturbation, {p.id: p.description for p in doc.perturbations})
+    kind = re.search(r"\(([^()]*)\)$", described)
+    if len(described) <= 40 or kind is None:
+        return described
+    severity = perturbation.rpartition("@")[2] if "@" in perturbation else ""
+    return kind.group(1) + (f", severity {severity}" if severity.isdigit() else "")
+
+
+def row_words(doc: RatingsDocument, score: str, perturbation: str) -> str:
+    """A rating row in words: "APE, newest point on saturation, severity 4"."""
+    return f"{score_label(score)} on {perturbation_words(doc, perturbation)}"
 
 
 def _rise(row) -> str:
@@ -157,12 +190,12 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     mine = doc.rows_of(system)
     insufficient = [r for r in mine if r.insufficient]
     if insufficient:
-        names = sorted({f"{r.score} ({r.perturbation})" for r in insufficient})
+        names = sorted({row_words(doc, r.score, r.perturbation) for r in insufficient})
         out.append(f"Insufficient data, rated worst: {', '.join(names[:4])}{' …' if len(names) > 4 else '.'}")
     improves = sorted((r for r in mine if r.improves), key=lambda r: (r.perturbation, r.score))
     if improves:
         said = [
-            f"{r.perturbation} lowers its error"
+            f"{perturbation_words(doc, r.perturbation)} lowers its error"
             + (f" (APE interval [{fmt(r.ape_true_interval[0], 3)}, {fmt(r.ape_true_interval[1], 3)}])"
                if r.ape_true_interval else "")
             for r in improves
@@ -170,14 +203,14 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
         out.append(f"Improves, rated 1 on that row (an improvement is no harm): {'; '.join(said[:3])}.")
     inconclusive = sorted((r for r in mine if r.inconclusive), key=lambda r: (r.perturbation, r.score))
     if inconclusive:
-        said = [f"{r.score} ({r.perturbation}): cannot rule out {_rise(r)}" for r in inconclusive]
+        said = [f"{row_words(doc, r.score, r.perturbation)}: cannot rule out {_rise(r)}" for r in inconclusive]
         out.append(
             f"Inconclusive (too few windows; best level withheld): {'; '.join(said[:3])}"
             f"{' …' if len(said) > 3 else '.'}"
         )
     unstable = [r for r in mine if r.stable is False]
     if unstable:
-        names = sorted({f"{r.score} ({r.perturbation})" for r in unstable})
+        names = sorted({row_words(doc, r.score, r.perturbation) for r in unstable})
         out.append(
             f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples): "
             f"{', '.join(names[:4])}{' …' if len(names) > 4 else '.'}"

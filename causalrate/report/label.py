@@ -63,14 +63,15 @@ def data_words(doc: RatingsDocument) -> str:
 
 
 def series_words(doc: RatingsDocument) -> str:
-    """How many series, which, and each attribute of the data with its values."""
+    """How many series, which, and each attribute of the data that tells series apart, with its values."""
     prov = doc.provenance
     series = prov.series or prov.config.get("data", {}).get("series") or []
     n_series = doc.counts.series if doc.counts else len(series)
     text = f"{n_series}" + (f": {listed(series)}" if series else "")
-    attributes = [  # the values themselves where they are few (the label keeps its height)
+    attributes = [  # the values themselves where they are few (the label keeps its height); one value is no grouping
         f"{name} ({len(values)}: {', '.join(values)})" if len(values) <= 4 else f"{name} ({len(values)} values)"
         for name, values in prov.attributes.items()
+        if len(values) >= 2
     ]
     return text + (f"; attributes: {', '.join(attributes)}" if attributes else "")
 
@@ -135,6 +136,8 @@ def label_sentence(h: dict) -> str:
     cause = (h.get("cause") or {}).get("text")
     if cause and verdict and cause in verdict:  # one row sets both: said once
         return f"{verdict[:1].upper()}{verdict[1:]}."
+    if cause and verdict and " — " in verdict:  # the verdict described its perturbation: the cause names its own
+        cause = re.sub(r" — .*?(?=; rated worst$|$)", "", cause)
     if cause:
         sentence = f"set by its weakest result: {cause}."
         return lead + (sentence if lead else sentence[:1].upper() + sentence[1:])
