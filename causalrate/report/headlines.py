@@ -131,13 +131,14 @@ def no_bias_reason(doc: RatingsDocument) -> str:
 
 def perturbation_words(doc: RatingsDocument, perturbation: str) -> str:
     """A perturbation as a reader names it: its description, or where that is long its kind in words (the
-    description's closing parenthesis: "saturation") with its severity."""
+    description's closing parenthesis: "saturation"; else its words before a colon) with its severity."""
     described = described_as(perturbation, {p.id: p.description for p in doc.perturbations})
-    kind = re.search(r"\(([^()]*)\)$", described)
-    if len(described) <= 40 or kind is None:
+    if len(described) <= 40:
         return described
+    kind = re.search(r"\(([^(),]*)[^()]*\)$", described)  # "(a stuck sensor, a frozen reading)": its first name
+    short = kind.group(1) if kind else described.partition(":")[0]
     severity = perturbation.rpartition("@")[2] if "@" in perturbation else ""
-    return kind.group(1) + (f", severity {severity}" if severity.isdigit() else "")
+    return short + (f", severity {severity}" if severity.isdigit() else "")
 
 
 def row_words(doc: RatingsDocument, score: str, perturbation: str) -> str:
@@ -191,7 +192,7 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     insufficient = [r for r in mine if r.insufficient]
     if insufficient:
         names = sorted({row_words(doc, r.score, r.perturbation) for r in insufficient})
-        out.append(f"Insufficient data, rated worst: {', '.join(names[:4])}{' …' if len(names) > 4 else '.'}")
+        out.append(f"Insufficient data, rated worst: {'; '.join(names[:4])}{' …' if len(names) > 4 else '.'}")
     improves = sorted((r for r in mine if r.improves), key=lambda r: (r.perturbation, r.score))
     if improves:
         said = [
@@ -213,7 +214,7 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
         names = sorted({row_words(doc, r.score, r.perturbation) for r in unstable})
         out.append(
             f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples): "
-            f"{', '.join(names[:4])}{' …' if len(names) > 4 else '.'}"
+            f"{'; '.join(names[:4])}{' …' if len(names) > 4 else '.'}"
         )
     if failures:
         out.append(f"{failures} forecasts failed (see the report).")
