@@ -5,6 +5,7 @@ wording for an effect whose interval covers 0, and score estimators that say mor
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from causalrate.perturb.suite import agreed
 from causalrate.rate.headlines import cause_text, described_as
 from causalrate.report.headlines import headlines, warnings
 from causalrate.report.label import label_sentence, series_words
+from causalrate.report.outputs import grouped_notes
 from causalrate.run import RatingsDocument
 from causalrate.score.bias_scores import register_dimension
 from causalrate.score.confounding import no_effect_note
@@ -128,3 +130,16 @@ def test_score_estimators_say_more_than_the_name():
         assert estimator != (cls.label or name), name
         assert ", /" not in estimator, name
         assert "each pair adds up" not in (cls.description or ""), name
+
+
+def test_report_notes_are_said_once_per_score_and_reason():
+    row = SimpleNamespace
+    na, gap = "not applicable: a point forecast has no interval", "undefined: the APE_true interval [0, 0] covers 0"
+    rows = [row(system=s, perturbation=p, score="coverage_error", note=na) for s in "ab" for p in ("P0", "P1")]
+    rows += [row(system="a", perturbation="P1", score="pie_month", note=gap)]
+    rows += [row(system="b", perturbation="P3", score="pie_month", note=gap)]
+    rows += [row(system="b", perturbation="P0", score="mase", note=None)]
+    assert grouped_notes(rows) == [  # type: ignore[arg-type]
+        ("coverage_error", na, "a, b on P0, P1"),
+        ("pie_month", gap, "a on P1; b on P3"),  # not every pair: said per system, never as a product
+    ]
