@@ -135,10 +135,15 @@ def perturbation_words(doc: RatingsDocument, perturbation: str) -> str:
     described = described_as(perturbation, {p.id: p.description for p in doc.perturbations})
     if len(described) <= 40:
         return described
-    kind = re.search(r"\(([^(),]*)[^()]*\)$", described)  # "(a stuck sensor, a frozen reading)": its first name
-    short = kind.group(1) if kind else described.partition(":")[0]
     severity = perturbation.rpartition("@")[2] if "@" in perturbation else ""
-    return short + (f", severity {severity}" if severity.isdigit() else "")
+    return kind_words(described) + (f", severity {severity}" if severity.isdigit() else "")
+
+
+def kind_words(described: str) -> str:
+    """What kind of fault a description is, in its own words: its closing parenthesis ("(a stuck sensor, a frozen
+    reading)": its first name), else its words before a colon."""
+    kind = re.search(r"\(([^(),]*)[^()]*\)$", described)
+    return kind.group(1) if kind else described.partition(":")[0]
 
 
 def row_words(doc: RatingsDocument, score: str, perturbation: str) -> str:
@@ -146,16 +151,16 @@ def row_words(doc: RatingsDocument, score: str, perturbation: str) -> str:
     return f"{score_label(score)} on {perturbation_words(doc, perturbation)}"
 
 
+def _share(share: float) -> str:
+    """A share as whole percents, or two significant digits below 1 %."""
+    return f"{100 * share:.0f} %" if 100 * share >= 1 else f"{100 * share:.2g} %"
+
+
 def _rise(row) -> str:
     """The harm an inconclusive APE's interval leaves open, in words: "a rise of 7 % of the naive reference's clean
     error" (or in the outcome's units where no share was recorded)."""
     if row.cannot_rule_out_share is not None:
-        share = 100 * row.cannot_rule_out_share
-        return (
-            f"a rise of {share:.0f} % of the naive reference's clean error"
-            if share >= 1
-            else (f"a rise of {share:.2g} % of the naive reference's clean error")
-        )
+        return f"a rise of {_share(row.cannot_rule_out_share)} of the naive reference's clean error"
     if row.cannot_rule_out is not None:
         return f"a rise of {fmt(row.cannot_rule_out, 3)} in its error"
     return "a practical effect"
@@ -204,17 +209,22 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
         out.append(f"Improves, rated 1 on that row (an improvement is no harm): {'; '.join(said[:3])}.")
     inconclusive = sorted((r for r in mine if r.inconclusive), key=lambda r: (r.perturbation, r.score))
     if inconclusive:
-        said = [f"{row_words(doc, r.score, r.perturbation)}: cannot rule out {_rise(r)}" for r in inconclusive]
-        out.append(
-            f"Inconclusive (too few windows; best level withheld): {'; '.join(said[:3])}"
-            f"{' …' if len(said) > 3 else '.'}"
-        )
+        if all(r.cannot_rule_out_share is not None for r in inconclusive):  # one unit: said once
+            said = [
+                f"{_share(r.cannot_rule_out_share)} ({row_words(doc, r.score, r.perturbation)})" for r in inconclusive
+            ]
+            head = "cannot rule out a rise in its error, as a share of the naive reference's clean error, of "
+            listed = head + ", ".join(said[:3])
+        else:
+            said = [f"{row_words(doc, r.score, r.perturbation)}: cannot rule out {_rise(r)}" for r in inconclusive]
+            listed = "; ".join(said[:3])
+        out.append(f"Inconclusive (too few windows; best level withheld): {listed}{' …' if len(said) > 3 else '.'}")
     unstable = [r for r in mine if r.stable is False]
     if unstable:
         names = sorted({row_words(doc, r.score, r.perturbation) for r in unstable})
         out.append(
             f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples): "
-            f"{'; '.join(names[:4])}{' …' if len(names) > 4 else '.'}"
+            f"{'; '.join(names[:2])}{' …' if len(names) > 2 else '.'}"
         )
     if failures:
         out.append(f"{failures} forecasts failed (see the report).")
