@@ -20,10 +20,11 @@ from causalrate.cli import main
 from causalrate.report.cards import render_cards, slugify
 from causalrate.report.comparison_charts import pareto_front, robustness_accuracy
 from causalrate.report.figures import system_colours
-from causalrate.report.label import label_sentence
+from causalrate.report.label import label_context, label_sentence
 from causalrate.report.machine import model_card, schema
 from causalrate.report.render import LABEL_HEIGHT, WIDTH, Session, find_chromium
 from causalrate.report.svg import Scale, log_ticks, nice_ticks
+from causalrate.report.templating import environment
 from causalrate.run import RatingsDocument
 from tests.card_fixtures import augment_run
 from tests.conftest import make_synthetic_study
@@ -482,3 +483,20 @@ def test_comparison_page_holds_twenty_systems(tmp_path):
         table = session.page.evaluate("document.getElementById('ratings').scrollWidth")  # the table, not its box
     with Image.open(tmp_path / "run" / "cards" / "comparison.png") as image:
         assert table > WIDTH and image.size[0] >= table and image.size[1] > LABEL_HEIGHT
+
+
+@pytest.mark.parametrize("study", ["quickstart", "domains", "electricity", "sensors"])
+def test_every_reference_label_fits_one_page(study, tmp_path):
+    """Each shipped study's label (ratings/<study>) fits LABEL_HEIGHT: one printed page, whatever the suite's
+    size (the sensors suite has 43 perturbations and long descriptions)."""
+    executable = browser_or_skip()
+    doc = RatingsDocument.read(Path(__file__).resolve().parents[1] / "ratings" / study / "ratings.json")
+    template = environment().get_template("label.html.j2")
+    with Session(executable) as session:
+        for system in doc.system_names:
+            page = tmp_path / f"{system}.html"
+            context = label_context(doc, system, failures=0, report_href="report.html")
+            page.write_text(template.render(**context, generated="generated"), encoding="utf-8")
+            session.open(page)
+            height = session.page.evaluate("document.documentElement.scrollHeight")
+            assert height <= LABEL_HEIGHT, (study, system, height)
