@@ -65,24 +65,39 @@ def test_a_dose_response_row_is_described_as_its_severity_average():
 
 
 def test_the_label_says_a_perturbation_description_once():
+    described = {
+        "drift-dose@5": "the values drift away over 52 points, to 3 window standard deviations off (calibration drift)",
+        "drift-dose@4": "the values drift away over 26 points, to 2 window standard deviations off (calibration drift)",
+        "P3": "a value is missing (NaN)",
+    }
     h = {
         "verdict": "on the published scale the worst level (3 of 3): its error rises by 235 % of the naive "
-        "reference's clean error on drift-dose@5 — the values drift away over 52 points (calibration drift)",
+        f"reference's clean error on drift-dose@5 — {described['drift-dose@5']}",
         "cause": {
-            "text": "its error rises by 152 % of the naive reference's clean error on drift-dose@4 — the values "
-            "drift away over 26 points (calibration drift)"
+            "score": "ape",
+            "perturbation": "drift-dose@4",
+            "insufficient": False,
+            "text": f"its error rises by 152 % of the naive reference's clean error on drift-dose@4 — "
+            f"{described['drift-dose@4']}",
         },
     }
-    said = label_sentence(h)
-    assert said.count("calibration drift") == 1
-    assert said.endswith("Relative to the others: set by its weakest result: its error rises by 152 % of the naive "
-                         "reference's clean error on drift-dose@4.")  # fmt: skip
-    h["cause"]["text"] = "too many of its forecasts failed to measure APE on gap — 13 values are missing; rated worst"
-    assert label_sentence(h).endswith("failed to measure APE on gap; rated worst.")
-    alone = {"cause": {"text": "its error rises by 9 % on P3 — a value is missing (NaN)"}}
-    assert (
-        label_sentence(alone) == "Set by its weakest result: its error rises by 9 % on P3 — a value is missing (NaN)."
+    said = label_sentence(h, described)
+    assert said == (
+        "On the published scale the worst level (3 of 3): its error rises by 235 % of the naive reference's clean "
+        "error on drift-dose@5 — calibration drift, severity 5. Relative to the others: set by its weakest result, "
+        "APE on drift-dose@4."
     )
+    h["cause"] |= {"insufficient": True, "perturbation": "gap"}
+    assert label_sentence(h, described).endswith(
+        "Relative to the others: set by its weakest result, failed forecasts on gap."
+    )
+    old = {"verdict": "on the published scale the worst level (3 of 3): its error rises on drift-dose@5 "
+           f"({described['drift-dose@5']})"}  # an older ratings.json's form  # fmt: skip
+    assert "on drift-dose@5 — calibration drift, severity 5. Relative to the others" in label_sentence(old, described)
+    alone = {
+        "cause": {"text": f"its error rises by 9 % on P3 — {described['P3']}", "score": "ape", "perturbation": "P3"}
+    }
+    assert label_sentence(alone, described) == f"Set by its weakest result: {alone['cause']['text']}."
 
 
 def test_a_count_of_one_takes_the_singular():

@@ -209,9 +209,12 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
         out.append(f"Improves, rated 1 on that row (an improvement is no harm): {'; '.join(said[:3])}.")
     inconclusive = sorted((r for r in mine if r.inconclusive), key=lambda r: (r.perturbation, r.score))
     if inconclusive:
-        if all(r.cannot_rule_out_share is not None for r in inconclusive):  # one unit: said once
+        shares = [r.cannot_rule_out_share for r in inconclusive]
+        if all(share is not None for share in shares):  # one unit: said once
             said = [
-                f"{_share(r.cannot_rule_out_share)} ({row_words(doc, r.score, r.perturbation)})" for r in inconclusive
+                f"{_share(share)} ({row_words(doc, r.score, r.perturbation)})"
+                for r, share in zip(inconclusive, shares, strict=True)
+                if share is not None
             ]
             head = "cannot rule out a rise in its error, as a share of the naive reference's clean error, of "
             listed = head + ", ".join(said[:3])
