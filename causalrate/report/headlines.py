@@ -201,7 +201,7 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     improves = sorted((r for r in mine if r.improves), key=lambda r: (r.perturbation, r.score))
     if improves:
         said = [
-            f"{perturbation_words(doc, r.perturbation)} lowers its error"
+            f"{perturbation_words(doc, r.perturbation)} ({r.perturbation}) lowers its error"
             + (f" (APE interval [{fmt(r.ape_true_interval[0], 3)}, {fmt(r.ape_true_interval[1], 3)}])"
                if r.ape_true_interval else "")
             for r in improves
