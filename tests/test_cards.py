@@ -20,10 +20,11 @@ from causalrate.cli import main
 from causalrate.report.cards import render_cards, slugify
 from causalrate.report.comparison_charts import pareto_front, robustness_accuracy
 from causalrate.report.figures import system_colours
-from causalrate.report.label import label_sentence
+from causalrate.report.label import label_context, label_sentence
 from causalrate.report.machine import model_card, schema
-from causalrate.report.render import LABEL_HEIGHT, WIDTH, Session, find_chromium
+from causalrate.report.render import LABEL_HEIGHT, PICTURE_ONLY, WIDTH, Session, find_chromium
 from causalrate.report.svg import Scale, log_ticks, nice_ticks
+from causalrate.report.templating import environment
 from causalrate.run import RatingsDocument
 from tests.card_fixtures import augment_run
 from tests.conftest import make_synthetic_study
@@ -464,7 +465,7 @@ def test_twenty_systems_get_distinct_looks_and_never_a_badge_colour():
 
 def test_comparison_page_holds_twenty_systems(tmp_path):
     """Issue 31: 20 systems on one comparison page: every one in every table and figure legend, and the PNG
-    as wide as the page (no column cut), in the browser."""
+    as wide as what it shows (no column cut) and without the table of every rating (the HTML's), in the browser."""
     executable = browser_or_skip()
     names = [f"sys{i:02d}-{'median' if i % 2 else 'min'}" for i in range(20)]
     systems = "".join(
@@ -480,5 +481,26 @@ def test_comparison_page_holds_twenty_systems(tmp_path):
     with Session(executable) as session:
         session.open(tmp_path / "run" / "cards" / "comparison.html")
         table = session.page.evaluate("document.getElementById('ratings').scrollWidth")  # the table, not its box
+        tall = session.page.evaluate("document.documentElement.scrollHeight")
+        session.page.add_style_tag(content=PICTURE_ONLY)  # the PNG's page: the table of every rating left out
+        shown = session.page.evaluate("document.documentElement.scrollWidth")
+    assert table > WIDTH  # the HTML keeps every rating of every system
     with Image.open(tmp_path / "run" / "cards" / "comparison.png") as image:
-        assert table > WIDTH and image.size[0] >= table and image.size[1] > LABEL_HEIGHT
+        assert image.size[0] >= shown and LABEL_HEIGHT < image.size[1] < tall  # whole, one-glance: no table
+
+
+@pytest.mark.parametrize("study", ["quickstart", "domains", "electricity", "sensors"])
+def test_every_reference_label_fits_one_page(study, tmp_path):
+    """Each shipped study's label (ratings/<study>) fits LABEL_HEIGHT: one printed page, whatever the suite's
+    size (the sensors suite has 43 perturbations and long descriptions)."""
+    executable = browser_or_skip()
+    doc = RatingsDocument.read(Path(__file__).resolve().parents[1] / "ratings" / study / "ratings.json")
+    template = environment().get_template("label.html.j2")
+    with Session(executable) as session:
+        for system in doc.system_names:
+            page = tmp_path / f"{system}.html"
+            context = label_context(doc, system, failures=0, report_href="report.html")
+            page.write_text(template.render(**context, generated="generated"), encoding="utf-8")
+            session.open(page)
+            height = session.page.evaluate("document.documentElement.scrollHeight")
+            assert height <= LABEL_HEIGHT, (study, system, height)

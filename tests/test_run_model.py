@@ -2,6 +2,7 @@
 a clear user error (exit 2, file and field), and the forecast store reads metrics by name."""
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 
 from causalrate.forecast.store import ForecastStore
+from causalrate.report.estimators import facts
 from causalrate.report.outputs import render_report
 from causalrate.run import RatingsDocument, Run
 
@@ -27,10 +29,48 @@ def test_model_round_trips_the_reference_byte_for_byte():
 def test_report_md_is_the_template_of_ratings_json():
     """report.md renders from the typed document alone; the reference's not-rated lines come in the run's
     order (ratings.json sorts its keys), every other line is the same."""
-    rendered = render_report(RatingsDocument.read(REFERENCE / "ratings.json")).splitlines()
-    reference = (REFERENCE / "report.md").read_text(encoding="utf-8").splitlines()
+    doc = RatingsDocument.read(REFERENCE / "ratings.json")
+    rendered, rendered_notes = split_notes(render_report(doc).splitlines())
+    reference, reference_notes = split_notes((REFERENCE / "report.md").read_text(encoding="utf-8").splitlines())
+    # a score's description is this version's registry text (facts), not the reference run's: compared by name
+    described = re.compile(r"^(- \*\*\w+\*\*): (?!not rated).*$")
+    for line in rendered:
+        if found := described.match(line):
+            assert line == f"{found.group(1)}: {facts(found.group(1)[4:-2]).description}"
+    rendered, reference = ([described.sub(r"\1", x) for x in lines] for lines in (rendered, reference))
     assert sorted(rendered) == sorted(reference)
     assert [x for x in rendered if "not rated" not in x] == [x for x in reference if "not rated" not in x]
+    # the notes are grouped by (score, note) now; either form names the same rows with the same notes
+    assert (
+        rendered_notes
+        == reference_notes
+        == {(r.system, r.perturbation, r.score, r.note) for r in doc.ratings if r.note}
+    )
+    assert len([x for x in render_report(doc).splitlines() if "not applicable" in x]) <= 1
+
+
+def split_notes(lines: list[str]) -> tuple[list[str], set[tuple[str, str, str, str]]]:
+    """report.md's lines outside "Insufficient and undefined scores", and that section's notes as (system,
+    perturbation, score, note) rows, read from one line per row ("- s / p / score: note") or per (score, note)
+    ("- score for a, b on P1, P3: note" or "- score for a on P1; b on P3: note")."""
+    start = (
+        lines.index("## Insufficient and undefined scores") if "## Insufficient and undefined scores" in lines else 0
+    )
+    end = next((i for i in range(start + 1, len(lines)) if start and lines[i].startswith("## ")), start)
+    notes = set()
+    for line in lines[start + 1 : end]:
+        if not line.startswith("- "):
+            continue
+        head, _, note = line[2:].partition(": ")
+        if " / " in head:
+            system, perturbation, score = head.split(" / ")
+            notes.add((system, perturbation, score, note))
+            continue
+        score, _, where = head.partition(" for ")
+        for part in where.split("; "):
+            systems, _, perturbations = part.partition(" on ")
+            notes |= {(s, p, score, note) for s in systems.split(", ") for p in perturbations.split(", ")}
+    return lines[:start] + lines[end:] if start else lines, notes
 
 
 @pytest.mark.parametrize(

@@ -133,8 +133,10 @@ class Grouping:
         if not single:
             return None
         return (
-            f"{single} of the {len(tested)} groups compared are a single series each: the series and the group are "
-            "the same unit, so a difference there is between series, not between kinds of series"
+            f"{single} of the {len(tested)} groups compared "
+            + ("is a single series" if single == 1 else "are a single series each")
+            + ": the series and the group are the same unit, so a difference there is between series, not between "
+            "kinds of series"
         )
 
     def df_sizes(self, values: np.ndarray, series: np.ndarray | None, *, bandwidth: int) -> list[list[float]] | None:

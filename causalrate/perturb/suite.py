@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -20,6 +21,14 @@ from causalrate.perturb.placement import Placement, PlacementName, offsets_mask
 from causalrate.perturb.spec import PerturbationSpec
 from causalrate.seeding import row_seeds
 from causalrate.yamlio import read_yaml
+
+# "1 window standard deviations" → "1 window standard deviation": a count of one takes the singular
+SINGULAR = re.compile(r"(?<![\d.])\b1 ((?:\w+ )?)(point|standard deviation|step|period)s\b")
+
+
+def agreed(text: str) -> str:
+    """An operator's description with its numbers and units agreeing (1 point, 2 points)."""
+    return SINGULAR.sub(r"1 \1\2", text)
 
 
 @dataclass(frozen=True)
@@ -351,9 +360,9 @@ def _resolve(
             )
             for part in spec.combine
         )
-        described = " and ".join(p.operator.description.format(**p.params) for p in parts)
+        described = " and ".join(agreed(p.operator.description.format(**p.params)) for p in parts)
     else:
-        described = cls.description.format(**params)
+        described = agreed(cls.description.format(**params))
     description = spec.description or described
     if period != 1 and cls.kind != "control" and spec.grid and "period" in spec.grid:
         description += f", every {period}th point"

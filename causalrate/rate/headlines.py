@@ -19,6 +19,7 @@ one, the sentence starts with the published verdict (`verdict`). `overall` is th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -233,14 +234,32 @@ def weakest(rows: pd.DataFrame, descriptions: dict[str, str], *, by: str = "rati
         quantity=q,
         insufficient=bool(row["insufficient"]),
         text=cause_text(row["score"], row["perturbation"], float(row["raw"]), q, bool(row["insufficient"]),
-                        descriptions.get(row["perturbation"], row["perturbation"])),
+                        described_as(row["perturbation"], descriptions)),
     )  # fmt: skip
+
+
+def described_as(perturbation: str, descriptions: Mapping[str, str]) -> str:
+    """A perturbation in words: its description; a dose-response grid's row ("clip-dose", the area over its
+    severities `clip-dose@1…5`) as the average over those severities of what the family does."""
+    if perturbation in descriptions:
+        return descriptions[perturbation]
+    levels = sorted(int(k) for k in (p.rpartition("@")[2] for p in descriptions if p.rpartition("@")[0] == perturbation)
+                    if k.isdigit())  # fmt: skip
+    if not levels:
+        return perturbation
+    family = re.search(r"\(([^()]*)\)$", descriptions[f"{perturbation}@{levels[-1]}"])
+    return f"averaged over severity {levels[0]}–{levels[-1]}" + (f" of {family.group(1)}" if family else "")
+
+
+def plural(word: str) -> str:
+    """An attribute's name as a plural noun (month → months, industry → industries)."""
+    return word[:-1] + "ies" if word.endswith("y") and word[-2:-1] not in "aeiou" else word + "s"
 
 
 def cause_text(score: str, perturbation: str, raw: float, quantity: float, insufficient: bool, described: str) -> str:
     """What a row says about the system, in words, on the absolute scale's basis where it has one."""
     label = SCORES.get(score).label or score
-    where = f"{perturbation} ({described})" if described != perturbation else perturbation
+    where = f"{perturbation} — {described}" if described != perturbation else perturbation
     if insufficient:
         return f"too many of its forecasts failed to measure {label} on {where}; rated worst"
     basis = scale_of(score)
@@ -254,10 +273,12 @@ def cause_text(score: str, perturbation: str, raw: float, quantity: float, insuf
         }.get(score, "")
         change = f"its error rises by {_percent(quantity)} of the naive reference's clean error"
         return " ".join(part for part in (change, context, f"on {where}") if part)
-    if basis is not None and basis.basis == "wrs_max" and np.isfinite(quantity):
-        return f"{label} {raw:.3g} ({100 * quantity:.0f} % of its maximum) on {where}"
-    if score.startswith("bias_"):
-        return f"one group's mean error differs from its peers' by {100 * raw:.0f} % of the mean ({label}) on {where}"
+    attribute = getattr(SCORES.get(score), "attribute", None)
+    if basis is not None and basis.basis == "wrs_max" and np.isfinite(quantity) and attribute:
+        wrs = f"WRS, a weighted count of group pairs that differ: {raw:.3g}, {100 * quantity:.0f} % of its maximum"
+        return f"its errors differ between {plural(attribute)} ({wrs}) on {where}"
+    if score.startswith("bias_") and attribute:
+        return f"one {attribute}'s mean error differs from the others' by {100 * raw:.0f} % of the mean on {where}"
     return f"{label} {raw:.3g} on {where}"
 
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from causalrate.score.confounding import no_effect_note
 from causalrate.score.scores import SCORES, PieScore
 from causalrate.uncertainty.rigor import Rigor
 
@@ -19,9 +20,7 @@ def pie_undefined(raw: pd.DataFrame, rigor: Rigor | None) -> dict[tuple[str, str
     for r in raw[raw["score"] == "ape"].itertuples():
         bounds = rigor.row((r.perturbation, "ape", r.system)).ape_true_interval if rigor else None
         if bounds is not None and bounds[0] <= 0 <= bounds[1]:
-            out[(r.system, r.perturbation)] = (
-                f"undefined: the APE's interval [{bounds[0]:.3g}, {bounds[1]:.3g}] covers 0, no effect to explain"
-            )
+            out[(r.system, r.perturbation)] = no_effect_note("APE_true", bounds[0], bounds[1])
         elif np.isfinite(r.raw) and r.raw < r.margin:
             out[(r.system, r.perturbation)] = (
                 f"undefined: the APE {r.raw:.3g} is below its margin {r.margin:.3g}, no practical effect to explain"

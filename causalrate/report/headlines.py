@@ -8,9 +8,11 @@ the clean input. Nothing here re-rates: every level shown is one ratings.json al
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from causalrate.rate.headlines import all_tied
+from causalrate.rate.headlines import all_tied, described_as
+from causalrate.report.estimators import label as score_label
 from causalrate.report.templating import fmt
 from causalrate.run import RatingsDocument
 from causalrate.score.scores import bias_attributes, differ_by
@@ -82,7 +84,7 @@ def _fallback(doc: RatingsDocument, system: str, kind: str) -> dict[str, Any]:
     if kind == "bias":
         rows = [r for r in mine if r.score.startswith("wrs_") and r.perturbation != control and r.rating is not None]
         if not rows:
-            return {"rating": None, "meaning": "No bias score in this run.", "source": "none"}
+            return {"rating": None, "meaning": no_bias_reason(doc), "source": "none"}
         worst = max(rows, key=lambda r: (r.rating, r.score, r.perturbation))
         return {
             "rating": worst.rating,
@@ -105,16 +107,53 @@ def _fallback(doc: RatingsDocument, system: str, kind: str) -> dict[str, Any]:
     }
 
 
+def no_bias_reason(doc: RatingsDocument) -> str:
+    """Why a run has no bias score, in words: a bias score compares groups of series by an attribute's values."""
+    n_series = doc.counts.series if doc.counts else len(doc.provenance.series or [])
+    attributes = doc.provenance.attributes
+    if n_series == 1:
+        why = "one series, so no groups of the data to compare"
+    elif not attributes:
+        why = "the data declares no attribute (such as region or industry) to group its series by"
+    elif all(len(values) < 2 for values in attributes.values()):
+        why = "no attribute of the data has two or more values, so there are no groups to compare"
+    else:
+        return "No bias score in this run."
+    return f"No bias score: {why}."
+
+
+def perturbation_words(doc: RatingsDocument, perturbation: str) -> str:
+    """A perturbation as a reader names it: its description, or where that is long its kind in words (the
+    description's closing parenthesis: "saturation"; else its words before a colon) with its severity."""
+    described = described_as(perturbation, {p.id: p.description for p in doc.perturbations})
+    if len(described) <= 40:
+        return described
+    severity = perturbation.rpartition("@")[2] if "@" in perturbation else ""
+    return kind_words(described) + (f", severity {severity}" if severity.isdigit() else "")
+
+
+def kind_words(described: str) -> str:
+    """What kind of fault a description is, in its own words: its closing parenthesis ("(a stuck sensor, a frozen
+    reading)": its first name), else its words before a colon."""
+    kind = re.search(r"\(([^(),]*)[^()]*\)$", described)
+    return kind.group(1) if kind else described.partition(":")[0]
+
+
+def row_words(doc: RatingsDocument, score: str, perturbation: str) -> str:
+    """A rating row in words: "APE, newest point on saturation, severity 4"."""
+    return f"{score_label(score)} on {perturbation_words(doc, perturbation)}"
+
+
+def _share(share: float) -> str:
+    """A share as whole percents, or two significant digits below 1 %."""
+    return f"{100 * share:.0f} %" if 100 * share >= 1 else f"{100 * share:.2g} %"
+
+
 def _rise(row) -> str:
     """The harm an inconclusive APE's interval leaves open, in words: "a rise of 7 % of the naive reference's clean
     error" (or in the outcome's units where no share was recorded)."""
     if row.cannot_rule_out_share is not None:
-        share = 100 * row.cannot_rule_out_share
-        return (
-            f"a rise of {share:.0f} % of the naive reference's clean error"
-            if share >= 1
-            else (f"a rise of {share:.2g} % of the naive reference's clean error")
-        )
+        return f"a rise of {_share(row.cannot_rule_out_share)} of the naive reference's clean error"
     if row.cannot_rule_out is not None:
         return f"a rise of {fmt(row.cannot_rule_out, 3)} in its error"
     return "a practical effect"
@@ -150,12 +189,12 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     mine = doc.rows_of(system)
     insufficient = [r for r in mine if r.insufficient]
     if insufficient:
-        names = sorted({f"{r.score} ({r.perturbation})" for r in insufficient})
-        out.append(f"Insufficient data, rated worst: {', '.join(names[:4])}{' …' if len(names) > 4 else '.'}")
+        names = sorted({row_words(doc, r.score, r.perturbation) for r in insufficient})
+        out.append(f"Insufficient data, rated worst: {'; '.join(names[:4])}{' …' if len(names) > 4 else '.'}")
     improves = sorted((r for r in mine if r.improves), key=lambda r: (r.perturbation, r.score))
     if improves:
         said = [
-            f"{r.perturbation} lowers its error"
+            f"{perturbation_words(doc, r.perturbation)} ({r.perturbation}) lowers its error"
             + (f" (APE interval [{fmt(r.ape_true_interval[0], 3)}, {fmt(r.ape_true_interval[1], 3)}])"
                if r.ape_true_interval else "")
             for r in improves
@@ -163,17 +202,25 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
         out.append(f"Improves, rated 1 on that row (an improvement is no harm): {'; '.join(said[:3])}.")
     inconclusive = sorted((r for r in mine if r.inconclusive), key=lambda r: (r.perturbation, r.score))
     if inconclusive:
-        said = [f"{r.score} ({r.perturbation}): cannot rule out {_rise(r)}" for r in inconclusive]
-        out.append(
-            f"Inconclusive (too few windows; best level withheld): {'; '.join(said[:3])}"
-            f"{' …' if len(said) > 3 else '.'}"
-        )
+        shares = [r.cannot_rule_out_share for r in inconclusive]
+        if all(share is not None for share in shares):  # one unit: said once
+            said = [
+                f"{_share(share)} ({row_words(doc, r.score, r.perturbation)})"
+                for r, share in zip(inconclusive, shares, strict=True)
+                if share is not None
+            ]
+            head = "cannot rule out a rise in its error, as a share of the naive reference's clean error, of "
+            listed = head + ", ".join(said[:3])
+        else:
+            said = [f"{row_words(doc, r.score, r.perturbation)}: cannot rule out {_rise(r)}" for r in inconclusive]
+            listed = "; ".join(said[:3])
+        out.append(f"Inconclusive (too few windows; best level withheld): {listed}{' …' if len(said) > 3 else '.'}")
     unstable = [r for r in mine if r.stable is False]
     if unstable:
-        names = sorted({f"{r.score} ({r.perturbation})" for r in unstable})
+        names = sorted({row_words(doc, r.score, r.perturbation) for r in unstable})
         out.append(
             f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples): "
-            f"{', '.join(names[:4])}{' …' if len(names) > 4 else '.'}"
+            f"{'; '.join(names[:2])}{' …' if len(names) > 2 else '.'}"
         )
     if failures:
         out.append(f"{failures} forecasts failed (see the report).")

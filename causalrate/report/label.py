@@ -13,11 +13,13 @@ from typing import Any
 
 from causalrate.config import REFERENCE_SYSTEMS
 from causalrate.rate.absolute import ABSOLUTE_LEVELS
+from causalrate.report.estimators import label as score_label
 from causalrate.report.faults import fault_lines
 from causalrate.report.headlines import (
     TITLES,
     headline_words,
     headlines,
+    kind_words,
     question,
     top_fragility_rule,
 )
@@ -36,10 +38,7 @@ COVARIATE_WORDS = {
 }
 # "; the same level as A, B" in a headline's meaning (rate.headlines), up to what follows the list
 SAME_LEVEL = re.compile(r"; the same level as .*?(?= \(the mean of its accuracy levels\)|; no practical effect|\.$)")
-NO_RULE = (
-    "No group of windows stands out: on windows held out from the fragility map, no property of a window "
-    "predicts where a perturbation raises its error more."
-)
+NO_RULE = "No group of windows stands out: on held-out windows, no window property predicts where it is hurt more."
 
 
 def listed(names: list[str], most: int = 6) -> str:
@@ -63,14 +62,15 @@ def data_words(doc: RatingsDocument) -> str:
 
 
 def series_words(doc: RatingsDocument) -> str:
-    """How many series, which, and each attribute of the data with its values."""
+    """How many series, which, and each attribute of the data that tells series apart, with its values."""
     prov = doc.provenance
     series = prov.series or prov.config.get("data", {}).get("series") or []
     n_series = doc.counts.series if doc.counts else len(series)
     text = f"{n_series}" + (f": {listed(series)}" if series else "")
-    attributes = [  # the values themselves where they are few (the label keeps its height)
+    attributes = [  # the values themselves where they are few (the label keeps its height); one value is no grouping
         f"{name} ({len(values)}: {', '.join(values)})" if len(values) <= 4 else f"{name} ({len(values)} values)"
         for name, values in prov.attributes.items()
+        if len(values) >= 2
     ]
     return text + (f"; attributes: {', '.join(attributes)}" if attributes else "")
 
@@ -116,31 +116,66 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
             + f"{n_windows} windows of {window_settings.get('input_length', '?')} inputs → "
             f"{window_settings.get('horizon', '?')} forecasts",
         ),
-        ("Perturbations", "; ".join(f"{p.id}: {p.description}" for p in perturbations[:6])),
+        ("Perturbations", perturbation_words(perturbations)),
         ("Placement", ", ".join(placements) + " (which input points are changed)"),
         ("Systems compared", ", ".join(doc.system_names)),
         ("Scale", scale_text),
     ]
-    if len(perturbations) > 6:
-        lines[3] = (lines[3][0], lines[3][1] + f"; and {len(perturbations) - 6} more")
     return lines
 
 
-def label_sentence(h: dict) -> str:
+def perturbation_words(perturbations: list) -> str:
+    """The perturbations tested: each with its description where they are few (six or fewer), else their kinds
+    (one per operator, in the study's order: "a stuck sensor (stuck), an outage (gap), …") with how many
+    perturbations and severities, so the label keeps one page whatever the suite's size."""
+    if len(perturbations) <= 6:
+        return "; ".join(f"{p.id}: {p.description}" for p in perturbations)
+    kinds: dict[str, str] = {}
+    for p in perturbations:
+        kinds.setdefault(p.operator, f"{kind_words(p.description)} ({p.operator})")
+    severities = sorted({int(k) for p in perturbations if (k := p.id.rpartition("@")[2]).isdigit() and "@" in p.id})
+    graded = f"; each also at severity {severities[0]}–{severities[-1]}" if len(severities) >= 2 else ""
+    return f"{len(perturbations)} perturbations of {len(kinds)} kinds: {', '.join(kinds.values())}{graded}"
+
+
+def label_sentence(h: dict, descriptions: dict[str, str] | None = None) -> str:
     """The headline's sentence without what the box around it already says (level, scale, systems, the systems
     at the same level): its cause for a weakest-link headline, else the meaning after its level; led by the
-    published scale's verdict where it is the worst or two levels from the big number (`verdict`)."""
+    published scale's verdict where it is the worst or two levels from the big number (`verdict`); after a verdict,
+    which says its row in full, the relative cause is named by its score and perturbation only (the report says
+    it in full)."""
     verdict = h.get("verdict")
+    if verdict:  # its perturbation by kind and severity: the description is the report's
+        verdict = shortened(verdict, descriptions or {})
     lead = f"{verdict[:1].upper()}{verdict[1:]}. Relative to the others: " if verdict else ""
     cause = (h.get("cause") or {}).get("text")
-    if cause and verdict and cause in verdict:  # one row sets both: said once
+    if cause and verdict and shortened(cause, descriptions or {}) in verdict:  # one row sets both: said once
         return f"{verdict[:1].upper()}{verdict[1:]}."
+    found = h.get("cause") or {}
+    if cause and verdict and found.get("score") and found.get("perturbation"):  # the verdict said it in full
+        what = "failed forecasts" if found.get("insufficient") else score_label(found["score"])
+        return f"{lead}set by its weakest result, {what} on {found['perturbation']}."
     if cause:
         sentence = f"set by its weakest result: {cause}."
         return lead + (sentence if lead else sentence[:1].upper() + sentence[1:])
     meaning = SAME_LEVEL.sub("", h.get("meaning") or "")
     rest = meaning.partition(") on ")[2].partition(": ")[2]  # "N of L (1 = best, …) on WHAT: REST"
     return lead + ((rest[:1].upper() + rest[1:]) if rest else meaning)
+
+
+def shortened(text: str, descriptions: dict[str, str]) -> str:
+    """A sentence with a perturbation's full description ("on P — DESCRIPTION", or an older ratings.json's
+    "on P (DESCRIPTION)") cut to the kind of fault and its severity ("on drift-dose@5 — calibration drift,
+    severity 5"), for the label's fixed height."""
+    for pid, described in descriptions.items():
+        short = kind_words(described)
+        if len(described) <= 40 or short == described:
+            continue
+        severity = pid.rpartition("@")[2]
+        short += f", severity {severity}" if "@" in pid and severity.isdigit() else ""
+        for full in (f"on {pid} — {described}", f"on {pid} ({described})"):
+            text = text.replace(full, f"on {pid} — {short}")
+    return text
 
 
 def same_level(doc: RatingsDocument, system: str, kind: str, rating: int | None) -> list[str]:
@@ -175,6 +210,8 @@ def fragility(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
     if rule is None:
         return {"none": NO_RULE} if doc.heterogeneity.get(system) else None
     described = {p.id: p.description for p in doc.perturbations}.get(rule["perturbation"])
+    if described and len(described) > 40:  # a long description by its kind (the report has it in full)
+        described = kind_words(described)
     return {**rule, "text": plain_rule(rule["text"]), "described": described}
 
 
@@ -211,7 +248,8 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
                 "absolute": h.get("absolute_rating"),
                 "absolute_levels": ABSOLUTE_LEVELS,
                 "absolute_note": absolute_note(h.get("rating"), h.get("absolute_rating"), levels, len(doc.systems)),
-                "meaning": label_sentence(h),
+                "meaning": label_sentence(h, {p.id: p.description for p in doc.perturbations}),
+                "verdict": bool(h.get("verdict")),  # its sentence starts with the published level: said once
                 "stability": None if stability is None else f"{100 * stability:.0f} %",
                 "unstable": stability is not None and stability < 0.8,
                 # "all N systems tied" says who: no list

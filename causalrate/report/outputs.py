@@ -346,5 +346,30 @@ def render_report(doc: RatingsDocument) -> str:
     return (
         environment()
         .get_template("report.md.j2")
-        .render(doc=doc, systems=systems, tables=tables, scores=[(name, facts(name).description) for name in names])
+        .render(
+            doc=doc,
+            systems=systems,
+            tables=tables,
+            scores=[(name, facts(name).description) for name in names],
+            notes=grouped_notes(doc.ratings),
+        )
     )
+
+
+def grouped_notes(rows: list[RatingRow]) -> list[tuple[str, str, str]]:
+    """The rows' notes, one line per (score, note): (score, note, where: "a, b on P1, P3" when the note holds for
+    every pair of those systems and perturbations, else "a on P1; b on P3"), in the rows' order, so that one
+    reason shared by many rows is said once."""
+    grouped: dict[tuple[str, str], dict[str, dict[str, None]]] = {}
+    for r in rows:
+        if r.note:
+            grouped.setdefault((r.score, r.note), {}).setdefault(r.system, {})[r.perturbation] = None
+    out = []
+    for (score, note), on in grouped.items():
+        perturbations = list(dict.fromkeys(p for ps in on.values() for p in ps))
+        if all(list(ps) == perturbations for ps in on.values()):
+            where = f"{', '.join(on)} on {', '.join(perturbations)}"
+        else:
+            where = "; ".join(f"{system} on {', '.join(ps)}" for system, ps in on.items())
+        out.append((score, note, where))
+    return out

@@ -65,6 +65,9 @@ def browser_problem() -> str | None:
 
 
 # the width a page needs with every horizontally scrolled box shown whole (0: none scrolls)
+# a page's PNG is a one-glance picture: what only the HTML should carry (the comparison's table of every rating,
+# 40,000 px on a large suite) is marked .html-only, and a .png-only line says where to find it
+PICTURE_ONLY = ".html-only { display: none !important; } .png-only { display: block !important; }"
 UNSCROLL = """() => {
   if (![...document.querySelectorAll('.scroll')].some(e => e.scrollWidth > e.clientWidth)) return 0;
   const style = document.createElement('style');
@@ -123,6 +126,7 @@ class Session:
         if pdf:
             self.page.pdf(path=str(pdf), format="A4", scale=PDF_SCALE, print_background=True)
         if png:  # a table wider than the page (20 systems) is shown whole, the image widened to it: no column cut
+            self.page.add_style_tag(content=PICTURE_ONLY)
             wide = self.page.evaluate(UNSCROLL)
             if wide > WIDTH:
                 self.page.set_viewport_size({"width": int(wide) + 20, "height": 100})

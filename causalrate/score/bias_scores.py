@@ -68,7 +68,8 @@ class WrsIndustry(WrsScore):
     radar = True
     label = "WRS industry"
     description = (
-        "how much its errors differ between industries (0 = not at all; each pair of industries adds up to 2.3)"
+        "how much its errors differ between industries (0 = not at all; each pair of industries adds up to 2.3, "
+        "more the surer their errors differ)"
     )
 
 
@@ -77,7 +78,10 @@ class WrsDomain(WrsScore):
     attribute = "domain"
     estimator = "WRS over domain groups (Welch t, weighted pair count)"
     label = "WRS domain"
-    description = "how much its errors differ between data domains (0 = not at all; each pair adds up to 2.3)"
+    description = (
+        "how much its errors differ between data domains (0 = not at all; each pair of domains adds up to 2.3, more "
+        "the surer their errors differ)"
+    )
 
 
 @SCORES.register("wrs_company")
@@ -137,7 +141,7 @@ class BiasScore(Score):
 @SCORES.register("bias_industry")
 class BiasIndustry(BiasScore):
     attribute = "industry"
-    estimator = "largest gap between one industry's mean outcome and the rest, / mean outcome"
+    estimator = "largest gap between one industry's mean outcome and the rest's, divided by the mean outcome"
     label = "Bias industry"
     description = "largest gap between one industry's mean error and the other industries', relative to the mean"
 
@@ -145,7 +149,7 @@ class BiasIndustry(BiasScore):
 @SCORES.register("bias_domain")
 class BiasDomain(BiasScore):
     attribute = "domain"
-    estimator = "largest gap between one domain's mean outcome and the rest, / mean outcome"
+    estimator = "largest gap between one domain's mean outcome and the rest's, divided by the mean outcome"
     label = "Bias domain"
     description = "largest gap between one domain's mean error and the other domains', relative to the mean"
 
@@ -153,7 +157,7 @@ class BiasDomain(BiasScore):
 @SCORES.register("bias_company")
 class BiasCompany(BiasScore):
     attribute = "company"
-    estimator = "largest gap between one company's mean outcome and its industry's others, / mean outcome"
+    estimator = "largest gap between one company's mean outcome and its industry's others', divided by the mean outcome"
     label = "Bias company"
     description = "largest gap between one company's mean error and its industry peers', relative to the mean"
 
@@ -164,9 +168,11 @@ def register_dimension(attribute: str) -> None:
     those of its own data's dimensions only (score_all skips another data's, by `generated_for`)."""
     entries = (
         ("wrs", WrsScore, f"WRS {attribute}", f"WRS over {attribute} groups (Welch t, weighted pair count)",
-         f"how much its errors differ between values of {attribute} (0 = not at all; each pair adds up to 2.3)"),
-        ("bias", BiasScore, f"Bias {attribute}", f"largest gap between one {attribute}'s mean outcome and the rest, "
-         "/ mean outcome", f"largest gap between one {attribute}'s mean error and the others', relative to the mean"),
+         f"how much its errors differ between values of {attribute} (0 = not at all; each pair of values adds up to "
+         "2.3, more the surer their errors differ)"),
+        ("bias", BiasScore, f"Bias {attribute}", f"largest gap between one {attribute}'s mean outcome and the "
+         "rest's, divided by the mean outcome",
+         f"largest gap between one {attribute}'s mean error and the others', relative to the mean"),
     )  # fmt: skip
     for prefix, base, label, estimator, description in entries:
         name = f"{prefix}_{attribute}"

@@ -17,6 +17,11 @@ from causalrate.score.effects import every_system
 from causalrate.score.evidence import Evidence, Resampler, RowReplicates, Unavailable
 
 
+def no_effect_note(estimate: str, lo: float, hi: float) -> str:
+    """Why PIE% is undefined where the effect's interval covers 0 (the one wording, for every estimate)."""
+    return f"undefined: the {estimate} interval [{lo:.3g}, {hi:.3g}] covers 0, no effect to explain"
+
+
 class SchemeScore(Score):
     """|mean APE_adj over the B draws| under one scheme: the effect estimate (METHOD §5.3)."""
 
@@ -82,7 +87,7 @@ class PieScore(SchemeScore):
             return rows
         nothing = (rows["ape_obs_lo"] <= 0) & (rows["ape_obs_hi"] >= 0)
         note = [
-            f"undefined: APE_obs interval [{lo:.3g}, {hi:.3g}] covers 0, no apparent effect to explain" if n else None
+            no_effect_note("APE_obs", lo, hi) if n else None
             for lo, hi, n in zip(rows["ape_obs_lo"], rows["ape_obs_hi"], nothing, strict=True)
         ]
         frame = rows[["system", "perturbation"]].assign(raw=rows["pie"].where(~nothing).to_numpy(), note=note)

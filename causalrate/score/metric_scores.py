@@ -59,7 +59,7 @@ class Wql(MetricScore):
     radar = False
     point_forecasts = "not_in_headline"
     label = "WQL"
-    estimator = "WQL"
+    estimator = "mean WQL over forecasts"
     description = (
         "weighted quantile loss of the forecast quantiles, relative to the truth's size (point forecasts: WAPE)"
     )
@@ -72,7 +72,7 @@ class CoverageError(MetricScore):
     margin = Margin("none", 0.01)  # one percentage point of coverage
     point_forecasts = "not_applicable"
     label = "Coverage error"
-    estimator = "Coverage error"
+    estimator = "mean coverage error over forecasts"
     description = "how far the share of truths inside its widest interval is from that interval's level (0 = exact)"
 
 

@@ -1,0 +1,160 @@
+"""The label's and report's sentences read as a practitioner reads them (reader findings 8-20): no nested
+parentheses, bias and WRS in words, dose-response rows described, a description said once, numbers agreeing
+with their units, warnings without raw names, no one-value attributes, the reason for no bias score, one
+wording for an effect whose interval covers 0, and score estimators that say more than the score's name."""
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from causalrate.causal.wrs import Grouping
+from causalrate.perturb.operators import OPERATORS
+from causalrate.perturb.suite import agreed
+from causalrate.rate.headlines import cause_text, described_as
+from causalrate.report.headlines import headlines, warnings
+from causalrate.report.label import label_sentence, series_words
+from causalrate.report.outputs import grouped_notes
+from causalrate.run import RatingsDocument
+from causalrate.score.bias_scores import register_dimension
+from causalrate.score.confounding import no_effect_note
+from causalrate.score.scores import SCORES
+
+ROOT = Path(__file__).resolve().parents[1]
+SENSORS = ROOT / "ratings" / "sensors" / "ratings.json"
+
+
+def depth(text: str) -> int:
+    """The deepest nesting of parentheses in a sentence."""
+    level = deepest = 0
+    for ch in text:
+        level += (ch == "(") - (ch == ")")
+        deepest = max(deepest, level)
+    return deepest
+
+
+def test_a_cause_puts_its_description_after_a_dash_not_in_nested_parentheses():
+    said = cause_text("ape", "P3", 1.0, 0.25, False, "a value is missing (NaN)")
+    assert said == "its error rises by 25 % of the naive reference's clean error on P3 — a value is missing (NaN)"
+    failed = cause_text("ape", "drift", 1.0, 0.2, True, "the values drift away (calibration drift)")
+    assert depth(failed) == 1 and failed.endswith("on drift — the values drift away (calibration drift); rated worst")
+
+
+def test_bias_and_wrs_causes_say_what_differs_in_words():
+    register_dimension("month")
+    bias = cause_text("bias_month", "P1", 0.24, 0.24, False, "a value is recorded as 0")
+    assert bias.startswith("one month's mean error differs from the others' by 24 % of the mean on P1")
+    assert "(Bias month)" not in bias
+    register_dimension("season")
+    wrs = cause_text("wrs_season", "P1", 1.3, 1.3 / 2.3, False, "a value is recorded as 0")
+    assert wrs.startswith("its errors differ between seasons (WRS, a weighted count of group pairs that differ: 1.3, ")
+    assert "57 % of its maximum" in wrs and depth(wrs) == 1
+
+
+def test_a_dose_response_row_is_described_as_its_severity_average():
+    descriptions = {
+        f"clip-dose@{k}": f"for {k} points the values above … are cut to it (saturation)" for k in range(1, 6)
+    }
+    descriptions["clip"] = "the values above … are cut (saturation)"
+    assert described_as("clip-dose", descriptions) == "averaged over severity 1–5 of saturation"
+    assert described_as("clip-dose@3", descriptions) == descriptions["clip-dose@3"]
+    assert described_as("unknown", descriptions) == "unknown"
+    said = cause_text("ape_auc", "clip-dose", 1.0, 0.1, False, described_as("clip-dose", descriptions))
+    assert said.endswith("on clip-dose — averaged over severity 1–5 of saturation")
+
+
+def test_the_label_says_a_perturbation_description_once():
+    described = {
+        "drift-dose@5": "the values drift away over 52 points, to 3 window standard deviations off (calibration drift)",
+        "drift-dose@4": "the values drift away over 26 points, to 2 window standard deviations off (calibration drift)",
+        "P3": "a value is missing (NaN)",
+    }
+    h = {
+        "verdict": "on the published scale the worst level (3 of 3): its error rises by 235 % of the naive "
+        f"reference's clean error on drift-dose@5 — {described['drift-dose@5']}",
+        "cause": {
+            "score": "ape",
+            "perturbation": "drift-dose@4",
+            "insufficient": False,
+            "text": f"its error rises by 152 % of the naive reference's clean error on drift-dose@4 — "
+            f"{described['drift-dose@4']}",
+        },
+    }
+    said = label_sentence(h, described)
+    assert said == (
+        "On the published scale the worst level (3 of 3): its error rises by 235 % of the naive reference's clean "
+        "error on drift-dose@5 — calibration drift, severity 5. Relative to the others: set by its weakest result, "
+        "APE on drift-dose@4."
+    )
+    h["cause"] |= {"insufficient": True, "perturbation": "gap"}
+    assert label_sentence(h, described).endswith(
+        "Relative to the others: set by its weakest result, failed forecasts on gap."
+    )
+    old = {"verdict": "on the published scale the worst level (3 of 3): its error rises on drift-dose@5 "
+           f"({described['drift-dose@5']})"}  # an older ratings.json's form  # fmt: skip
+    assert "on drift-dose@5 — calibration drift, severity 5. Relative to the others" in label_sentence(old, described)
+    alone = {
+        "cause": {"text": f"its error rises by 9 % on P3 — {described['P3']}", "score": "ape", "perturbation": "P3"}
+    }
+    assert label_sentence(alone, described) == f"Set by its weakest result: {alone['cause']['text']}."
+
+
+def test_a_count_of_one_takes_the_singular():
+    offset = OPERATORS.get("offset").description.format(k=13, c=1)
+    assert "1 window standard deviation high" in agreed(offset) and "13 points" in agreed(offset)
+    assert agreed("for 1 points, 1.1 points, 11 points, 21 points") == "for 1 point, 1.1 points, 11 points, 21 points"
+    drift = OPERATORS.get("drift").description.format(k=1, c=2)
+    assert "over 1 point," in agreed(drift) and "2 window standard deviations" in agreed(drift)
+
+
+def test_the_sensors_label_names_rows_in_words_and_says_why_it_has_no_bias_score():
+    doc = RatingsDocument.read(SENSORS)
+    raw = re.compile(r"\b[a-z]+_?[a-z]* \((?:[A-Za-z]+-dose@\d|[A-Z]\d|[a-z]+)\)")  # "ape (clip-dose@4)"
+    for system in doc.system_names:
+        for line in warnings(doc, system, failures=0):
+            assert not raw.search(line), line
+        bias = headlines(doc, system)["bias"]
+        if bias.get("rating") is None and bias["source"] == "none":
+            assert bias["meaning"] == "No bias score: one series, so no groups of the data to compare."
+    assert doc.provenance.attributes and all(len(v) == 1 for v in doc.provenance.attributes.values())
+    assert "attributes" not in series_words(doc)  # every attribute has one value: nothing tells series apart
+
+
+def test_an_effect_whose_interval_covers_0_has_one_wording():
+    assert (
+        no_effect_note("APE_obs", -0.1, 0.2)
+        == "undefined: the APE_obs interval [-0.1, 0.2] covers 0, no effect to explain"
+    )
+    assert no_effect_note("APE_true", -1, 1).startswith("undefined: the APE_true interval [")
+
+
+def test_a_group_that_is_one_series_is_said_in_the_singular():
+    labels = np.array(["a"] * 4 + ["b"] * 4 + ["c"] * 4)
+    series = np.array(["s1"] * 4 + ["s2", "s3"] * 2 + ["s4", "s5"] * 2)
+    grouping = Grouping.of(labels, attribute="region")
+    assert grouping.single_series_note(series).startswith("1 of the 3 groups compared is a single series: ")
+    series[4:8] = "s2"
+    assert grouping.single_series_note(series).startswith("2 of the 3 groups compared are a single series each: ")
+
+
+def test_score_estimators_say_more_than_the_name():
+    register_dimension("month")
+    for name, cls in SCORES.items():
+        estimator = cls.estimator or ""
+        assert estimator != (cls.label or name), name
+        assert ", /" not in estimator, name
+        assert "each pair adds up" not in (cls.description or ""), name
+
+
+def test_report_notes_are_said_once_per_score_and_reason():
+    row = SimpleNamespace
+    na, gap = "not applicable: a point forecast has no interval", "undefined: the APE_true interval [0, 0] covers 0"
+    rows = [row(system=s, perturbation=p, score="coverage_error", note=na) for s in "ab" for p in ("P0", "P1")]
+    rows += [row(system="a", perturbation="P1", score="pie_month", note=gap)]
+    rows += [row(system="b", perturbation="P3", score="pie_month", note=gap)]
+    rows += [row(system="b", perturbation="P0", score="mase", note=None)]
+    assert grouped_notes(rows) == [  # type: ignore[arg-type]
+        ("coverage_error", na, "a, b on P0, P1"),
+        ("pie_month", gap, "a on P1; b on P3"),  # not every pair: said per system, never as a product
+    ]
