@@ -33,11 +33,12 @@ KEY = "AIzaTEST-do-not-leak-4242"
 SCRIPT = ["429", "500", "slow", "malformed"]  # then every request is answered well
 
 
-def write_data(folder: Path) -> tuple[Path, np.ndarray, np.ndarray]:
+def write_data(folder: Path, *, series: int = 30) -> tuple[Path, np.ndarray, np.ndarray]:
+    """`series` series in three industries, one window each (the same dates for all)."""
     rng = np.random.default_rng(5)
     dates = pd.bdate_range("2024-01-02", periods=INPUT + HORIZON)
     rows = []
-    for i in range(30):
+    for i in range(series):
         industry = ["Alpha", "Beta", "Gamma"][i % 3]
         level = {"Alpha": 100.0, "Beta": 50.0, "Gamma": 20.0}[industry]
         values = level * np.exp(np.cumsum(rng.normal(0, 0.01, dates.size)))
