@@ -237,7 +237,7 @@ def test_a_study_with_moment_in_its_environment_is_byte_identical_on_rerun(momen
         - {name: moment, type: moment, model: moment, head: moment-head.safetensors, seq_len: 64}
         """,
         draws=4,
-        stride=8,
+        stride=16,
     )
     first, second = assess_twice(study, tmp_path, monkeypatch, cli)
     assert first == second
