@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from causalrate.errors import UserError
-from causalrate.forecast.runner import Job, run_job
+from causalrate.forecast.jobs import Job
+from causalrate.forecast.worker import run_job
 from causalrate.systems import envsystem
 from causalrate.systems.base import Batch
 from causalrate.systems.environments import create, recipes
@@ -237,7 +238,7 @@ def test_a_study_with_moment_in_its_environment_is_byte_identical_on_rerun(momen
         - {name: moment, type: moment, model: moment, head: moment-head.safetensors, seq_len: 64}
         """,
         draws=4,
-        stride=16,
+        stride=8,
     )
     first, second = assess_twice(study, tmp_path, monkeypatch, cli)
     assert first == second
