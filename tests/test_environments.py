@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 
 from causalrate.errors import UserError
-from causalrate.forecast.jobs import Job
-from causalrate.forecast.worker import run_job
+from causalrate.forecast.runner import Job, run_job
 from causalrate.systems import envsystem
 from causalrate.systems.base import Batch
 from causalrate.systems.environments import create, recipes
