@@ -157,8 +157,9 @@ def start_slow_run(synthetic_study, tmp_path: Path) -> tuple[subprocess.Popen, P
     config = synthetic_study(systems, draws=2, stride=6, extra="forecast: {batch_size: 4, cache: false}\n")
     command = [sys.executable, "-m", "causalrate", "assess", str(config), "--no-cards", "--workers", "2"]
     run = tmp_path / "run"
+    env = {**os.environ, "PLANTED_SLOW": "1"}  # slow in this run, the one a test interrupts
     process = subprocess.Popen(
-        [*command, "--out", str(run)], stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path
+        [*command, "--out", str(run)], stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path, env=env
     )
     deadline, rows = time.monotonic() + 90, 0
     while time.monotonic() < deadline and rows < 12:
@@ -222,7 +223,7 @@ def test_a_model_raising_keyboard_interrupt_fails_its_rows_without_worker_traceb
     assert "Traceback" not in done.stderr and "rude: KeyboardInterrupt: the model's own" in done.stderr, done.stderr
 
 
-def test_without_a_terminal_progress_is_plain_lines_and_each_system_is_summarised(synthetic_study, tmp_path):
+def test_without_a_terminal_progress_is_plain_lines_and_each_system_is_summarised(synthetic_study, cli, tmp_path):
     """stderr to a pipe (CI, nohup): a progress line at the start and the end with the failures so far, then per
     system its forecasts, cache hits, failures and time; a second run says its forecasts came from the cache."""
     systems = '- {name: flaky, type: python, function: "planted.py:flaky"}\n- {name: naive, type: naive}\n'
@@ -238,12 +239,12 @@ def test_without_a_terminal_progress_is_plain_lines_and_each_system_is_summarise
     assert f"causalrate: forecasting: {total}/{total} forecasts (100%), {failed} failed" in first.stderr
     assert f"causalrate: flaky: {total // 2} forecasts (0 from the cache), {failed} failed" in first.stderr
     assert f"causalrate: naive: {total // 2} forecasts (0 from the cache), 0 failed" in first.stderr
-    second = subprocess.run([*command, "--out", str(tmp_path / "b")], capture_output=True, text=True, cwd=tmp_path)
+    _, _, second = cli("assess", config, "--no-cards", "--workers", "1", "--out", tmp_path / "b")  # in this process
     half = total // 2
-    assert f"causalrate: naive: {half} forecasts ({half} from the cache), 0 failed" in second.stderr, second.stderr
-    assert f"causalrate: flaky: {half} forecasts ({half - failed} from the cache), {failed} failed" in second.stderr
-    version = subprocess.run([sys.executable, "-m", "causalrate", "--version"], capture_output=True, text=True)
-    assert version.returncode == 0 and version.stdout.startswith("causalrate 0.")
+    assert f"causalrate: naive: {half} forecasts ({half} from the cache), 0 failed" in second, second
+    assert f"causalrate: flaky: {half} forecasts ({half - failed} from the cache), {failed} failed" in second
+    code, out, _ = cli("--version")
+    assert code == 0 and out.startswith("causalrate 0.")
 
 
 def _job_for(spec: dict, base_dir: Path):

@@ -194,7 +194,7 @@ def test_same_config_and_seed_give_identical_bytes(synthetic_study, tmp_path):
     systems = (
         "- {name: naive, type: naive}\n- {name: random, type: random}\n- {name: biased, type: biased, value: Alpha}\n"
     )
-    config = synthetic_study(systems, draws=4)
+    config = synthetic_study(systems, draws=4, stride=4)
     one, two = tmp_path / "one", tmp_path / "two"
     assert main(["assess", str(config), "--out", str(one), "--workers", "1", "--no-cards"]) == 0
     assert main(["assess", str(config), "--out", str(two), "--workers", "2", "--no-cards"]) == 0

@@ -108,10 +108,10 @@ def test_cache_follows_the_model_files_and_can_be_bypassed(synthetic_study, cli,
     assert code == 2 and "files: no such file or folder: " in err and "gone.pkl" in err, err
 
 
-def test_kill_and_resume_loses_nothing_and_duplicates_nothing(synthetic_study, tmp_path):
+def test_kill_and_resume_loses_nothing_and_duplicates_nothing(synthetic_study, cli, tmp_path):
     systems = '- {name: slow, type: python, function: "planted.py:slow_last"}\n- {name: naive, type: naive}\n'
     config = synthetic_study(systems, draws=2, stride=6, extra="forecast: {batch_size: 4, cache: false}\n")
-    env = {**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path / "cache"), "PLANTED_SLOW": "1"}
     command = [sys.executable, "-m", "causalrate", "assess", str(config), "--no-cards", "--workers", "2"]
     run = tmp_path / "killed"
     process = subprocess.Popen([*command, "--out", str(run)], env=env, stderr=subprocess.PIPE, start_new_session=True)
@@ -132,17 +132,18 @@ def test_kill_and_resume_loses_nothing_and_duplicates_nothing(synthetic_study, t
         before = db.execute("SELECT count(*) FROM forecasts").fetchone()[0]
     total = 2 * 4 * 6 * 19  # (160 - 50) // 6 + 1 windows per series
     assert 40 <= before < total
-    fresh = subprocess.run([*command, "--out", str(run)], env=env, capture_output=True, text=True)
-    assert fresh.returncode == 2 and f"--resume {run}" in fresh.stderr  # the store is not overwritten by accident
-    resumed = subprocess.run([*command, "--resume", str(run)], env=env, capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr
+    # the killed process is the test's subject; what follows runs in this one (same command, no slowness)
+    code, _, err = cli("assess", config, "--no-cards", "--workers", "2", "--out", run)
+    assert code == 2 and f"--resume {run}" in err  # the store is not overwritten by accident
+    code, _, err = cli("assess", config, "--no-cards", "--workers", "2", "--resume", run)
+    assert code == 0, err
     assert made(run)["made"] == total - before
     with sqlite3.connect(store) as db:
         assert db.execute(
             "SELECT count(*), count(DISTINCT system || window || perturbation) FROM forecasts"
         ).fetchone() == (total, total)
-    clean = subprocess.run([*command, "--out", str(tmp_path / "clean")], env=env, capture_output=True, text=True)
-    assert clean.returncode == 0, clean.stderr
+    code, _, err = cli("assess", config, "--no-cards", "--workers", "2", "--out", tmp_path / "clean")
+    assert code == 0, err
     assert (run / "ratings.json").read_bytes() == (tmp_path / "clean" / "ratings.json").read_bytes()
 
 
