@@ -23,6 +23,7 @@ from causalrate.parameters import Parameters, RatingSettings
 from causalrate.perturb import Perturbation, load_suite
 from causalrate.rate.absolute import naive_clean_error, naive_scores
 from causalrate.rate.ratings import levels_warning
+from causalrate.rate.tiers import resolution_warning
 from causalrate.redact import scrub
 from causalrate.score.scores import SCORES, Evidence, register_dimension
 from causalrate.systems.base import System
@@ -150,6 +151,8 @@ def prepare(
     warning = levels_warning(parameters.rating.levels, len(systems), parameters.rating.scale)
     if warning:
         log.warning(warning)
+    if parameters.rating.rule == "tiers" and (too_few := resolution_warning(config.rigor.bootstrap_size, len(systems))):
+        log.warning(too_few)
     table = window_table(dataset, windows, config)
     for name in config.causal.schemes:
         SCHEMES.get(name)().check(table)

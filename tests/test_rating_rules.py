@@ -321,3 +321,23 @@ def test_a_uniformly_fragile_system_gains_nothing_from_an_even_spread():
     rows = robustness_rows(rated, control="P0")
     assert set(rows["score"]) == {"ape"}
     assert rows.groupby("system")["rating"].mean().to_dict() == {"arima": 1.0, "random": 3.0}
+
+
+def test_too_few_replicates_tie_everything_and_are_warned():
+    """8 systems, one far worse than seven equal ones in every paired replicate: with 100 replicates its
+    smallest bootstrap p (2/101) cannot pass Benjamini–Hochberg over 28 pairs, so it is tied with them (the
+    electricity study's planted `biased` read 'all 8 systems tied'); the run warns, and with 200 it is apart."""
+    from causalrate.rate.tiers import resolution_warning
+
+    rng = np.random.default_rng(0)
+
+    def levels(b: int) -> np.ndarray:
+        reps = rng.normal(1.0, 0.01, (b, 8))
+        reps[:, 7] += 1.0  # the outlier: worse in every replicate
+        return tier_ratings(reps.mean(axis=0), reps, levels=3)[0]
+
+    assert list(levels(100)) == [1] * 8
+    assert list(levels(200)) == [1] * 7 + [3]
+    warning = resolution_warning(100, 8)
+    assert warning is not None and "use at least 159" in warning and "28 pairs" in warning
+    assert resolution_warning(159, 8) is None and resolution_warning(100, 5) is None  # 2/101 ≤ 2·0.05/5

@@ -15,6 +15,7 @@ systems compared.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -178,6 +179,21 @@ def levels_of(order: np.ndarray, differ: np.ndarray, levels: int) -> np.ndarray:
     for group, level in zip(groups, group_levels(len(groups), levels), strict=True):
         ratings[group] = level
     return ratings
+
+
+def resolution_warning(bootstrap_size: int, n_systems: int) -> str | None:
+    """Too few bootstrap replicates to tell even one outlying system from the rest: the smallest bootstrap p is
+    2/(B + 1), and one system unlike all S − 1 others is found only when its S − 1 pairs pass Benjamini–Hochberg
+    over the S(S − 1)/2 pairs, 2/(B + 1) ≤ α(S − 1)/(S(S − 1)/2) = 2α/S, i.e. B ≥ S/α − 1."""
+    if bootstrap_size <= 0 or n_systems < 3 or 2 / (bootstrap_size + 1) <= 2 * ALPHA / n_systems:
+        return None
+    need = math.ceil(n_systems / ALPHA - 1)
+    return (
+        f"rigor.bootstrap_size: {bootstrap_size} replicates are too few for {n_systems} systems: the smallest "
+        f"bootstrap p-value, 2/{bootstrap_size + 1} = {2 / (bootstrap_size + 1):.3f}, cannot pass Benjamini–Hochberg "
+        f"over the {n_systems * (n_systems - 1) // 2} pairs even for one system unlike all the others, so every "
+        f"score would read its systems as tied; use at least {need}"
+    )
 
 
 def tier_ratings(
