@@ -110,7 +110,8 @@ def test_a_count_of_one_takes_the_singular():
 
 def test_the_sensors_label_names_rows_in_words_and_says_why_it_has_no_bias_score():
     doc = RatingsDocument.read(SENSORS)
-    raw = re.compile(r"\b[a-z]+_?[a-z]* \((?:[A-Za-z]+-dose@\d|[A-Z]\d|[a-z]+)\)")  # "ape (clip-dose@4)"
+    # a score's code name before a perturbation id: "ape (clip-dose@4)", "ape_last (delay)", "pie_month (P1)"
+    raw = re.compile(r"\b(?:" + "|".join(map(re.escape, SCORES.names())) + r") \(")
     for system in doc.system_names:
         for line in warnings(doc, system, failures=0):
             assert not raw.search(line), line
