@@ -378,8 +378,8 @@ def test_stimuli_name_each_system_and_draw_without_warnings(monkeypatch):
         warnings.simplefilter("always")
         stimuli.question_figure(
             clean=clean, perturbed=perturbed, truth=np.full(5, 121.0), panels=panels,
-            group_errors={label: {"Tech": 1.0} for label in "ABC"}, title="Q01", outcome="rmax",
-            rankings={"robustness_rank": {"A": 1, "B": 2, "C": 3}, "bias_rank": {"A": 1, "B": 1, "C": 2}},
+            group_errors={"industry": {label: {"Tech": 1.0} for label in "ABC"}}, title="Q01", outcome="rmax",
+            rankings={"robustness_rank": {"A": 1, "B": 2, "C": 3}, "bias_rank": {"A": 1, "B": 1, "C": 2}}, step="day",
         )  # fmt: skip
         figures[0].canvas.draw()
     assert [w.message for w in caught] == []

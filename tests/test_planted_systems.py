@@ -68,7 +68,7 @@ def test_failures_become_rows_and_the_run_goes_on(synthetic_study, cli, tmp_path
     errors = dict(db.execute("SELECT system, group_concat(DISTINCT error) FROM forecasts GROUP BY system").fetchall())
     assert errors["naive"] is None and errors["strict"] is None  # imputation spared `strict` from NaN
     assert "wrong shape" in errors["shape"]
-    assert "RuntimeError: flaky model crashed" in errors["flaky"] and "NaN or inf" in errors["flaky"]
+    assert "RuntimeError: flaky model crashed" in errors["flaky"] and "forecast holds NaN, inf" in errors["flaky"]
     (ok,) = db.execute("SELECT count(*) FROM forecasts WHERE system = 'flaky' AND error IS NULL").fetchone()
     assert ok > 0  # the batch was retried row by row: only failing rows failed
     assert db.execute("SELECT count(*) FROM forecasts WHERE error IS NOT NULL AND forecast IS NOT NULL").fetchone() == (

@@ -179,7 +179,7 @@ def test_drift_check_tolerates_float_noise_but_no_rating_change():
                 effect[field] += 2e-4 * largest
     assert drift(noisy, ref) == []
     flipped = copy()
-    flipped["ratings"][0]["rating"] += 1
+    next(r for r in flipped["ratings"] if r["rating"] is not None)["rating"] += 1
     problems = drift(flipped, ref)
     assert len(problems) == 1 and "rating" in problems[0]
     moved = copy()

@@ -63,7 +63,7 @@ def statsmodels_series() -> tuple[pd.DataFrame, dict[str, dict[str, str]], str]:
             columns[sid] = data[column].astype(float)
             attributes[sid] = {"domain": source.domain, "frequency": source.frequency, "dataset": source.dataset}
     wide = pd.DataFrame(columns).sort_index()
-    return wide, attributes, "statsmodels.datasets (public domain: macrodata, co2, elnino, sunspots, nile)"
+    return wide, attributes, "statsmodels.datasets (public domain)"
 
 
 ELECTRICITY = "tsa/stl/tests/results/mstl_elec_vic.csv"  # inside the statsmodels package

@@ -199,7 +199,8 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
                if r.ape_true_interval else "")
             for r in improves
         ]  # fmt: skip
-        out.append(f"Improves, rated 1 on that row (an improvement is no harm): {'; '.join(said[:3])}.")
+        listed = "; ".join(said[:2]) + (" …" if len(said) > 2 else ".")
+        out.append(f"Improves, rated 1 on that row (an improvement is no harm): {listed}")
     inconclusive = sorted((r for r in mine if r.inconclusive), key=lambda r: (r.perturbation, r.score))
     if inconclusive:
         shares = [r.cannot_rule_out_share for r in inconclusive]

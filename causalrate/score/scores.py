@@ -107,13 +107,13 @@ def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.Da
         generated_for = getattr(cls, "generated_for", None)
         if generated_for is not None and generated_for not in rated:
             continue  # another data's attribute (registered earlier in this process): not a score of this run
-        about = getattr(cls, "attribute", None) or cls.scheme
-        if names is None and about is not None and about not in columns | rated:
-            continue  # a built-in of an attribute this data never has (industry on sensor data): not "not rated"
         score = cls()
         with guarded("score", name, cls, "compute(evidence)"):
             values = score.compute(evidence)
         if isinstance(values, Unavailable):
+            about = getattr(cls, "attribute", None) or cls.scheme
+            if names is None and about is not None and about not in columns | rated:
+                continue  # of an attribute this data never has (industry on sensor data): not "not rated"
             unavailable[name] = values.reason
             continue
         check_frame(name, type(score), values, evidence)
