@@ -688,3 +688,26 @@ def test_a_huge_timeout_is_no_limit():
 
     with time_limit(1e12):
         assert sum(range(10)) == 45
+
+
+# --- sweep 2: duration faults ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [  # each was exit 2 blaming the built-in operator as a broken plugin, or rated a system on NaN or inf inputs
+        ("{id: F, operator: stuck, params: {k: 500}}", "F: k 500 points is not below windows.input_length 10"),
+        ("{id: F, operator: gap, params: {k: 10}}", "a duration fault lasts at most 9 points"),
+        ("{id: F, operator: gap, grid: {k: [1, 50]}}", "F@50: k 50 points is not below windows.input_length 10"),
+        ("{id: F, operator: clip, params: {q: 1.5}}", "F: q 1.5 is outside (0, 1]"),
+        ("{id: F, operator: offset, params: {c: .inf}}", "F: settings must be finite numbers, got {'c': inf}"),
+        ("{id: F, operator: gain, params: {c: .nan}}", "F: settings must be finite numbers, got {'c': nan}"),
+        ("{id: F, operator: spike, params: {factor: .nan}}", "F: settings must be finite numbers"),
+        ("{id: F, operator: drift, params: {k: 3}, grid: {c: [1, .inf]}}", "F@inf: settings must be finite"),
+    ],
+)
+def test_a_fault_setting_out_of_range_is_refused_naming_the_entry(tmp_path, cli, entry, expected):
+    wide_csv(tmp_path / "prices.csv")
+    body = STUDY.replace("name: bad", f"name: bad\nperturbations: [{{id: P0, operator: none}}, {entry}]")
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and expected in err and "Traceback" not in err and "plugin" not in err, err
