@@ -14,9 +14,9 @@ import pytest
 
 import causalrate.pipeline  # noqa: F401 - registers every built-in score (recency's included)
 from causalrate.causal.schemes import SCHEMES
-from causalrate.contracts import ContractError
+from causalrate.contracts import ContractError, guarded
 from causalrate.data.characteristics import CHARACTERISTICS
-from causalrate.forecast.metrics import METRICS
+from causalrate.forecast.metrics import METRICS, Metric
 from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
 from causalrate.rate.headlines import HEADLINES
 from causalrate.score.scores import HEADLINE_NAMES, SCORES, MetricScore, Score, estimator_text
@@ -502,3 +502,38 @@ def test_a_built_in_nan_without_a_note_means_failed_forecasts_and_says_so():
     assert failed.loc["b", "note"].startswith("insufficient: its forecasts failed on the windows this score needs")
     noted = rate_scores(rows([None, "undefined: why", None]), settings=RatingSettings(levels=3)).set_index("system")
     assert noted.loc["b", ["insufficient", "display"]].tolist() == [False, "—"] and noted.loc["b", "rating"] != 3
+
+
+# --- sweep 2: what a plugin returns or raises, beyond the cases above ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("returned", "words"),
+    [  # a generator, text and a short array were tracebacks after forecasting; a scalar was broadcast silently
+        (lambda t, f, c: (v for v in t[:, 0]), "returned a generator"),
+        (lambda t, f, c: 1.0, "returned a float"),
+        (lambda t, f, c: np.zeros(len(t) - 1), "returned an array of shape (3,) and dtype float64"),
+        (lambda t, f, c: np.full(len(t), "x"), "returned an array of shape (4,) and dtype <U1"),
+        (lambda t, f, c: np.zeros((len(t), 2)), "returned an array of shape (4, 2)"),
+    ],
+)
+def test_a_metric_returning_other_than_one_number_per_forecast_is_refused(returned, words):
+    broken = Metric(name="m1", fn=returned, description="broken")
+    truth = np.ones((4, 3))
+    with pytest.raises(ContractError) as caught:
+        broken(truth, truth, truth)
+    message = str(caught.value)
+    assert "metric 'm1'" in message and words in message and "expected 4 numbers" in message, message
+    fine = Metric(name="m2", fn=lambda t, f, c: np.arange(len(t)), description="fine")(truth, truth, truth)
+    assert fine.dtype == float and fine.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_sys_exit_inside_a_plugin_is_exit_2_not_a_silent_exit_0(tmp_path):
+    """raise SystemExit(0) in a score's compute or an operator's apply ended the run with exit 0, nothing rated."""
+    plugin = SCORE_PLUGIN.format(name="quits", cls="Quits", facts="", frame="raise SystemExit(0)")
+    done = _assess(tmp_path, plugin)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "score 'quits'" in done.stderr and "compute(evidence) raised SystemExit: 0" in done.stderr, done.stderr
+    quits = guarded("perturbation operator", "quits", object, "apply()")
+    with pytest.raises(ContractError, match=r"apply\(\) raised SystemExit: 3"), quits:
+        sys.exit(3)
