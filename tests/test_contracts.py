@@ -537,3 +537,13 @@ def test_sys_exit_inside_a_plugin_is_exit_2_not_a_silent_exit_0(tmp_path):
     quits = guarded("perturbation operator", "quits", object, "apply()")
     with pytest.raises(ContractError, match=r"apply\(\) raised SystemExit: 3"), quits:
         sys.exit(3)
+
+
+def test_a_score_computing_no_rows_is_listed_as_not_rated(tmp_path):
+    """A score whose compute returned an empty frame vanished: in neither the ratings nor not_rated."""
+    plugin = SCORE_PLUGIN.format(name="nothing", cls="Nothing", facts="", frame="return frame.iloc[:0]")
+    done = _assess(tmp_path, plugin)
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "run" / "ratings.json").read_text())
+    assert "returned no rows" in document["not_rated"]["nothing"], document["not_rated"]
+    assert not any(row["score"] == "nothing" for row in document["ratings"])

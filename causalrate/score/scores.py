@@ -119,5 +119,8 @@ def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.Da
         check_frame(name, type(score), values, evidence)
         if not score.on_control:
             values = values[values["perturbation"] != evidence.control]
+        if values.empty:  # was dropped without a word: in neither the ratings nor not_rated
+            unavailable[name] = "its compute() returned no rows for this run's systems and perturbations"
+            continue
         raw.append(values.assign(score=name))
     return pd.concat(raw, ignore_index=True), unavailable
