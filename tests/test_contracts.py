@@ -547,3 +547,20 @@ def test_a_score_computing_no_rows_is_listed_as_not_rated(tmp_path):
     document = json.loads((tmp_path / "run" / "ratings.json").read_text())
     assert "returned no rows" in document["not_rated"]["nothing"], document["not_rated"]
     assert not any(row["score"] == "nothing" for row in document["ratings"])
+
+
+def test_a_rated_plugin_scheme_gets_its_scores_rated(tmp_path):
+    """A plugin scheme whose name is no data attribute lost its ape_/pie_ scores without a word (in neither the
+    ratings nor not_rated): its name was taken for an attribute the data lacks."""
+    plugin = """
+    @SCHEMES.register("coin")
+    class Coin(Scheme):
+        description = "one fair coin per window"
+        def probabilities(self, table, *, high, low):
+            return np.full(len(table), 0.5)
+    """
+    done = _assess(tmp_path, plugin, schemes="uniform, coin")
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "run" / "ratings.json").read_text())
+    scores = {row["score"] for row in document["ratings"]}
+    assert {"ape_coin", "pie_coin"} <= scores, (scores, document["not_rated"])
