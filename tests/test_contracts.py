@@ -404,8 +404,22 @@ LATER_MISTAKES = {
         "drop_to_zero",
         ["system type 'naive'", "MyNaive", "already registered"],
     ),
+    "scheme perturbing every window": (  # sweep 2: listed as "the run has no 'always' scheme" although it was
+        SCHEME_PLUGIN.format(
+            name="always",
+            cls="Always",
+            body="def probabilities(self, table, *, high, low):\n        return np.ones(len(table))",
+        ),
+        "drop_to_zero",
+        ["assignment scheme 'always'", "Always", "returned 1 for every window", "perturbs every window"],
+    ),
 }
-SCHEMES_OF = {"bad_probs": "uniform, bad_probs", "short_probs": "uniform, short_probs", "float_draw": "float_draw"}
+SCHEMES_OF = {
+    "always": "uniform, always",
+    "bad_probs": "uniform, bad_probs",
+    "short_probs": "uniform, short_probs",
+    "float_draw": "float_draw",
+}
 
 
 @pytest.mark.parametrize("mistake", list(LATER_MISTAKES))
