@@ -32,7 +32,7 @@ REFERENCE_SYSTEMS = ["naive", "arima", "random", "seasonal_naive", "biased"]  # 
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # no setting means inf or NaN
 
 
 class WindowsConfig(Strict):

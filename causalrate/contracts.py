@@ -98,7 +98,7 @@ def guarded(kind: str, name: str, entry: object, call: str) -> Iterator[None]:
         yield
     except UserError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in a plugin's code ended the run with exit 0, unwritten
         raise raised(kind, name, entry, call, exc) from None
 
 

@@ -623,3 +623,91 @@ def test_a_date_that_is_no_date_is_named_with_its_row(tmp_path, cli):
     (tmp_path / "prices.csv").write_text(text)
     code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", STUDY), "--out", tmp_path / "run", "--no-cards")
     assert code == 2 and "'2022-02-31' (row 23) is not a date" in err and "format=" not in err, err
+
+
+# --- sweep 2: executors ------------------------------------------------------------------------------------
+
+
+def test_a_system_killing_its_worker_fails_only_its_own_rows(tmp_path, cli):
+    """A python system calling os._exit took the worker down before its queue had sent the batch it had just
+    finished, another system's: that batch was blamed for the crash, retried beside it and failed — naive's 54
+    rows read "worker crashed", rated worst. Answers are now written before the next batch starts."""
+    import sqlite3
+
+    wide_csv(tmp_path / "prices.csv")
+    (tmp_path / "m.py").write_text("import os\ndef f(inputs, horizon):\n    os._exit(3)\n")
+    body = STUDY.replace("systems:", "causal: {schemes: [uniform], draws: 2}\nsystems:")
+    body += '  - {name: dies, type: python, function: "m.py:f"}\n'
+    config = write_yaml(tmp_path / "s.yaml", body)
+    code, _, err = cli(
+        "assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards", "--allow-failed-systems"
+    )
+    assert code == 0, err
+    with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as db:
+        query = "SELECT system, group_concat(DISTINCT coalesce(error, 'ok')) FROM forecasts GROUP BY 1"
+        errors = dict(db.execute(query))
+    assert errors["naive"] == "ok" and errors["dies"].startswith("worker crashed (exit code 3)"), errors
+
+
+def test_a_process_a_system_forks_does_not_outlive_the_run(tmp_path, cli):
+    """A system that forked left its child running after the run (re-parented to init)."""
+    wide_csv(tmp_path / "prices.csv")
+    pids = tmp_path / "pids"
+    (tmp_path / "m.py").write_text(
+        "import os, time\n"
+        "def f(inputs, horizon):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        time.sleep(600)\n"
+        "        os._exit(0)\n"
+        f"    with open({str(pids)!r}, 'a') as out:\n"
+        "        out.write(f'{pid}\\n')\n"
+        "    return inputs[:, -horizon:]\n"
+    )
+    body = STUDY + '  - {name: forks, type: python, function: "m.py:f"}\n'
+    config = write_yaml(tmp_path / "s.yaml", body)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "1", "--no-cards")
+    assert code == 0, err
+    for pid in map(int, pids.read_text().split()):
+        status = Path(f"/proc/{pid}/status")
+        assert not status.exists() or "\nState:\tZ" in status.read_text(), f"process {pid} still runs"
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan"])
+def test_an_infinite_or_nan_setting_is_refused(tmp_path, cli, value):
+    """forecast.timeout: .inf passed `gt=0` and ended in a pydantic traceback when the parameters were written."""
+    config = write_yaml(tmp_path / "s.yaml", STUDY.replace("name: bad", f"name: bad\nforecast: {{timeout: {value}}}"))
+    code, _, err = cli("assess", config)
+    assert code == 2 and "forecast.timeout" in err and "finite number" in err and "Traceback" not in err, err
+
+
+def test_a_huge_timeout_is_no_limit():
+    """forecast.timeout: 1e12 made every forecast fail ("OverflowError: timestamp out of range for platform
+    time_t": the interval timer cannot hold it), naive's included, and exit 3 blaming the systems."""
+    from causalrate.forecast.worker import time_limit
+
+    with time_limit(1e12):
+        assert sum(range(10)) == 45
+
+
+# --- sweep 2: duration faults ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [  # each was exit 2 blaming the built-in operator as a broken plugin, or rated a system on NaN or inf inputs
+        ("{id: F, operator: stuck, params: {k: 500}}", "F: k 500 points is not below windows.input_length 10"),
+        ("{id: F, operator: gap, params: {k: 10}}", "a duration fault lasts at most 9 points"),
+        ("{id: F, operator: gap, grid: {k: [1, 50]}}", "F@50: k 50 points is not below windows.input_length 10"),
+        ("{id: F, operator: clip, params: {q: 1.5}}", "F: q 1.5 is outside (0, 1]"),
+        ("{id: F, operator: offset, params: {c: .inf}}", "F: settings must be finite numbers, got {'c': inf}"),
+        ("{id: F, operator: gain, params: {c: .nan}}", "F: settings must be finite numbers, got {'c': nan}"),
+        ("{id: F, operator: spike, params: {factor: .nan}}", "F: settings must be finite numbers"),
+        ("{id: F, operator: drift, params: {k: 3}, grid: {c: [1, .inf]}}", "F@inf: settings must be finite"),
+    ],
+)
+def test_a_fault_setting_out_of_range_is_refused_naming_the_entry(tmp_path, cli, entry, expected):
+    wide_csv(tmp_path / "prices.csv")
+    body = STUDY.replace("name: bad", f"name: bad\nperturbations: [{{id: P0, operator: none}}, {entry}]")
+    code, _, err = cli("assess", write_yaml(tmp_path / "s.yaml", body), "--out", tmp_path / "run", "--no-cards")
+    assert code == 2 and expected in err and "Traceback" not in err and "plugin" not in err, err

@@ -14,9 +14,9 @@ import pytest
 
 import causalrate.pipeline  # noqa: F401 - registers every built-in score (recency's included)
 from causalrate.causal.schemes import SCHEMES
-from causalrate.contracts import ContractError
+from causalrate.contracts import ContractError, guarded
 from causalrate.data.characteristics import CHARACTERISTICS
-from causalrate.forecast.metrics import METRICS
+from causalrate.forecast.metrics import METRICS, Metric
 from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
 from causalrate.rate.headlines import HEADLINES
 from causalrate.score.scores import HEADLINE_NAMES, SCORES, MetricScore, Score, estimator_text
@@ -404,8 +404,22 @@ LATER_MISTAKES = {
         "drop_to_zero",
         ["system type 'naive'", "MyNaive", "already registered"],
     ),
+    "scheme perturbing every window": (  # sweep 2: listed as "the run has no 'always' scheme" although it was
+        SCHEME_PLUGIN.format(
+            name="always",
+            cls="Always",
+            body="def probabilities(self, table, *, high, low):\n        return np.ones(len(table))",
+        ),
+        "drop_to_zero",
+        ["assignment scheme 'always'", "Always", "returned 1 for every window", "perturbs every window"],
+    ),
 }
-SCHEMES_OF = {"bad_probs": "uniform, bad_probs", "short_probs": "uniform, short_probs", "float_draw": "float_draw"}
+SCHEMES_OF = {
+    "always": "uniform, always",
+    "bad_probs": "uniform, bad_probs",
+    "short_probs": "uniform, short_probs",
+    "float_draw": "float_draw",
+}
 
 
 @pytest.mark.parametrize("mistake", list(LATER_MISTAKES))
@@ -502,3 +516,65 @@ def test_a_built_in_nan_without_a_note_means_failed_forecasts_and_says_so():
     assert failed.loc["b", "note"].startswith("insufficient: its forecasts failed on the windows this score needs")
     noted = rate_scores(rows([None, "undefined: why", None]), settings=RatingSettings(levels=3)).set_index("system")
     assert noted.loc["b", ["insufficient", "display"]].tolist() == [False, "—"] and noted.loc["b", "rating"] != 3
+
+
+# --- sweep 2: what a plugin returns or raises, beyond the cases above ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("returned", "words"),
+    [  # a generator, text and a short array were tracebacks after forecasting; a scalar was broadcast silently
+        (lambda t, f, c: (v for v in t[:, 0]), "returned a generator"),
+        (lambda t, f, c: 1.0, "returned a float"),
+        (lambda t, f, c: np.zeros(len(t) - 1), "returned an array of shape (3,) and dtype float64"),
+        (lambda t, f, c: np.full(len(t), "x"), "returned an array of shape (4,) and dtype <U1"),
+        (lambda t, f, c: np.zeros((len(t), 2)), "returned an array of shape (4, 2)"),
+    ],
+)
+def test_a_metric_returning_other_than_one_number_per_forecast_is_refused(returned, words):
+    broken = Metric(name="m1", fn=returned, description="broken")
+    truth = np.ones((4, 3))
+    with pytest.raises(ContractError) as caught:
+        broken(truth, truth, truth)
+    message = str(caught.value)
+    assert "metric 'm1'" in message and words in message and "expected 4 numbers" in message, message
+    fine = Metric(name="m2", fn=lambda t, f, c: np.arange(len(t)), description="fine")(truth, truth, truth)
+    assert fine.dtype == float and fine.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_sys_exit_inside_a_plugin_is_exit_2_not_a_silent_exit_0(tmp_path):
+    """raise SystemExit(0) in a score's compute or an operator's apply ended the run with exit 0, nothing rated."""
+    plugin = SCORE_PLUGIN.format(name="quits", cls="Quits", facts="", frame="raise SystemExit(0)")
+    done = _assess(tmp_path, plugin)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "score 'quits'" in done.stderr and "compute(evidence) raised SystemExit: 0" in done.stderr, done.stderr
+    quits = guarded("perturbation operator", "quits", object, "apply()")
+    with pytest.raises(ContractError, match=r"apply\(\) raised SystemExit: 3"), quits:
+        sys.exit(3)
+
+
+def test_a_score_computing_no_rows_is_listed_as_not_rated(tmp_path):
+    """A score whose compute returned an empty frame vanished: in neither the ratings nor not_rated."""
+    plugin = SCORE_PLUGIN.format(name="nothing", cls="Nothing", facts="", frame="return frame.iloc[:0]")
+    done = _assess(tmp_path, plugin)
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "run" / "ratings.json").read_text())
+    assert "returned no rows" in document["not_rated"]["nothing"], document["not_rated"]
+    assert not any(row["score"] == "nothing" for row in document["ratings"])
+
+
+def test_a_rated_plugin_scheme_gets_its_scores_rated(tmp_path):
+    """A plugin scheme whose name is no data attribute lost its ape_/pie_ scores without a word (in neither the
+    ratings nor not_rated): its name was taken for an attribute the data lacks."""
+    plugin = """
+    @SCHEMES.register("coin")
+    class Coin(Scheme):
+        description = "one fair coin per window"
+        def probabilities(self, table, *, high, low):
+            return np.full(len(table), 0.5)
+    """
+    done = _assess(tmp_path, plugin, schemes="uniform, coin")
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "run" / "ratings.json").read_text())
+    scores = {row["score"] for row in document["ratings"]}
+    assert {"ape_coin", "pie_coin"} <= scores, (scores, document["not_rated"])

@@ -71,6 +71,14 @@ def checked_probabilities(scheme: Scheme, table: pd.DataFrame, *, high: float, l
             cls,
             f"probabilities() returned {int(bad.sum())} value(s) outside [0, 1], e.g. {float(out[bad][0]):g}",
         )
+    if len(out) and ((out == 0).all() or (out == 1).all()):  # was listed as "the run has no such scheme"
+        raise violation(
+            "assignment scheme",
+            _named(scheme),
+            cls,
+            f"probabilities() returned {out[0]:g} for every window: it perturbs {'every' if out[0] else 'no'} "
+            "window, so none is left to compare with; expected probabilities inside (0, 1) (e.g. causal.high/low)",
+        )
     return out
 
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import queue
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from causalrate.forecast.dispatch import Breaker, Feed, Progress
@@ -95,7 +94,7 @@ class LocalExecutor:
             self._pool.close(kill=True)
             self._pool = None
 
-    def _start(self, results: multiprocessing.Queue) -> tuple[Any, multiprocessing.Queue]:
+    def _start(self, results: multiprocessing.SimpleQueue) -> tuple[Any, multiprocessing.Queue]:
         tasks = self.context.Queue()
         tasks.cancel_join_thread()  # a killed worker's unread queue must not block our exit
         process = self.context.Process(target=serve, args=(tasks, results, os.getpid(), self.cores), daemon=True)
@@ -133,6 +132,7 @@ class LocalExecutor:
                 pool.close(kill=interrupted)  # Ctrl-C or an error: stop now, the finished batches are stored
 
 
+POLL_SECONDS = 0.005  # how often the main process looks for the workers' answers while it waits
 DEPTH = 2  # batches handed to a worker at a time: the next one waits in its queue while it runs the first
 
 
@@ -148,7 +148,10 @@ class _Pool:
     def __init__(self, executor: LocalExecutor) -> None:
         self.executor = executor
         self.warming: dict[str, float] = {}  # system → when its warm-up was sent
-        self.results = executor.context.Queue()
+        # a SimpleQueue: a worker's put is written before it returns, so a worker that dies next (os._exit, a
+        # segfault, the OOM killer) cannot take a finished batch's answer with it (a Queue's feeder thread would:
+        # the batch, another system's, was then blamed for the crash and failed)
+        self.results = executor.context.SimpleQueue()
         self.slots: list[tuple[Any, multiprocessing.Queue]] = []
         self.home: dict[str, int] = {}  # device → the one slot that runs its batches
         self.queued: dict[int, list[int]] = {}  # slot → the job indexes its worker holds, the one it runs first
@@ -192,17 +195,14 @@ class _Pool:
     def take_answer(self, done: OnDone) -> None:
         """Read every message there is (wait ≤ 0.5 s for the first): a batch taken up starts its clock; a
         finished one is settled."""
-        try:
-            message = self.results.get(timeout=0.5)
-        except queue.Empty:
-            return
-        while True:
-            index, result = message
-            self._settle(index, result, done)
-            try:
-                message = self.results.get_nowait()
-            except queue.Empty:
+        waited = time.monotonic() + 0.5
+        while self.results.empty():
+            if time.monotonic() > waited:
                 return
+            time.sleep(POLL_SECONDS)
+        while not self.results.empty():
+            index, result = self.results.get()
+            self._settle(index, result, done)
 
     def _settle(self, index: int | None, result: Any, done: OnDone) -> None:
         if index is None:  # a warm-up answered: (system, error or None)
@@ -239,7 +239,7 @@ class _Pool:
             hung = elapsed > self.feed.jobs[index].timeout + GRACE_SECONDS
             if not hung and process.is_alive():
                 continue
-            process.kill()
+            end(process)
             process.join()
             self.slots[slot] = self.executor._start(self.results)
             self.started.pop(slot, None)
@@ -264,10 +264,19 @@ class _Pool:
     def close(self, *, kill: bool) -> None:
         for process, tasks in self.slots:
             if kill:
-                process.kill()
+                end(process)
             else:
                 tasks.put(None)
         for process, _ in self.slots:
             process.join(timeout=5)
-            if process.is_alive():
-                process.kill()
+            end(process)  # also what a system started and left running (a forked child, a server)
+
+
+def end(process: Any) -> None:
+    """Kill a worker and every process it started: each worker leads its own process group (worker.serve), so a
+    system that forks leaves nothing running after its worker is replaced or the run ends."""
+    if process.is_alive():
+        process.kill()
+    if hasattr(os, "killpg") and process.pid:
+        with suppress(ProcessLookupError, PermissionError):  # a group of that id exists only if the worker made it
+            os.killpg(process.pid, signal.SIGKILL)

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from causalrate.contracts import ContractError, describe, facts_of, guarded
+from causalrate.contracts import ContractError, describe, facts_of, guarded, violation
 from causalrate.registry import Registry
 
 MetricFn = Callable[..., np.ndarray]
@@ -44,8 +44,25 @@ class Metric:
         extra = {k: given[k] for k in self.context}
         with guarded("metric", self.name, self, "computing it"):  # a plugin metric's exception names it
             if self.uses_samples:
-                return self.fn(truth, forecast, clean_input, samples or [None] * len(truth), **extra)
-            return self.fn(truth, forecast, clean_input, **extra)
+                values = self.fn(truth, forecast, clean_input, samples or [None] * len(truth), **extra)
+            else:
+                values = self.fn(truth, forecast, clean_input, **extra)
+        return self._checked(values, len(truth))
+
+    def _checked(self, values: object, rows: int) -> np.ndarray:
+        """One number per forecast, as floats: a generator, text, a scalar or an array of another length was a
+        traceback after forecasting (or, a scalar, broadcast to every forecast)."""
+        array = np.asarray(values) if isinstance(values, np.ndarray | list | tuple) else None
+        if array is None or array.ndim != 1 or len(array) != rows or array.dtype.kind not in "biuf":
+            got = (
+                f"a {type(values).__name__}"
+                if array is None
+                else f"an array of shape {array.shape} and dtype {array.dtype}"
+            )
+            raise violation(
+                "metric", self.name, self, f"returned {got}; expected {rows} numbers, one per forecast (NaN: undefined)"
+            )
+        return array.astype(float, copy=False)
 
 
 METRICS: Registry[Metric] = Registry("metric")

@@ -44,6 +44,9 @@ class ForecastTimeout(Exception):
     pass
 
 
+MAX_TIMER_SECONDS = 1e8  # ~3 years: a longer (or infinite) forecast.timeout is no limit; the timer cannot hold more
+
+
 @contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
     """Raise ForecastTimeout in the calling (main) thread after `seconds`."""
@@ -52,7 +55,7 @@ def time_limit(seconds: float) -> Iterator[None]:
         raise ForecastTimeout(f"{TIMEOUT}: no forecast within {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, min(seconds, MAX_TIMER_SECONDS))
     try:
         yield
     finally:
@@ -239,10 +242,12 @@ def die_with(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def serve(tasks: multiprocessing.Queue, results: multiprocessing.Queue, parent: int, cores: int) -> None:
+def serve(tasks: multiprocessing.Queue, results: multiprocessing.SimpleQueue, parent: int, cores: int) -> None:
     from threadpoolctl import threadpool_limits
 
     die_with(parent)
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()  # its own process group: ending it ends what its systems started (local.end)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     threadpool_limits(1)  # workers run in parallel already; multi-threaded BLAS would oversubscribe the cores
     while (item := tasks.get()) is not None:

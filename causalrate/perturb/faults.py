@@ -48,6 +48,7 @@ class Fault(Operator):
 
     touches: ClassVar[Touches] = "run"
     fault: ClassVar[str] = ""
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {}  # setting → (low, high]: the values it may take
 
     def run(self, mask: np.ndarray, k: float) -> np.ndarray:
         """bool [batch, n]: the points the fault covers."""
@@ -149,6 +150,7 @@ class Clip(Fault):
     fault = "clipped readings"
     description = "for {k:g} points the values above the window's {q:g} quantile are cut to it (saturation)"
     params: ClassVar[dict[str, float]] = {"k": 3.0, "q": 0.8}
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {"q": (0.0, 1.0)}
 
     def apply(self, values, mask, *, seeds, k: float, q: float, **params):  # type: ignore[override]
         ceiling = np.nanquantile(values, q, axis=1, keepdims=True)

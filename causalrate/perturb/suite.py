@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from causalrate.contracts import guarded, is_plugin, raised
 from causalrate.errors import UserError, format_validation_error
-from causalrate.perturb.faults import severity_table
+from causalrate.perturb.faults import Fault, severity_table
 from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
 from causalrate.perturb.placement import Placement, PlacementName, offsets_mask
 from causalrate.perturb.spec import PerturbationSpec
@@ -333,6 +333,25 @@ def _expand(spec: PerturbationSpec, input_length: int, placement: PlacementName,
     return out
 
 
+def _check_settings(pid: str, cls: type[Operator], params: dict[str, float], input_length: int) -> None:
+    """Each setting finite and in its operator's range, a duration fault's k inside the input: else the built-in
+    operator failed on it and was named as a broken plugin (k ≥ n: "changed points it may not touch"; clip's q
+    1.5: numpy's quantile error), or NaN/inf settings rated a system on NaN inputs."""
+    odd = {name: value for name, value in params.items() if not np.isfinite(value)}
+    if odd:
+        raise UserError(f"perturbations: {pid}: settings must be finite numbers, got {odd}")
+    if not issubclass(cls, Fault):
+        return
+    if params.get("k", 1) >= input_length:
+        raise UserError(
+            f"perturbations: {pid}: k {params['k']:g} points is not below windows.input_length {input_length}; "
+            f"a duration fault lasts at most {input_length - 1} points"
+        )
+    for name, (low, high) in cls.ranges.items():
+        if not low < params[name] <= high:
+            raise UserError(f"perturbations: {pid}: {name} {params[name]:g} is outside ({low:g}, {high:g}]")
+
+
 def _resolve(
     spec: PerturbationSpec,
     period: int,
@@ -350,6 +369,7 @@ def _resolve(
             f"about {input_length}/{max(periods)} of the windows would be perturbed; give a period of at most "
             f"{input_length}"
         )
+    _check_settings(pid, cls, params, input_length)
     parts: tuple[Part, ...] = ()
     if spec.combine:
         parts = tuple(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from causalrate.causal.schemes import SCHEMES
 from causalrate.contracts import guarded
 from causalrate.score.bias_scores import (
     BiasScore,
@@ -94,6 +95,18 @@ __all__ = [
 ]
 
 
+def _about(cls: type[Score]) -> tuple[str, ...]:
+    """The data attributes a score needs: its attribute's, or its scheme's confounders (none for a plugin scheme
+    that confounds with nothing in the data: its ape_/pie_ scores were dropped unsaid when its name was taken for
+    an attribute)."""
+    attribute = getattr(cls, "attribute", None)
+    if attribute is not None:
+        return (attribute,)
+    if cls.scheme is None:
+        return ()
+    return SCHEMES.get(cls.scheme).confounders if cls.scheme in SCHEMES else (cls.scheme,)
+
+
 def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
     """Every score's raw rows (column `score` added; the control's only for on_control scores), and why
     each score the run cannot provide is unavailable. `names` defaults to every registered score; then a score
@@ -111,13 +124,15 @@ def score_all(evidence: Evidence, names: list[str] | None = None) -> tuple[pd.Da
         with guarded("score", name, cls, "compute(evidence)"):
             values = score.compute(evidence)
         if isinstance(values, Unavailable):
-            about = getattr(cls, "attribute", None) or cls.scheme
-            if names is None and about is not None and about not in columns | rated:
+            if names is None and not set(_about(cls)) <= columns | rated:
                 continue  # of an attribute this data never has (industry on sensor data): not "not rated"
             unavailable[name] = values.reason
             continue
         check_frame(name, type(score), values, evidence)
         if not score.on_control:
             values = values[values["perturbation"] != evidence.control]
+        if values.empty:  # was dropped without a word: in neither the ratings nor not_rated
+            unavailable[name] = "its compute() returned no rows for this run's systems and perturbations"
+            continue
         raw.append(values.assign(score=name))
     return pd.concat(raw, ignore_index=True), unavailable
