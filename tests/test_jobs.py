@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from causalrate.forecast import plan
 from causalrate.forecast.jobs import Job
@@ -131,6 +132,62 @@ def test_a_device_worker_is_started_and_loads_its_model_before_its_first_batch(t
     executor.warm(job)
     executor.close()  # no run followed: its worker is stopped
     assert executor._pool is None
+
+
+FAILS_ONCE_ON_LOAD = """
+import os, signal, time
+from pathlib import Path
+
+marker = Path(__file__).with_name("loaded-once")
+if not marker.exists():  # the first load hangs where the worker's alarm cannot reach it (as C code would), or dies
+    marker.write_text("")
+    if os.environ.get("LOAD_DIES"):
+        os._exit(9)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
+    time.sleep(600)
+
+
+def forecast(inputs, horizon):
+    import numpy as np
+
+    return np.repeat(inputs[:, -1:], horizon, axis=1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("dies", "said"), [(False, "did not end within its time limit"), (True, "crashed (exit code 9)")]
+)
+def test_a_warm_up_that_hangs_or_dies_is_replaced_and_its_batches_run_in_a_fresh_worker(
+    tmp_path, monkeypatch, caplog, dies, said
+):
+    """A model load that hangs in C code (the worker's alarm cannot interrupt it) would hold its worker, and the
+    batches queued behind it, for ever; one that kills its worker would be blamed on the first batch queued. The
+    main process replaces the worker (killed past the warm-up's limit) and the batches, not yet begun, run in a
+    fresh worker without losing a try."""
+    import threading
+
+    from causalrate.forecast import local
+
+    monkeypatch.setattr(local, "GRACE_SECONDS", 1.0)
+    if dies:
+        monkeypatch.setenv("LOAD_DIES", "1")
+    (tmp_path / "slow_load.py").write_text(FAILS_ONCE_ON_LOAD)
+    job = replace(_job(tmp_path, "last_value", np.array([[1.0, 2], [3, 4]]), timeout=0.5), accelerator="cuda:0")
+    job = replace(job, spec={**job.spec, "function": "slow_load.py:forecast"})
+    executor = LocalExecutor(1, retries=0)
+    executor.warm(replace(job, window_ids=np.zeros(0, dtype=int), batch=job.batch.rows(0, 0), keys=[]))
+    got = []
+    runner = threading.Thread(target=executor.run, args=([job], lambda _, result: got.append(result)), daemon=True)
+    runner.start()
+    runner.join(timeout=60)
+    if runner.is_alive():  # the old behaviour: waiting for ever; end the hung worker so the thread can finish
+        for child in __import__("multiprocessing").active_children():
+            child.kill()
+        runner.join(timeout=60)
+        raise AssertionError("the run waited on a worker hung in its warm-up")
+    assert got[0].errors == [None, None] and got[0].forecasts[:, 0].tolist() == [2.0, 4.0]
+    assert f"loading it ahead of its first batch {said}" in caplog.text
+    assert "m" not in executor.startup  # no start-up to report: it never loaded there
 
 
 def test_the_forecast_stage_warms_only_systems_with_a_model_to_load_and_forecasts_to_make(synthetic_study):

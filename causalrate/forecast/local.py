@@ -87,6 +87,7 @@ class LocalExecutor:
         pool.warming[job.system] = time.monotonic()
         for slot in [pool._slot_of(job, 0)] if job.accelerator else range(max(self.workers, 1)):
             pool.slots[pool.start(slot)][1].put((None, job))
+            pool.loading[slot] = (job.system, time.monotonic() + job.timeout + GRACE_SECONDS)
 
     def close(self) -> None:
         """Stop the workers a warm-up started when no run used them (everything came from the cache)."""
@@ -148,6 +149,7 @@ class _Pool:
     def __init__(self, executor: LocalExecutor) -> None:
         self.executor = executor
         self.warming: dict[str, float] = {}  # system → when its warm-up was sent
+        self.loading: dict[int, tuple[str, float]] = {}  # slot → the system its worker is warming up, until when
         # a SimpleQueue: a worker's put is written before it returns, so a worker that dies next (os._exit, a
         # segfault, the OOM killer) cannot take a finished batch's answer with it (a Queue's feeder thread would:
         # the batch, another system's, was then blamed for the crash and failed)
@@ -205,9 +207,12 @@ class _Pool:
             self._settle(index, result, done)
 
     def _settle(self, index: int | None, result: Any, done: OnDone) -> None:
-        if index is None:  # a warm-up answered: (system, error or None)
-            system, error = result
+        if index is None:  # a warm-up answered: (system, error or None, the worker's pid)
+            system, error, pid = result
             self.executor.startup[system] = time.monotonic() - self.warming[system]  # the last worker's
+            for warmed, (process, _) in enumerate(self.slots):
+                if process.pid == pid:
+                    self.loading.pop(warmed, None)
             if error:
                 log.warning("%s: loading it ahead of its first batch failed (%s)", system, error)
             return
@@ -229,7 +234,8 @@ class _Pool:
     def replace_lost(self, done: OnDone) -> None:
         """Kill a hung worker, restart a dead one; the job it ran is retried or, past the retries, a failure (a
         job of several batches waits again as one job per batch: Feed.split); the jobs it held but had not begun
-        wait again, their try not counted."""
+        wait again, their try not counted. A worker still warming up is first watched on its own (lost_loading)."""
+        self.lost_loading()
         for slot, held in self.queued.items():
             if not held:
                 continue
@@ -260,6 +266,28 @@ class _Pool:
             )
             job = self.feed.settle(index)
             done(job, BatchResult.failed(job, f"{why} after {elapsed:.0f} s", elapsed))
+
+    def lost_loading(self) -> None:
+        """A worker whose warm-up outlived its limit (a hang the worker's own alarm cannot reach: C code) or died
+        in it is replaced: the batches it held had not begun and wait again, their try not counted; they load the
+        model themselves, each under its own time limit, in the fresh worker."""
+        for slot, (system, until) in list(self.loading.items()):
+            process = self.slots[slot][0]
+            hung = process.is_alive()
+            if hung and time.monotonic() <= until:
+                continue
+            end(process)
+            process.join()
+            why = "did not end within its time limit" if hung else f"crashed (exit code {process.exitcode})"
+            log.warning("%s: loading it ahead of its first batch %s; its batches run in a fresh worker", system, why)
+            del self.loading[slot]
+            self.slots[slot] = self.executor._start(self.results)
+            self.started.pop(slot, None)
+            held = self.queued.get(slot, [])
+            for waiting in held:
+                self.feed.attempts[waiting] -= 1
+                self.feed.pending.append(waiting)
+            held.clear()
 
     def close(self, *, kill: bool) -> None:
         for process, tasks in self.slots:

@@ -253,7 +253,7 @@ def serve(tasks: multiprocessing.Queue, results: multiprocessing.SimpleQueue, pa
     while (item := tasks.get()) is not None:
         index, job = item
         if index is None:  # warm up: build the job's system and load its model before its first batch
-            results.put((None, warm(job, cores=cores)))
+            results.put((None, (*warm(job, cores=cores), os.getpid())))
             continue
         results.put((index, None))  # started: the batch's clock starts now, not while this worker was starting up
         try:
