@@ -13,6 +13,7 @@ from causalrate.causal.wrs import Grouping
 from causalrate.perturb.operators import OPERATORS
 from causalrate.perturb.suite import agreed
 from causalrate.rate.headlines import cause_text, described_as
+from causalrate.rate.ratings import NOT_APPLICABLE
 from causalrate.report.headlines import headlines, warnings
 from causalrate.report.label import label_sentence, series_words
 from causalrate.report.outputs import grouped_notes
@@ -150,12 +151,14 @@ def test_score_estimators_say_more_than_the_name():
 
 def test_report_notes_are_said_once_per_score_and_reason():
     row = SimpleNamespace
-    na, gap = "not applicable: a point forecast has no interval", "undefined: the APE_true interval [0, 0] covers 0"
-    rows = [row(system=s, perturbation=p, score="coverage_error", note=na) for s in "ab" for p in ("P0", "P1")]
+    na, gap = NOT_APPLICABLE, "undefined: the APE_true interval [0, 0] covers 0"
+    rows = [row(system=s, perturbation=p, score=c, note=na) for c in ("coverage_error", "wql") for s in "ab" for p in ("P0", "P1")]
     rows += [row(system="a", perturbation="P1", score="pie_month", note=gap)]
     rows += [row(system="b", perturbation="P3", score="pie_month", note=gap)]
     rows += [row(system="b", perturbation="P0", score="mase", note=None)]
+    rows += [row(system="a", perturbation="P3", score="pie_region", note=gap)]
     assert grouped_notes(rows) == [  # type: ignore[arg-type]
-        ("coverage_error", na, "a, b on P0, P1"),
+        ("coverage_error, wql", na, "a, b on P0, P1"),  # one reason on the same rows of two scores: one line
         ("pie_month", gap, "a on P1; b on P3"),  # not every pair: said per system, never as a product
+        ("pie_region", gap, "a on P3"),
     ]

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.perturb.operators import OPERATORS
+from causalrate.rate.ratings import NOT_APPLICABLE
 from causalrate.report.estimators import facts
 from causalrate.report.faults import fault_effects
 from causalrate.report.missing_values import missing_values
@@ -336,8 +337,10 @@ def render_report(doc: RatingsDocument) -> str:
             "description": p.description
             if (p := doc.perturbation(pid))
             else "severity grid, rated across its severities",
-            "rows": [
-                (score, [rating_cell(rows[s]) if s in rows else "—" for s in systems]) for score, rows in scores.items()
+            "rows": [  # a score not applicable to any system here (every one a point forecast) is said once, in the notes
+                (score, [rating_cell(rows[s]) if s in rows else "—" for s in systems])
+                for score, rows in scores.items()
+                if any(r.note != NOT_APPLICABLE for r in rows.values())
             ],
         }
         for pid, scores in by_perturbation.items()
@@ -357,19 +360,19 @@ def render_report(doc: RatingsDocument) -> str:
 
 
 def grouped_notes(rows: list[RatingRow]) -> list[tuple[str, str, str]]:
-    """The rows' notes, one line per (score, note): (score, note, where: "a, b on P1, P3" when the note holds for
+    """The rows' notes, one line per (note, where): (scores, note, where: "a, b on P1, P3" when the note holds for
     every pair of those systems and perturbations, else "a on P1; b on P3"), in the rows' order, so that one
-    reason shared by many rows is said once."""
+    reason shared by many rows is said once ("coverage_error, wql for a, b on P0, P1: not applicable: …")."""
     grouped: dict[tuple[str, str], dict[str, dict[str, None]]] = {}
     for r in rows:
         if r.note:
             grouped.setdefault((r.score, r.note), {}).setdefault(r.system, {})[r.perturbation] = None
-    out = []
+    merged: dict[tuple[str, str], list[str]] = {}
     for (score, note), on in grouped.items():
         perturbations = list(dict.fromkeys(p for ps in on.values() for p in ps))
         if all(list(ps) == perturbations for ps in on.values()):
             where = f"{', '.join(on)} on {', '.join(perturbations)}"
         else:
             where = "; ".join(f"{system} on {', '.join(ps)}" for system, ps in on.items())
-        out.append((score, note, where))
-    return out
+        merged.setdefault((note, where), []).append(score)
+    return [(", ".join(scores), note, where) for (note, where), scores in merged.items()]
