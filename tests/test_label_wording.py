@@ -152,7 +152,8 @@ def test_score_estimators_say_more_than_the_name():
 def test_report_notes_are_said_once_per_score_and_reason():
     row = SimpleNamespace
     na, gap = NOT_APPLICABLE, "undefined: the APE_true interval [0, 0] covers 0"
-    rows = [row(system=s, perturbation=p, score=c, note=na) for c in ("coverage_error", "wql") for s in "ab" for p in ("P0", "P1")]
+    cells = [(c, s, p) for c in ("coverage_error", "wql") for s in "ab" for p in ("P0", "P1")]
+    rows = [row(system=s, perturbation=p, score=c, note=na) for c, s, p in cells]
     rows += [row(system="a", perturbation="P1", score="pie_month", note=gap)]
     rows += [row(system="b", perturbation="P3", score="pie_month", note=gap)]
     rows += [row(system="b", perturbation="P0", score="mase", note=None)]

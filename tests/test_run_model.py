@@ -51,8 +51,8 @@ def test_report_md_is_the_template_of_ratings_json():
 
 def split_notes(lines: list[str]) -> tuple[list[str], set[tuple[str, str, str, str]]]:
     """report.md's lines outside "Insufficient and undefined scores", and that section's notes as (system,
-    perturbation, score, note) rows, read from one line per row ("- s / p / score: note") or per (score, note)
-    ("- score for a, b on P1, P3: note", "- score, score2 for a, b on P1: note" or "- score for a on P1; b on P3: note")."""
+    perturbation, score, note) rows, read from one line per row ("- s / p / score: note") or per (note, where)
+    ("- score for a, b on P1, P3: note", "- score, score2 for a on P1: note", "- score for a on P1; b on P3: note")."""
     start = (
         lines.index("## Insufficient and undefined scores") if "## Insufficient and undefined scores" in lines else 0
     )

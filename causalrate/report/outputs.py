@@ -337,7 +337,8 @@ def render_report(doc: RatingsDocument) -> str:
             "description": p.description
             if (p := doc.perturbation(pid))
             else "severity grid, rated across its severities",
-            "rows": [  # a score not applicable to any system here (every one a point forecast) is said once, in the notes
+            # a score not applicable to any system here (all point forecasts) is said once, in the notes
+            "rows": [
                 (score, [rating_cell(rows[s]) if s in rows else "—" for s in systems])
                 for score, rows in scores.items()
                 if any(r.note != NOT_APPLICABLE for r in rows.values())
