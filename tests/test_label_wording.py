@@ -14,9 +14,11 @@ from causalrate.perturb.operators import OPERATORS
 from causalrate.perturb.suite import agreed
 from causalrate.rate.headlines import cause_text, described_as
 from causalrate.rate.ratings import NOT_APPLICABLE
+from causalrate.report import label
 from causalrate.report.headlines import headlines, warnings
-from causalrate.report.label import label_sentence, series_words
-from causalrate.report.outputs import grouped_notes
+from causalrate.report.label import label_context, label_sentence, series_words
+from causalrate.report.outputs import grouped_notes, render_report
+from causalrate.report.templating import environment
 from causalrate.run import RatingsDocument
 from causalrate.score.bias_scores import register_dimension
 from causalrate.score.confounding import no_effect_note
@@ -163,3 +165,23 @@ def test_report_notes_are_said_once_per_score_and_reason():
         ("pie_month", gap, "a on P1; b on P3"),  # not every pair: said per system, never as a product
         ("pie_region", gap, "a on P3"),
     ]
+
+
+def test_a_study_of_one_series_says_once_what_its_intervals_can_show():
+    """One series (sensors): every interval and tie resamples blocks of its own windows, so a real difference may
+    not show; the label (in its Series line) and report.md each say so once, in words. Six series: nothing."""
+    doc = RatingsDocument.read(SENSORS)
+    note = "a difference between systems may be real but not shown"
+    series = dict(label.tested(doc))["Series"]
+    assert series.startswith("1: co2.co2 — one series only: ") and "blocks of its own 44 windows" in series
+    page = (
+        environment()
+        .get_template("label.html.j2")
+        .render(**label_context(doc, "naive", failures=0, report_href="r.html"), generated="")
+    )
+    assert page.count(note) == 1
+    report = render_report(doc)
+    assert report.count(note) == 1 and report.index(note) < report.index("## Overall")
+    quickstart = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    assert quickstart.counts is not None and quickstart.counts.series == 6
+    assert note not in render_report(quickstart) and note not in dict(label.tested(quickstart))["Series"]

@@ -122,6 +122,20 @@ def no_bias_reason(doc: RatingsDocument) -> str:
     return f"No bias score: {why}."
 
 
+def one_series_note(doc: RatingsDocument) -> str | None:
+    """What a study of one series can show, said once on the label and in report.md: with no second series every
+    interval, tie and stability resamples blocks of that series' own windows (causal.resampling), few independent
+    pieces of evidence, so a tie or "no effect" there means not shown, not equal. None with two or more series."""
+    n_series = doc.counts.series if doc.counts else len(doc.provenance.series or [])
+    if n_series != 1:
+        return None
+    windows = f" {doc.counts.n_windows}" if doc.counts else ""
+    return (
+        f"One series only: every interval and tie comes from resampling blocks of its own{windows} windows, so the "
+        "tests have little power: a difference between systems may be real but not shown."
+    )
+
+
 def perturbation_words(doc: RatingsDocument, perturbation: str) -> str:
     """A perturbation as a reader names it: its description, or where that is long its kind in words (the
     description's closing parenthesis: "saturation"; else its words before a colon) with its severity."""

@@ -20,6 +20,7 @@ from causalrate.report.headlines import (
     headline_words,
     headlines,
     kind_words,
+    one_series_note,
     question,
     top_fragility_rule,
 )
@@ -109,7 +110,7 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
     span = period_words(doc)
     lines = [
         ("Data", data_words(doc)),
-        ("Series", series_words(doc)),
+        ("Series", series_words(doc) + (f" — {note[:1].lower()}{note[1:]}" if (note := one_series_note(doc)) else "")),
         (
             "Period",
             (f"{span}; " if span else "")

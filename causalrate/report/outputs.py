@@ -18,6 +18,7 @@ from causalrate.perturb.operators import OPERATORS
 from causalrate.rate.ratings import NOT_APPLICABLE
 from causalrate.report.estimators import facts
 from causalrate.report.faults import fault_effects
+from causalrate.report.headlines import one_series_note
 from causalrate.report.missing_values import missing_values
 from causalrate.report.templating import environment, rating_cell
 from causalrate.run import (
@@ -356,6 +357,7 @@ def render_report(doc: RatingsDocument) -> str:
             tables=tables,
             scores=[(name, facts(name).description) for name in names],
             notes=grouped_notes(doc.ratings),
+            one_series=one_series_note(doc),
         )
     )
 
