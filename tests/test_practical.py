@@ -200,7 +200,7 @@ def test_a_perturbation_that_improves_a_system_rates_it_1_and_the_label_says_imp
     cause = doc["headlines"]["helped"]["robustness"].get("cause") or {}
     assert cause.get("perturbation") != "P1"  # an improvement never sets the weakest link
     label = (run / "cards" / "helped.html").read_text()
-    assert "Improves" in label and "(P1) lowers its error" in label  # the perturbation in words, then its id
+    assert "Improves" in label and "its error falls under " in label and " (P1)" in label  # in words, then its id
 
 
 def test_pie_is_null_wherever_the_rated_ape_interval_covers_0(planted):

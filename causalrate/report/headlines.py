@@ -206,15 +206,10 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
         names = sorted({row_words(doc, r.score, r.perturbation) for r in insufficient})
         out.append(f"Insufficient data, rated worst: {'; '.join(names[:4])}{' …' if len(names) > 4 else '.'}")
     improves = sorted((r for r in mine if r.improves), key=lambda r: (r.perturbation, r.score))
-    if improves:
-        said = [
-            f"{perturbation_words(doc, r.perturbation)} ({r.perturbation}) lowers its error"
-            + (f" (APE interval [{fmt(r.ape_true_interval[0], 3)}, {fmt(r.ape_true_interval[1], 3)}])"
-               if r.ape_true_interval else "")
-            for r in improves
-        ]  # fmt: skip
-        listed = "; ".join(said[:2]) + (" …" if len(said) > 2 else ".")
-        out.append(f"Improves, rated 1 on that row (an improvement is no harm): {listed}")
+    if improves:  # the APE intervals are the report's: the label names the perturbations
+        said = list(dict.fromkeys(f"{perturbation_words(doc, r.perturbation)} ({r.perturbation})" for r in improves))
+        named = "; ".join(said[:2]) + (f"; and {len(said) - 2} more" if len(said) > 2 else "")
+        out.append(f"Improves, rated 1 there (an improvement is no harm): its error falls under {named}.")
     inconclusive = sorted((r for r in mine if r.inconclusive), key=lambda r: (r.perturbation, r.score))
     if inconclusive:
         shares = [r.cannot_rule_out_share for r in inconclusive]

@@ -155,6 +155,7 @@ def label_sentence(h: dict, descriptions: dict[str, str] | None = None) -> str:
     found = h.get("cause") or {}
     if cause and verdict and found.get("score") and found.get("perturbation"):  # the verdict said it in full
         what = "failed forecasts" if found.get("insufficient") else score_label(found["score"])
+        what = what[:1].lower() + what[1:] if what[1:2].islower() else what  # "bias by month"; "APE" stays
         return f"{lead}set by its weakest result, {what} on {found['perturbation']}."
     if cause:
         sentence = f"set by its weakest result: {cause}."
@@ -236,8 +237,14 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
     meta = doc.system(system)
     heads = []
     for kind, h in headlines(doc, system).items():
-        stability = h.get("stability")
         words = headline_words(h, levels, len(doc.systems), kind)
+        # "all N systems tied" says who: no list
+        same = "" if words.startswith("all ") else listed(same_level(doc, system, kind, h.get("rating")), 5)
+        meaning = label_sentence(h, {p.id: p.description for p in doc.perturbations})
+        note = absolute_note(h.get("rating"), h.get("absolute_rating"), levels, len(doc.systems))
+        stability = None if h.get("stability") is None else f"{100 * h['stability']:.0f} %"
+        absolute = h.get("absolute_rating")
+        shown = f"{absolute} of {ABSOLUTE_LEVELS} {note or ''}" if absolute is not None and not h.get("verdict") else ""
         heads.append(
             {
                 "kind": kind,
@@ -248,13 +255,17 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
                 "words": words,
                 "absolute": h.get("absolute_rating"),
                 "absolute_levels": ABSOLUTE_LEVELS,
-                "absolute_note": absolute_note(h.get("rating"), h.get("absolute_rating"), levels, len(doc.systems)),
-                "meaning": label_sentence(h, {p.id: p.description for p in doc.perturbations}),
+                "absolute_note": note,
+                "meaning": meaning,
+                # the box's share of the row: the length of its text, each fact's line counted as 25 characters
+                # more and each system it names as 10 (a name does not break: a narrow box wraps before it), at
+                # least a short sentence's, so that the boxes end at about the same height
+                "width": max(90, len(meaning) + sum(25 + len(fact) for fact in (same, stability, shown) if fact))
+                + 10 * (same.count(", ") + 1 if same else 0),
                 "verdict": bool(h.get("verdict")),  # its sentence starts with the published level: said once
-                "stability": None if stability is None else f"{100 * stability:.0f} %",
-                "unstable": stability is not None and stability < 0.8,
-                # "all N systems tied" says who: no list
-                "same": [] if words.startswith("all ") else same_level(doc, system, kind, h.get("rating")),
+                "stability": stability,
+                "unstable": h.get("stability") is not None and h["stability"] < 0.8,
+                "same": same,
             }
         )
     references = [
