@@ -165,6 +165,11 @@ def test_report_notes_are_said_once_per_score_and_reason():
         ("pie_month", gap, "a on P1; b on P3"),  # not every pair: said per system, never as a product
         ("pie_region", gap, "a on P3"),
     ]
+    suite = [f"F{i}" for i in range(7)]  # more than six, every one of the score's: counted, not listed
+    rows = [row(system=s, perturbation=p, score="wql", note=na) for s in "ab" for p in suite]
+    assert grouped_notes(rows) == [("wql", na, "a, b on all 7 perturbations")]  # type: ignore[arg-type]
+    rows += [row(system="a", perturbation="F7", score="wql", note=None)]  # not all of them: listed
+    assert grouped_notes(rows) == [("wql", na, f"a, b on {', '.join(suite)}")]  # type: ignore[arg-type]
 
 
 def test_a_study_of_one_series_says_once_what_its_intervals_can_show():
@@ -181,7 +186,21 @@ def test_a_study_of_one_series_says_once_what_its_intervals_can_show():
     )
     assert page.count(note) == 1
     report = render_report(doc)
-    assert report.count(note) == 1 and report.index(note) < report.index("## Overall")
+    assert report.count(note) == 1 and report.index(note) < report.index("## Headline ratings")
     quickstart = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
     assert quickstart.counts is not None and quickstart.counts.series == 6
     assert note not in render_report(quickstart) and note not in dict(label.tested(quickstart))["Series"]
+
+
+def test_report_md_shows_the_robustness_rating_once():
+    """report.md tabled `overall` and then the headlines, whose robustness column is `overall` again: with a
+    headlines section it shows the headline table only; an older ratings.json (no headlines) keeps its overall
+    table. The self-check's count is followed by one blank line, not three."""
+    doc = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    report = render_report(doc)
+    assert "## Overall robustness rating" not in report and report.count("## Headline ratings") == 1
+    assert all(f"| {s} | {doc.headlines[s]['robustness'].rating} (" in report for s in doc.system_names)
+    assert "pass.\n\n## " in report
+    older = render_report(doc.model_copy(update={"headlines": {}}))
+    assert "## Overall robustness rating" in older and "## Headline ratings" not in older
+    assert all(f"| {s} | {doc.overall[s]} of 3 |" in older for s in doc.system_names)

@@ -365,16 +365,22 @@ def render_report(doc: RatingsDocument) -> str:
 def grouped_notes(rows: list[RatingRow]) -> list[tuple[str, str, str]]:
     """The rows' notes, one line per (note, where): (scores, note, where: "a, b on P1, P3" when the note holds for
     every pair of those systems and perturbations, else "a on P1; b on P3"), in the rows' order, so that one
-    reason shared by many rows is said once ("coverage_error, wql for a, b on P0, P1: not applicable: …")."""
+    reason shared by many rows is said once ("coverage_error, wql for a, b on P0, P1: not applicable: …"). More
+    than six perturbations that are all a score's are "all N perturbations" (a suite of 43 was listed by id)."""
     grouped: dict[tuple[str, str], dict[str, dict[str, None]]] = {}
+    rated_on: dict[str, set[str]] = {}
     for r in rows:
+        rated_on.setdefault(r.score, set()).add(r.perturbation)
         if r.note:
             grouped.setdefault((r.score, r.note), {}).setdefault(r.system, {})[r.perturbation] = None
     merged: dict[tuple[str, str], list[str]] = {}
     for (score, note), on in grouped.items():
         perturbations = list(dict.fromkeys(p for ps in on.values() for p in ps))
+        every = len(perturbations) > 6 and set(perturbations) == rated_on[score]
         if all(list(ps) == perturbations for ps in on.values()):
-            where = f"{', '.join(on)} on {', '.join(perturbations)}"
+            where = f"{', '.join(on)} on " + (
+                f"all {len(perturbations)} perturbations" if every else ", ".join(perturbations)
+            )
         else:
             where = "; ".join(f"{system} on {', '.join(ps)}" for system, ps in on.items())
         merged.setdefault((note, where), []).append(score)

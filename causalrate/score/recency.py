@@ -182,7 +182,9 @@ class ApeLast(Score):
     harm = True  # max(mean, 0): an improvement is no harm
     label = "APE, newest point"
     estimator = "harm, max(APE, 0), with the newest input point changed"
-    description = "how much its error changes when the newest input value (today's) is the corrupted one"
+    description = (
+        "how much its error changes when the newest input value (the last before the forecast) is the corrupted one"
+    )
     resampling = "windows"  # max(mean, 0) of the newest-point paired differences, bootstrapped over windows
     coverage_suffix = NEWEST  # its coverage: that of the newest-point forecasts
 
