@@ -225,7 +225,7 @@ def absolute_note(relative: int | None, absolute: int | None, levels: int, n: in
     best_relative, best_absolute = relative == 1, absolute == 1
     if (worst_relative, best_relative) == (worst_absolute, best_absolute):
         return None
-    return f"unlike the big number, which ranks it among the {n} compared, this uses fixed thresholds"
+    return f"fixed thresholds, not a rank among the {n} compared"
 
 
 def _has_absolute(doc: RatingsDocument) -> bool:

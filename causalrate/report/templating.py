@@ -67,9 +67,9 @@ def missing_values_text(system: Any) -> str:
     m = system.missing_values
     if m is None:
         return text
-    return (
-        f"{text}; {m.score} under {m.own} (own handling) {fmt(m.own_value, 3)} vs {m.imputed} ({m.imputation}) "
-        f"{fmt(m.imputed_value, 3)}: better with {m.better}"
+    return (  # m.score is `ape`: the perturbation's mean rise of the error (APE), in the outcome's units
+        f"{text}; its error rises by {fmt(m.own_value, 3)} under {m.own} with its own handling, by "
+        f"{fmt(m.imputed_value, 3)} under {m.imputed} ({m.imputation}): better with {m.better}"
     )
 
 
