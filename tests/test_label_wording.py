@@ -204,3 +204,16 @@ def test_report_md_shows_the_robustness_rating_once():
     older = render_report(doc.model_copy(update={"headlines": {}}))
     assert "## Overall robustness rating" in older and "## Headline ratings" not in older
     assert all(f"| {s} | {doc.overall[s]} of 3 |" in older for s in doc.system_names)
+
+
+def test_a_label_names_scores_and_kinds_without_code_names_or_repeats():
+    """ "gain (gain)" said the kind twice; "set by its weakest result, APE, recent corruption on P1" and "Bias
+    month on P1" read as lists of code names: a kind is followed by its operator only where that adds a word, a
+    score's qualifier is in parentheses, and a non-acronym label is lower case inside the sentence."""
+    doc = RatingsDocument.read(SENSORS)
+    kinds = dict(label.tested(doc))["Perturbations"]
+    assert "gain (gain)" not in kinds and "a stuck sensor (stuck)" in kinds and ", gain, " in kinds
+    verdict = "on the published scale the worst level (3 of 3): its error rises by 50 % on P2 — a value is halved"
+    for score, said in (("recency", "APE (recent corruption)"), ("bias_industry", "bias by industry")):
+        h = {"verdict": verdict, "cause": {"text": "another row", "score": score, "perturbation": "P1"}}
+        assert label_sentence(h).endswith(f"Relative to the others: set by its weakest result, {said} on P1."), h

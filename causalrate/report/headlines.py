@@ -154,7 +154,7 @@ def kind_words(described: str) -> str:
 
 
 def row_words(doc: RatingsDocument, score: str, perturbation: str) -> str:
-    """A rating row in words: "APE, newest point on saturation, severity 4"."""
+    """A rating row in words: "APE (newest point) on saturation, severity 4"."""
     return f"{score_label(score)} on {perturbation_words(doc, perturbation)}"
 
 

@@ -132,8 +132,9 @@ def perturbation_words(perturbations: list) -> str:
     if len(perturbations) <= 6:
         return "; ".join(f"{p.id}: {p.description}" for p in perturbations)
     kinds: dict[str, str] = {}
-    for p in perturbations:
-        kinds.setdefault(p.operator, f"{kind_words(p.description)} ({p.operator})")
+    for p in perturbations:  # the operator's name after its kind in words, where it says something more
+        kind = kind_words(p.description)
+        kinds.setdefault(p.operator, kind if kind == p.operator else f"{kind} ({p.operator})")
     severities = sorted({int(k) for p in perturbations if (k := p.id.rpartition("@")[2]).isdigit() and "@" in p.id})
     graded = f"; each also at severity {severities[0]}–{severities[-1]}" if len(severities) >= 2 else ""
     return f"{len(perturbations)} perturbations of {len(kinds)} kinds: {', '.join(kinds.values())}{graded}"
