@@ -137,6 +137,11 @@ def test_point_forecasts_are_never_rated_on_coverage_or_wql():
     heads = headline_ratings(rated, settings=SETTINGS, control="P0", point_systems=frozenset({"point", "point2"}))
     assert heads["point"]["accuracy"]["scores"] == ["smape"]
     assert heads["dist"]["accuracy"]["scores"] == ["coverage_error", "smape", "wql"]
+    # one distribution among points (random among the references): its WQL and coverage are compared with no
+    # other system, so they stay out of its accuracy headline (a level 1 of one would flatter it)
+    points = frozenset({"point", "point2", "point3", "dist2"})
+    heads = headline_ratings(rated_frame(rows, points=points), settings=SETTINGS, control="P0", point_systems=points)
+    assert heads["dist"]["accuracy"]["scores"] == ["smape"]
 
 
 def test_every_margin_is_a_typed_fact_published_in_the_scales_file():
