@@ -140,6 +140,9 @@ def test_a_group_that_is_one_series_is_said_in_the_singular():
     assert grouping.single_series_note(series).startswith("1 of the 3 groups compared is a single series: ")
     series[4:8] = "s2"
     assert grouping.single_series_note(series).startswith("2 of the 3 groups compared are a single series each: ")
+    series[:4] = "s1"  # every group one series ("6 of the 6 groups" on the quickstart's companies)
+    series[8:] = "s4"
+    assert grouping.single_series_note(series).startswith("all 3 groups compared are a single series each: ")
 
 
 def test_score_estimators_say_more_than_the_name():
