@@ -67,9 +67,13 @@ def missing_values_text(system: Any) -> str:
     m = system.missing_values
     if m is None:
         return text
-    return (  # m.score is `ape`: the perturbation's mean rise of the error (APE), in the outcome's units
-        f"{text}; its error rises by {fmt(m.own_value, 3)} under {m.own} with its own handling, by "
-        f"{fmt(m.imputed_value, 3)} under {m.imputed} ({m.imputation}): better with {m.better}"
+    # m.score is `ape`: the perturbation's harm to the error (APE, ≥ 0), in the outcome's units
+    def rise(value: float) -> str:
+        return "does not rise" if value == 0 else f"rises by {fmt(value, 3)}"
+
+    return (
+        f"{text}; under {m.own} with its own handling its error {rise(m.own_value)}, under {m.imputed} "
+        f"({m.imputation}) it {rise(m.imputed_value)}: better with {m.better}"
     )
 
 
