@@ -220,3 +220,17 @@ def test_a_label_names_scores_and_kinds_without_code_names_or_repeats():
     for score, said in (("recency", "APE (recent corruption)"), ("bias_industry", "bias by industry")):
         h = {"verdict": verdict, "cause": {"text": "another row", "score": score, "perturbation": "P1"}}
         assert label_sentence(h).endswith(f"Relative to the others: set by its weakest result, {said} on P1."), h
+
+
+def test_the_unstable_warning_names_the_least_stable_rating():
+    """Two unstable rows in alphabetical order said nothing about how unstable: the label names the least stable
+    row with its share (the report lists every one), and the clean input in words, not as its description."""
+    doc = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    for system in doc.system_names:
+        unstable = [r for r in doc.rows_of(system) if r.stable is False]
+        (line,) = [w for w in warnings(doc, system, failures=0) if "unstable" in w]
+        least = min(unstable, key=lambda r: r.stability)
+        assert line.startswith(f"{len(unstable)} of {len(doc.rows_of(system))} ratings are unstable")
+        assert line.endswith(f", kept in {100 * least.stability:.0f} %.") and least.stability < 0.8
+    random = [w for w in warnings(doc, "random", failures=0) if "unstable" in w][0]
+    assert "on the clean input, kept in" in random and "no change: the clean input (control)" not in random

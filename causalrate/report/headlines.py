@@ -139,6 +139,9 @@ def one_series_note(doc: RatingsDocument) -> str | None:
 def perturbation_words(doc: RatingsDocument, perturbation: str) -> str:
     """A perturbation as a reader names it: its description, or where that is long its kind in words (the
     description's closing parenthesis: "saturation"; else its words before a colon) with its severity."""
+    record = doc.perturbation(perturbation)
+    if record is not None and record.kind == "control":
+        return "the clean input"
     described = described_as(perturbation, {p.id: p.description for p in doc.perturbations})
     if len(described) <= 40:
         return described
@@ -226,11 +229,13 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
             listed = "; ".join(said[:3])
         out.append(f"Inconclusive (too few windows; best level withheld): {listed}{' …' if len(said) > 3 else '.'}")
     unstable = [r for r in mine if r.stable is False]
-    if unstable:
-        names = sorted({row_words(doc, r.score, r.perturbation) for r in unstable})
+    if unstable:  # the least stable named (the report lists them all)
+        least = min(unstable, key=lambda r: (r.stability if r.stability is not None else 1.0, r.perturbation, r.score))
+        kept = f", kept in {100 * least.stability:.0f} %" if least.stability is not None else ""
+        named = row_words(doc, least.score, least.perturbation) + kept
         out.append(
-            f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples): "
-            f"{'; '.join(names[:2])}{' …' if len(names) > 2 else '.'}"
+            f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples)"
+            + (f"; the least: {named}." if len(unstable) > 1 else f": {named}.")
         )
     if failures:
         out.append(f"{failures} forecasts failed (see the report).")
