@@ -220,6 +220,12 @@ def test_a_label_names_scores_and_kinds_without_code_names_or_repeats():
     for score, said in (("recency", "APE (recent corruption)"), ("bias_industry", "bias by industry")):
         h = {"verdict": verdict, "cause": {"text": "another row", "score": score, "perturbation": "P1"}}
         assert label_sentence(h).endswith(f"Relative to the others: set by its weakest result, {said} on P1."), h
+    # the accuracy box said its level twice ("Best level" / "The best level (the mean of its accuracy levels)."):
+    # the sentence says what the level is the mean of
+    quickstart = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    accuracy = headlines(quickstart, "naive")["accuracy"]
+    assert accuracy["scores"] == ["crps", "mase", "sign_accuracy", "smape"]
+    assert label_sentence(accuracy) == "The mean of its levels on CRPS, MASE, sign accuracy and SMAPE, on clean input."
 
 
 def test_the_unstable_warning_names_the_least_stable_rating():

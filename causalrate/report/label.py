@@ -39,6 +39,7 @@ COVARIATE_WORDS = {
 }
 # "; the same level as A, B" in a headline's meaning (rate.headlines), up to what follows the list
 SAME_LEVEL = re.compile(r"; the same level as .*?(?= \(the mean of its accuracy levels\)|; no practical effect|\.$)")
+MEAN_OF_LEVELS = " (the mean of its accuracy levels)."  # how rate.headlines ends a mean-type headline's meaning
 NO_RULE = "No group of windows stands out: on held-out windows, no window property predicts where it is hurt more."
 
 
@@ -155,15 +156,24 @@ def label_sentence(h: dict, descriptions: dict[str, str] | None = None) -> str:
         return f"{verdict[:1].upper()}{verdict[1:]}."
     found = h.get("cause") or {}
     if cause and verdict and found.get("score") and found.get("perturbation"):  # the verdict said it in full
-        what = "failed forecasts" if found.get("insufficient") else score_label(found["score"])
-        what = what[:1].lower() + what[1:] if what[1:2].islower() else what  # "bias by month"; "APE" stays
+        what = "failed forecasts" if found.get("insufficient") else in_sentence(score_label(found["score"]))
         return f"{lead}set by its weakest result, {what} on {found['perturbation']}."
     if cause:
         sentence = f"set by its weakest result: {cause}."
         return lead + (sentence if lead else sentence[:1].upper() + sentence[1:])
     meaning = SAME_LEVEL.sub("", h.get("meaning") or "")
     rest = meaning.partition(") on ")[2].partition(": ")[2]  # "N of L (1 = best, …) on WHAT: REST"
+    if rest.endswith(MEAN_OF_LEVELS) and h.get("scores"):  # the box says the level: the sentence says of what
+        names = [in_sentence(score_label(s)) for s in h["scores"]]
+        listed_names = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+        return lead + f"The mean of its levels on {listed_names}, on clean input."
     return lead + ((rest[:1].upper() + rest[1:]) if rest else meaning)
+
+
+def in_sentence(label: str) -> str:
+    """A score's label inside a sentence: a word in lower case ("bias by month", "sign accuracy"), an acronym
+    as it is ("APE", "SMAPE")."""
+    return label[:1].lower() + label[1:] if label[1:2].islower() else label
 
 
 def shortened(text: str, descriptions: dict[str, str]) -> str:
