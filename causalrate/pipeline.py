@@ -395,7 +395,10 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
     # PIE% only where the rated APE shows an effect to explain (METHOD §5.3)
     no_pie = pie_undefined(raw, rigor)
     raw = without_pie(raw, no_pie)
-    points = frozenset(name for name, system in study.systems.items() if system.output == "point")
+    # point forecasters: declared so, and no stored forecast with paths or quantiles (a python function may
+    # return sample paths without declaring them): WQL and coverage error are not applicable to them
+    distributions = set(every.loc[every["distribution"], "system"]) if "distribution" in every else set()
+    points = frozenset(n for n, s in study.systems.items() if s.output == "point" and n not in distributions)
     rated = rate_scores(
         raw, settings=rating, replicates=rigor.replicate_values if rigor else None, point_systems=points
     )

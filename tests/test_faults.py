@@ -304,17 +304,19 @@ def test_a_run_reports_each_faults_rise_by_level(synthetic_study, cli, tmp_path)
     assert rows[("last", "stuck-dose@3")].rise_newest is None  # a grid member has no newest-point companion
     assert all(r.ape_true == 0 and r.rise == 0 for (system, _), r in rows.items() if system == "deaf")
     assert fault_lines(doc, "deaf") == [
-        f"{name}: its error does not change at severity 3, does not change when still on at the newest point"
+        f"{name}: no change (at the newest point: no change)"
         for name in ("stuck reading", "gap in the data", "delayed feed", "offset")
     ]
     (stuck_line, *_) = fault_lines(doc, "last")
-    assert stuck_line.startswith("stuck reading: its error") and "when still on at the newest point" in stuck_line
+    stuck = rows[("last", "stuck")]
+    percent = [f"{'+' if x > 0 else '−'}{int(abs(100 * x) + 0.5)} %" for x in (stuck.rise, stuck.rise_newest)]
+    assert stuck_line == f"stuck reading: {percent[0]} (at the newest point: {percent[1]})"
     table = fault_table(doc, "last")
     assert table is not None and table["levels"] == [1, 3, 5]
     dose = next(row for row in table["rows"] if row["entry"] == "stuck-dose")
     assert sorted(dose["cells"]) == [1, 3, 5]
     label = (tmp_path / "run" / "cards" / "last.html").read_text()
-    assert 'id="faults"' in label and "stuck reading: its error" in label
+    assert 'id="faults"' in label and "stuck reading: " in label and "how much its error rises" in label
     report = (tmp_path / "run" / "cards" / "last.report.html").read_text()
     assert 'id="fault-table"' in report and "stuck-dose" in report
 

@@ -93,7 +93,7 @@ def test_wrs_rows_say_when_groups_are_single_series_and_count_blocks_for_df():
     two_each = Grouping.of(np.where(series < 2, "A", "B"), attribute="industry")
     table = wrs_scores(outcomes, [one_each, two_each], series=series, bandwidth=3)
     notes = dict(zip(table["attribute"], table["note"], strict=True))
-    assert notes["company"].startswith("4 of the 4 groups compared are a single series each")
+    assert notes["company"].startswith("all 4 groups compared are a single series each")
     assert "same unit" in notes["company"]
     assert pd.isna(notes["industry"])
     assert pd.isna(wrs_scores(outcomes, [one_each]).loc[0, "note"])  # no series given: nothing to say

@@ -13,9 +13,12 @@ from causalrate.causal.wrs import Grouping
 from causalrate.perturb.operators import OPERATORS
 from causalrate.perturb.suite import agreed
 from causalrate.rate.headlines import cause_text, described_as
-from causalrate.report.headlines import headlines, warnings
-from causalrate.report.label import label_sentence, series_words
-from causalrate.report.outputs import grouped_notes
+from causalrate.rate.ratings import NOT_APPLICABLE
+from causalrate.report import label
+from causalrate.report.headlines import headlines, perturbation_words, warnings
+from causalrate.report.label import label_context, label_sentence, series_words
+from causalrate.report.outputs import grouped_notes, render_report
+from causalrate.report.templating import environment
 from causalrate.run import RatingsDocument
 from causalrate.score.bias_scores import register_dimension
 from causalrate.score.confounding import no_effect_note
@@ -137,6 +140,9 @@ def test_a_group_that_is_one_series_is_said_in_the_singular():
     assert grouping.single_series_note(series).startswith("1 of the 3 groups compared is a single series: ")
     series[4:8] = "s2"
     assert grouping.single_series_note(series).startswith("2 of the 3 groups compared are a single series each: ")
+    series[:4] = "s1"  # every group one series ("6 of the 6 groups" on the quickstart's companies)
+    series[8:] = "s4"
+    assert grouping.single_series_note(series).startswith("all 3 groups compared are a single series each: ")
 
 
 def test_score_estimators_say_more_than_the_name():
@@ -150,12 +156,86 @@ def test_score_estimators_say_more_than_the_name():
 
 def test_report_notes_are_said_once_per_score_and_reason():
     row = SimpleNamespace
-    na, gap = "not applicable: a point forecast has no interval", "undefined: the APE_true interval [0, 0] covers 0"
-    rows = [row(system=s, perturbation=p, score="coverage_error", note=na) for s in "ab" for p in ("P0", "P1")]
+    na, gap = NOT_APPLICABLE, "undefined: the APE_true interval [0, 0] covers 0"
+    cells = [(c, s, p) for c in ("coverage_error", "wql") for s in "ab" for p in ("P0", "P1")]
+    rows = [row(system=s, perturbation=p, score=c, note=na) for c, s, p in cells]
     rows += [row(system="a", perturbation="P1", score="pie_month", note=gap)]
     rows += [row(system="b", perturbation="P3", score="pie_month", note=gap)]
     rows += [row(system="b", perturbation="P0", score="mase", note=None)]
+    rows += [row(system="a", perturbation="P3", score="pie_region", note=gap)]
     assert grouped_notes(rows) == [  # type: ignore[arg-type]
-        ("coverage_error", na, "a, b on P0, P1"),
+        ("coverage_error, wql", na, "a, b on P0, P1"),  # one reason on the same rows of two scores: one line
         ("pie_month", gap, "a on P1; b on P3"),  # not every pair: said per system, never as a product
+        ("pie_region", gap, "a on P3"),
     ]
+    suite = [f"F{i}" for i in range(7)]  # more than six, every one of the score's: counted, not listed
+    rows = [row(system=s, perturbation=p, score="wql", note=na) for s in "ab" for p in suite]
+    assert grouped_notes(rows) == [("wql", na, "a, b on all 7 perturbations")]  # type: ignore[arg-type]
+    rows += [row(system="a", perturbation="F7", score="wql", note=None)]  # not all of them: listed
+    assert grouped_notes(rows) == [("wql", na, f"a, b on {', '.join(suite)}")]  # type: ignore[arg-type]
+
+
+def test_a_study_of_one_series_says_once_what_its_intervals_can_show():
+    """One series (sensors): every interval and tie resamples blocks of its own windows, so a real difference may
+    not show; the label (in its Series line) and report.md each say so once, in words. Six series: nothing."""
+    doc = RatingsDocument.read(SENSORS)
+    note = "a difference between systems may be real but not shown"
+    series = dict(label.tested(doc))["Series"]
+    assert series.startswith("1: co2.co2 — one series only: ") and "blocks of its own 44 windows" in series
+    page = (
+        environment()
+        .get_template("label.html.j2")
+        .render(**label_context(doc, "naive", failures=0, report_href="r.html"), generated="")
+    )
+    assert page.count(note) == 1
+    report = render_report(doc)
+    assert report.count(note) == 1 and report.index(note) < report.index("## Headline ratings")
+    quickstart = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    assert quickstart.counts is not None and quickstart.counts.series == 6
+    assert note not in render_report(quickstart) and note not in dict(label.tested(quickstart))["Series"]
+
+
+def test_report_md_shows_the_robustness_rating_once():
+    """report.md tabled `overall` and then the headlines, whose robustness column is `overall` again: with a
+    headlines section it shows the headline table only; an older ratings.json (no headlines) keeps its overall
+    table. The self-check's count is followed by one blank line, not three."""
+    doc = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    report = render_report(doc)
+    assert "## Overall robustness rating" not in report and report.count("## Headline ratings") == 1
+    assert all(f"| {s} | {doc.headlines[s]['robustness'].rating} (" in report for s in doc.system_names)
+    assert "pass.\n\n## " in report
+    older = render_report(doc.model_copy(update={"headlines": {}}))
+    assert "## Overall robustness rating" in older and "## Headline ratings" not in older
+    assert all(f"| {s} | {doc.overall[s]} of 3 |" in older for s in doc.system_names)
+
+
+def test_a_label_names_scores_and_kinds_without_code_names_or_repeats():
+    """ "gain (gain)" said the kind twice; "set by its weakest result, APE, recent corruption on P1" and "Bias
+    month on P1" read as lists of code names: a kind is followed by its operator only where that adds a word, a
+    score's qualifier is in parentheses, and a non-acronym label is lower case inside the sentence."""
+    doc = RatingsDocument.read(SENSORS)
+    kinds = dict(label.tested(doc))["Perturbations"]
+    assert "gain (gain)" not in kinds and "a stuck sensor (stuck)" in kinds and ", gain, " in kinds
+    verdict = "on the published scale the worst level (3 of 3): its error rises by 50 % on P2 — a value is halved"
+    for score, said in (("recency", "APE (recent corruption)"), ("bias_industry", "bias by industry")):
+        h = {"verdict": verdict, "cause": {"text": "another row", "score": score, "perturbation": "P1"}}
+        assert label_sentence(h).endswith(f"Relative to the others: set by its weakest result, {said} on P1."), h
+    # the accuracy box said its level twice ("Best level" / "The best level (the mean of its accuracy levels)."):
+    # the sentence says what the level is the mean of
+    quickstart = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    accuracy = headlines(quickstart, "naive")["accuracy"]
+    assert accuracy["scores"] == ["crps", "mase", "sign_accuracy", "smape"]
+    assert label_sentence(accuracy) == "The mean of its levels on CRPS, MASE, sign accuracy and SMAPE, on clean input."
+
+
+def test_the_unstable_warning_names_the_least_stable_rating():
+    """Two unstable rows in alphabetical order said nothing about how unstable: the label names the least stable
+    row with its share (the report lists every one), and the clean input in words, not as its description."""
+    doc = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    for system in doc.system_names:
+        unstable = [r for r in doc.rows_of(system) if r.stable is False]
+        (line,) = [w for w in warnings(doc, system, failures=0) if "unstable" in w]
+        least = min(unstable, key=lambda r: r.stability)
+        assert line.startswith(f"{len(unstable)} of {len(doc.rows_of(system))} ratings are unstable")
+        assert line.endswith(f", kept in {100 * least.stability:.0f} %.") and least.stability < 0.8
+    assert perturbation_words(doc, "P0") == "the clean input"  # not "no change: the clean input (control)"

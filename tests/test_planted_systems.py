@@ -144,6 +144,11 @@ def test_python_system_sample_paths_give_crps(synthetic_study, cli, tmp_path):
     assert all(blob is None and crps == pytest.approx(mae) for blob, crps, mae in naive)
     scores = pd.read_csv(tmp_path / "run" / "scores.csv")
     assert set(scores[scores.score == "crps"]["system"]) == {"paths", "naive"}
+    # its paths make it a distribution (it declares no quantiles): rated on WQL and coverage; naive's point is not
+    for score in ("wql", "coverage_error"):
+        rows = scores[(scores.score == score) & (scores.perturbation == "P0")].set_index("system")
+        assert np.isfinite(rows.loc["paths", "raw"]) and pd.isna(rows.loc["paths", "note"]), score
+        assert pd.isna(rows.loc["naive", "raw"]) and "no quantiles" in rows.loc["naive", "note"], score
 
 
 def test_biased_needs_an_attribute_with_two_values():

@@ -118,17 +118,30 @@ def test_the_published_verdict_leads_where_it_is_the_worst():
     assert "verdict" not in a and not a["meaning"].startswith("On the published scale")
 
 
-def test_point_forecasts_are_never_rated_on_coverage_and_wql_stays_out_of_their_accuracy():
+def test_point_forecasts_are_never_rated_on_coverage_or_wql():
+    """A point forecast has no quantiles: its coverage error (0 by construction) and its WQL (only its WAPE) are
+    not applicable — no raw, no level, the reason in the note — and the distributions are tiered among
+    themselves (the planted point WQL 0.05 would otherwise be best and push dist2 to a middle level)."""
     rows = [("P0", score, s, v, 0.01) for score in ("smape", "coverage_error", "wql") for s, v in
             (("point", 0.2), ("dist", 0.3), ("point2", 0.25), ("dist2", 0.1))]  # fmt: skip
-    rated = rated_frame(rows, points=frozenset({"point", "point2"}))
-    coverage = rated[rated["score"] == "coverage_error"].set_index("system")
-    assert coverage.loc["point", "display"] == "—" and np.isnan(coverage.loc["point", "raw"])
-    assert "not applicable" in coverage.loc["point", "note"]
-    assert pd.isna(coverage.loc["dist", "display"]) and coverage.loc["dist", "raw"] == 0.3  # a distribution: rated
+    rows += [("P0", score, "point3", v, 0.01) for score, v in (("wql", 0.05), ("coverage_error", 0.0), ("smape", 0.3))]
+    rated = rated_frame(rows, points=frozenset({"point", "point2", "point3"}))
+    for score in ("coverage_error", "wql"):
+        by = rated[rated["score"] == score].set_index("system")
+        for point in ("point", "point2", "point3"):
+            assert by.loc[point, "display"] == "—" and np.isnan(by.loc[point, "raw"])
+            assert by.loc[point, "note"] == "not applicable: a point forecast has no quantiles; not rated"
+            assert pd.isna(by.loc[point, "rating"])
+        assert pd.isna(by.loc["dist", "display"]) and by.loc["dist", "raw"] == 0.3  # a distribution: rated
+        assert (by.loc["dist2", "rating"], by.loc["dist", "rating"]) == (1, 3)
     heads = headline_ratings(rated, settings=SETTINGS, control="P0", point_systems=frozenset({"point", "point2"}))
     assert heads["point"]["accuracy"]["scores"] == ["smape"]
     assert heads["dist"]["accuracy"]["scores"] == ["coverage_error", "smape", "wql"]
+    # one distribution among points (random among the references): its WQL and coverage are compared with no
+    # other system, so they stay out of its accuracy headline (a level 1 of one would flatter it)
+    points = frozenset({"point", "point2", "point3", "dist2"})
+    heads = headline_ratings(rated_frame(rows, points=points), settings=SETTINGS, control="P0", point_systems=points)
+    assert heads["dist"]["accuracy"]["scores"] == ["smape"]
 
 
 def test_every_margin_is_a_typed_fact_published_in_the_scales_file():
@@ -192,7 +205,7 @@ def test_a_perturbation_that_improves_a_system_rates_it_1_and_the_label_says_imp
     cause = doc["headlines"]["helped"]["robustness"].get("cause") or {}
     assert cause.get("perturbation") != "P1"  # an improvement never sets the weakest link
     label = (run / "cards" / "helped.html").read_text()
-    assert "Improves" in label and "(P1) lowers its error" in label  # the perturbation in words, then its id
+    assert "Improves" in label and "its error falls under " in label and " (P1)" in label  # in words, then its id
 
 
 def test_pie_is_null_wherever_the_rated_ape_interval_covers_0(planted):
@@ -207,10 +220,16 @@ def test_pie_is_null_wherever_the_rated_ape_interval_covers_0(planted):
     assert effects and all(e["pie"] is None and "covers 0" in (e["pie_note"] or "") for e in effects)
 
 
-def test_point_forecasts_have_no_coverage_rating_in_a_run(planted):
-    _, doc = planted
-    coverage = [r for r in doc["ratings"] if r["score"] == "coverage_error"]
-    assert coverage and all(r["raw"] is None and "not applicable" in r["note"] for r in coverage)
+def test_point_forecasts_have_no_coverage_or_wql_rating_in_a_run(planted):
+    out, doc = planted
+    for score in ("coverage_error", "wql"):
+        rows = [r for r in doc["ratings"] if r["score"] == score]
+        assert rows and all(r["raw"] is None and r["rating"] is None and "no quantiles" in r["note"] for r in rows)
+    scores = pd.read_csv(out / "scores.csv")
+    assert scores[scores["score"].isin(["coverage_error", "wql"])]["raw"].isna().all()
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "| wql |" not in report and "| coverage_error |" not in report  # every system a point: said once
+    assert len([x for x in report.splitlines() if x.startswith("- coverage_error, wql for ")]) == 1
     for system in ("median", "oracle", "last", "helped"):
         assert set(doc["headlines"][system]["accuracy"]["scores"]) <= {"smape", "mase", "crps", "sign_accuracy"}
 

@@ -51,8 +51,8 @@ def test_report_md_is_the_template_of_ratings_json():
 
 def split_notes(lines: list[str]) -> tuple[list[str], set[tuple[str, str, str, str]]]:
     """report.md's lines outside "Insufficient and undefined scores", and that section's notes as (system,
-    perturbation, score, note) rows, read from one line per row ("- s / p / score: note") or per (score, note)
-    ("- score for a, b on P1, P3: note" or "- score for a on P1; b on P3: note")."""
+    perturbation, score, note) rows, read from one line per row ("- s / p / score: note") or per (note, where)
+    ("- score for a, b on P1, P3: note", "- score, score2 for a on P1: note", "- score for a on P1; b on P3: note")."""
     start = (
         lines.index("## Insufficient and undefined scores") if "## Insufficient and undefined scores" in lines else 0
     )
@@ -66,10 +66,15 @@ def split_notes(lines: list[str]) -> tuple[list[str], set[tuple[str, str, str, s
             system, perturbation, score = head.split(" / ")
             notes.add((system, perturbation, score, note))
             continue
-        score, _, where = head.partition(" for ")
+        scores, _, where = head.partition(" for ")
         for part in where.split("; "):
             systems, _, perturbations = part.partition(" on ")
-            notes |= {(s, p, score, note) for s in systems.split(", ") for p in perturbations.split(", ")}
+            notes |= {
+                (s, p, score, note)
+                for score in scores.split(", ")
+                for s in systems.split(", ")
+                for p in perturbations.split(", ")
+            }
     return lines[:start] + lines[end:] if start else lines, notes
 
 

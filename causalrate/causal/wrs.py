@@ -132,9 +132,14 @@ class Grouping:
         single = sum(np.unique(series[ids]).size == 1 for ids in tested)
         if not single:
             return None
+        if single == len(tested):
+            counted = f"all {single} groups compared are a single series each"
+        else:
+            counted = f"{single} of the {len(tested)} groups compared " + (
+                "is a single series" if single == 1 else "are a single series each"
+            )
         return (
-            f"{single} of the {len(tested)} groups compared "
-            + ("is a single series" if single == 1 else "are a single series each")
+            counted
             + ": the series and the group are the same unit, so a difference there is between series, not between "
             "kinds of series"
         )

@@ -212,18 +212,22 @@ class ForecastStore:
     def forecasts(self, *, samples: bool = False) -> pd.DataFrame:
         """All forecast rows joined with their window's series and start, sorted for determinism.
 
-        Sample paths (large) are read only when asked for, as [s][d] lists. Runs before v3 have no
+        Sample paths (large) are read only when asked for, as [s][d] lists; without them `distribution`
+        says which rows have paths or quantiles (a point forecast has neither). Runs before v3 have no
         `offsets`: the column is there, empty (None).
         """
         names = [r[1] for r in self.conn.execute("PRAGMA table_info(forecasts)") if samples or r[1] != "samples"]
+        flag = "" if samples else ", f.samples IS NOT NULL AS distribution"
         query = (
-            f"SELECT {', '.join(f'f.[{n}]' for n in names)}, w.series, w.start "
+            f"SELECT {', '.join(f'f.[{n}]' for n in names)}{flag}, w.series, w.start "
             "FROM forecasts f JOIN windows w USING (window) ORDER BY f.system, f.perturbation, f.window"
         )
         metric_columns = {n: "float64" for n in names if n.startswith("m_")}  # all-NULL columns would be objects
         frame = pd.read_sql_query(query, self.conn, dtype=metric_columns)
         if "offsets" not in frame:
             frame["offsets"] = None
+        if not samples:
+            frame["distribution"] = frame["distribution"].astype(bool)
         if samples:
             frame["samples"] = [
                 None if blob is None else samples_from_bytes(blob, len(json.loads(fc))).tolist()

@@ -133,7 +133,8 @@ class Delay(Fault):
     touches = "up_to_mask"
     fault = "delayed feed"
     description = (
-        "the values arrive {k:g} points late: the input ends {k:g} points early, its start padded with its oldest value"
+        "the values arrive {k:g} points late: the input ends {k:g} points early, its start padded with its oldest "
+        "value (late data)"
     )
     params: ClassVar[dict[str, float]] = {"k": 3.0}
 

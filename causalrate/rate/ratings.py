@@ -47,7 +47,8 @@ COLUMNS = [
 # the weakest-link headlines (the others are a mean of levels): a row of theirs whose effect is below its margin δ
 # has no practical effect (level 1, left out of the weakest link)
 WEAKEST_LINK: tuple[Headline, ...] = ("robustness", "bias")
-NOT_APPLICABLE = "not applicable: a point forecast has no interval (its coverage is 0 by construction); not rated"
+# a point forecast's row of a distribution-only score (WQL, coverage error; score.contract.PointForecasts)
+NOT_APPLICABLE = "not applicable: a point forecast has no quantiles; not rated"
 
 
 def levels_warning(levels: int, n_systems: int, scale: str) -> str | None:

@@ -85,25 +85,25 @@ def _clean(x: float) -> float | None:
 
 
 def fault_lines(doc: RatingsDocument, system: str) -> list[str]:
-    """One line per fault family at level 3 (its severity-3 entry, else its grid's member): "stuck reading: its
-    error rises by 5 % at severity 3, rises by 40 % when still on at the newest point"."""
+    """One short line per fault family at level 3 (its severity-3 entry, else its grid's member), the label's
+    heading saying the level and what the numbers are: "stuck reading: +5 % (at the newest point: +40 %)"."""
     lines: dict[str, str] = {}
     for row in doc.faults:
         if row.system != system or row.level != LABEL_LEVEL or row.name in lines:
             continue
-        line = f"{row.name}: {_rise_words(row.rise)} at severity {LABEL_LEVEL}"
+        line = f"{row.name}: {_rise_words(row.rise)}"
         if row.rise_newest is not None:
-            line += f", {_rise_words(row.rise_newest).removeprefix('its error ')} when still on at the newest point"
+            line += f" (at the newest point: {_rise_words(row.rise_newest)})"
         lines[row.name] = line
     return list(lines.values())
 
 
 def _rise_words(rise: float | None) -> str:
     if rise is None:
-        return "no error measured"
+        return "not measured"
     if abs(rise) < 0.005:
-        return "its error does not change"
-    return f"its error {'rises' if rise > 0 else 'falls'} by {abs(100 * rise):.0f} %"
+        return "no change"
+    return f"{'+' if rise > 0 else '−'}{max(1, int(abs(100 * rise) + 0.5))} %"  # whole percents, half up
 
 
 def fault_table(doc: RatingsDocument, system: str) -> dict[str, Any] | None:

@@ -122,9 +122,26 @@ def no_bias_reason(doc: RatingsDocument) -> str:
     return f"No bias score: {why}."
 
 
+def one_series_note(doc: RatingsDocument) -> str | None:
+    """What a study of one series can show, said once on the label and in report.md: with no second series every
+    interval, tie and stability resamples blocks of that series' own windows (causal.resampling), few independent
+    pieces of evidence, so a tie or "no effect" there means not shown, not equal. None with two or more series."""
+    n_series = doc.counts.series if doc.counts else len(doc.provenance.series or [])
+    if n_series != 1:
+        return None
+    windows = f" {doc.counts.n_windows}" if doc.counts else ""
+    return (
+        f"One series only: every interval and tie comes from resampling blocks of its own{windows} windows, so the "
+        "tests have little power: a difference between systems may be real but not shown."
+    )
+
+
 def perturbation_words(doc: RatingsDocument, perturbation: str) -> str:
     """A perturbation as a reader names it: its description, or where that is long its kind in words (the
     description's closing parenthesis: "saturation"; else its words before a colon) with its severity."""
+    record = doc.perturbation(perturbation)
+    if record is not None and record.kind == "control":
+        return "the clean input"
     described = described_as(perturbation, {p.id: p.description for p in doc.perturbations})
     if len(described) <= 40:
         return described
@@ -140,7 +157,7 @@ def kind_words(described: str) -> str:
 
 
 def row_words(doc: RatingsDocument, score: str, perturbation: str) -> str:
-    """A rating row in words: "APE, newest point on saturation, severity 4"."""
+    """A rating row in words: "APE (newest point) on saturation, severity 4"."""
     return f"{score_label(score)} on {perturbation_words(doc, perturbation)}"
 
 
@@ -192,15 +209,10 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
         names = sorted({row_words(doc, r.score, r.perturbation) for r in insufficient})
         out.append(f"Insufficient data, rated worst: {'; '.join(names[:4])}{' …' if len(names) > 4 else '.'}")
     improves = sorted((r for r in mine if r.improves), key=lambda r: (r.perturbation, r.score))
-    if improves:
-        said = [
-            f"{perturbation_words(doc, r.perturbation)} ({r.perturbation}) lowers its error"
-            + (f" (APE interval [{fmt(r.ape_true_interval[0], 3)}, {fmt(r.ape_true_interval[1], 3)}])"
-               if r.ape_true_interval else "")
-            for r in improves
-        ]  # fmt: skip
-        listed = "; ".join(said[:2]) + (" …" if len(said) > 2 else ".")
-        out.append(f"Improves, rated 1 on that row (an improvement is no harm): {listed}")
+    if improves:  # the APE intervals are the report's: the label names the perturbations
+        said = list(dict.fromkeys(f"{perturbation_words(doc, r.perturbation)} ({r.perturbation})" for r in improves))
+        named = "; ".join(said[:2]) + (f"; and {len(said) - 2} more" if len(said) > 2 else "")
+        out.append(f"Improves, rated 1 there (an improvement is no harm): its error falls under {named}.")
     inconclusive = sorted((r for r in mine if r.inconclusive), key=lambda r: (r.perturbation, r.score))
     if inconclusive:
         shares = [r.cannot_rule_out_share for r in inconclusive]
@@ -217,11 +229,13 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
             listed = "; ".join(said[:3])
         out.append(f"Inconclusive (too few windows; best level withheld): {listed}{' …' if len(said) > 3 else '.'}")
     unstable = [r for r in mine if r.stable is False]
-    if unstable:
-        names = sorted({row_words(doc, r.score, r.perturbation) for r in unstable})
+    if unstable:  # the least stable named (the report lists them all)
+        least = min(unstable, key=lambda r: (r.stability if r.stability is not None else 1.0, r.perturbation, r.score))
+        kept = f", kept in {100 * least.stability:.0f} %" if least.stability is not None else ""
+        named = row_words(doc, least.score, least.perturbation) + kept
         out.append(
-            f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples): "
-            f"{'; '.join(names[:2])}{' …' if len(names) > 2 else '.'}"
+            f"{len(unstable)} of {len(mine)} ratings are unstable (kept in under 80 % of resamples)"
+            + (f"; the least: {named}." if len(unstable) > 1 else f": {named}.")
         )
     if failures:
         out.append(f"{failures} forecasts failed (see the report).")

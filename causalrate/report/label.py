@@ -20,6 +20,7 @@ from causalrate.report.headlines import (
     headline_words,
     headlines,
     kind_words,
+    one_series_note,
     question,
     top_fragility_rule,
 )
@@ -38,6 +39,7 @@ COVARIATE_WORDS = {
 }
 # "; the same level as A, B" in a headline's meaning (rate.headlines), up to what follows the list
 SAME_LEVEL = re.compile(r"; the same level as .*?(?= \(the mean of its accuracy levels\)|; no practical effect|\.$)")
+MEAN_OF_LEVELS = " (the mean of its accuracy levels)."  # how rate.headlines ends a mean-type headline's meaning
 NO_RULE = "No group of windows stands out: on held-out windows, no window property predicts where it is hurt more."
 
 
@@ -109,7 +111,7 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
     span = period_words(doc)
     lines = [
         ("Data", data_words(doc)),
-        ("Series", series_words(doc)),
+        ("Series", series_words(doc) + (f" — {note[:1].lower()}{note[1:]}" if (note := one_series_note(doc)) else "")),
         (
             "Period",
             (f"{span}; " if span else "")
@@ -131,8 +133,9 @@ def perturbation_words(perturbations: list) -> str:
     if len(perturbations) <= 6:
         return "; ".join(f"{p.id}: {p.description}" for p in perturbations)
     kinds: dict[str, str] = {}
-    for p in perturbations:
-        kinds.setdefault(p.operator, f"{kind_words(p.description)} ({p.operator})")
+    for p in perturbations:  # the operator's name after its kind in words, where it says something more
+        kind = kind_words(p.description)
+        kinds.setdefault(p.operator, kind if kind == p.operator else f"{kind} ({p.operator})")
     severities = sorted({int(k) for p in perturbations if (k := p.id.rpartition("@")[2]).isdigit() and "@" in p.id})
     graded = f"; each also at severity {severities[0]}–{severities[-1]}" if len(severities) >= 2 else ""
     return f"{len(perturbations)} perturbations of {len(kinds)} kinds: {', '.join(kinds.values())}{graded}"
@@ -153,14 +156,24 @@ def label_sentence(h: dict, descriptions: dict[str, str] | None = None) -> str:
         return f"{verdict[:1].upper()}{verdict[1:]}."
     found = h.get("cause") or {}
     if cause and verdict and found.get("score") and found.get("perturbation"):  # the verdict said it in full
-        what = "failed forecasts" if found.get("insufficient") else score_label(found["score"])
+        what = "failed forecasts" if found.get("insufficient") else in_sentence(score_label(found["score"]))
         return f"{lead}set by its weakest result, {what} on {found['perturbation']}."
     if cause:
         sentence = f"set by its weakest result: {cause}."
         return lead + (sentence if lead else sentence[:1].upper() + sentence[1:])
     meaning = SAME_LEVEL.sub("", h.get("meaning") or "")
     rest = meaning.partition(") on ")[2].partition(": ")[2]  # "N of L (1 = best, …) on WHAT: REST"
+    if rest.endswith(MEAN_OF_LEVELS) and h.get("scores"):  # the box says the level: the sentence says of what
+        names = [in_sentence(score_label(s)) for s in h["scores"]]
+        listed_names = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+        return lead + f"The mean of its levels on {listed_names}, on clean input."
     return lead + ((rest[:1].upper() + rest[1:]) if rest else meaning)
+
+
+def in_sentence(label: str) -> str:
+    """A score's label inside a sentence: a word in lower case ("bias by month", "sign accuracy"), an acronym
+    as it is ("APE", "SMAPE")."""
+    return label[:1].lower() + label[1:] if label[1:2].islower() else label
 
 
 def shortened(text: str, descriptions: dict[str, str]) -> str:
@@ -223,7 +236,7 @@ def absolute_note(relative: int | None, absolute: int | None, levels: int, n: in
     best_relative, best_absolute = relative == 1, absolute == 1
     if (worst_relative, best_relative) == (worst_absolute, best_absolute):
         return None
-    return f"unlike the big number, which ranks it among the {n} compared, this uses fixed thresholds"
+    return f"fixed thresholds, not a rank among the {n} compared"
 
 
 def _has_absolute(doc: RatingsDocument) -> bool:
@@ -235,8 +248,14 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
     meta = doc.system(system)
     heads = []
     for kind, h in headlines(doc, system).items():
-        stability = h.get("stability")
         words = headline_words(h, levels, len(doc.systems), kind)
+        # "all N systems tied" says who: no list
+        same = "" if words.startswith("all ") else listed(same_level(doc, system, kind, h.get("rating")), 5)
+        meaning = label_sentence(h, {p.id: p.description for p in doc.perturbations})
+        note = absolute_note(h.get("rating"), h.get("absolute_rating"), levels, len(doc.systems))
+        stability = None if h.get("stability") is None else f"{100 * h['stability']:.0f} %"
+        absolute = h.get("absolute_rating")
+        shown = f"{absolute} of {ABSOLUTE_LEVELS} {note or ''}" if absolute is not None and not h.get("verdict") else ""
         heads.append(
             {
                 "kind": kind,
@@ -247,13 +266,17 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
                 "words": words,
                 "absolute": h.get("absolute_rating"),
                 "absolute_levels": ABSOLUTE_LEVELS,
-                "absolute_note": absolute_note(h.get("rating"), h.get("absolute_rating"), levels, len(doc.systems)),
-                "meaning": label_sentence(h, {p.id: p.description for p in doc.perturbations}),
+                "absolute_note": note,
+                "meaning": meaning,
+                # the box's share of the row: the length of its text, each fact's line counted as 25 characters
+                # more and each system it names as 10 (a name does not break: a narrow box wraps before it), at
+                # least a short sentence's, so that the boxes end at about the same height
+                "width": max(90, len(meaning) + sum(25 + len(fact) for fact in (same, stability, shown) if fact))
+                + 10 * (same.count(", ") + 1 if same else 0),
                 "verdict": bool(h.get("verdict")),  # its sentence starts with the published level: said once
-                "stability": None if stability is None else f"{100 * stability:.0f} %",
-                "unstable": stability is not None and stability < 0.8,
-                # "all N systems tied" says who: no list
-                "same": [] if words.startswith("all ") else same_level(doc, system, kind, h.get("rating")),
+                "stability": stability,
+                "unstable": h.get("stability") is not None and h["stability"] < 0.8,
+                "same": same,
             }
         )
     references = [

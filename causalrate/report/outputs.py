@@ -15,8 +15,10 @@ import numpy as np
 import pandas as pd
 
 from causalrate.perturb.operators import OPERATORS
+from causalrate.rate.ratings import NOT_APPLICABLE
 from causalrate.report.estimators import facts
 from causalrate.report.faults import fault_effects
+from causalrate.report.headlines import one_series_note
 from causalrate.report.missing_values import missing_values
 from causalrate.report.templating import environment, rating_cell
 from causalrate.run import (
@@ -336,8 +338,11 @@ def render_report(doc: RatingsDocument) -> str:
             "description": p.description
             if (p := doc.perturbation(pid))
             else "severity grid, rated across its severities",
+            # a score not applicable to any system here (all point forecasts) is said once, in the notes
             "rows": [
-                (score, [rating_cell(rows[s]) if s in rows else "—" for s in systems]) for score, rows in scores.items()
+                (score, [rating_cell(rows[s]) if s in rows else "—" for s in systems])
+                for score, rows in scores.items()
+                if any(r.note != NOT_APPLICABLE for r in rows.values())
             ],
         }
         for pid, scores in by_perturbation.items()
@@ -352,24 +357,31 @@ def render_report(doc: RatingsDocument) -> str:
             tables=tables,
             scores=[(name, facts(name).description) for name in names],
             notes=grouped_notes(doc.ratings),
+            one_series=one_series_note(doc),
         )
     )
 
 
 def grouped_notes(rows: list[RatingRow]) -> list[tuple[str, str, str]]:
-    """The rows' notes, one line per (score, note): (score, note, where: "a, b on P1, P3" when the note holds for
+    """The rows' notes, one line per (note, where): (scores, note, where: "a, b on P1, P3" when the note holds for
     every pair of those systems and perturbations, else "a on P1; b on P3"), in the rows' order, so that one
-    reason shared by many rows is said once."""
+    reason shared by many rows is said once ("coverage_error, wql for a, b on P0, P1: not applicable: …"). More
+    than six perturbations that are all a score's are "all N perturbations" (a suite of 43 was listed by id)."""
     grouped: dict[tuple[str, str], dict[str, dict[str, None]]] = {}
+    rated_on: dict[str, set[str]] = {}
     for r in rows:
+        rated_on.setdefault(r.score, set()).add(r.perturbation)
         if r.note:
             grouped.setdefault((r.score, r.note), {}).setdefault(r.system, {})[r.perturbation] = None
-    out = []
+    merged: dict[tuple[str, str], list[str]] = {}
     for (score, note), on in grouped.items():
         perturbations = list(dict.fromkeys(p for ps in on.values() for p in ps))
+        every = len(perturbations) > 6 and set(perturbations) == rated_on[score]
         if all(list(ps) == perturbations for ps in on.values()):
-            where = f"{', '.join(on)} on {', '.join(perturbations)}"
+            where = f"{', '.join(on)} on " + (
+                f"all {len(perturbations)} perturbations" if every else ", ".join(perturbations)
+            )
         else:
             where = "; ".join(f"{system} on {', '.join(ps)}" for system, ps in on.items())
-        out.append((score, note, where))
-    return out
+        merged.setdefault((note, where), []).append(score)
+    return [(", ".join(scores), note, where) for (note, where), scores in merged.items()]

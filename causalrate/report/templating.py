@@ -67,9 +67,13 @@ def missing_values_text(system: Any) -> str:
     m = system.missing_values
     if m is None:
         return text
+    # m.score is `ape`: the perturbation's harm to the error (APE, ≥ 0), in the outcome's units
+    def rise(value: float) -> str:
+        return "does not rise" if value == 0 else f"rises by {fmt(value, 3)}"
+
     return (
-        f"{text}; {m.score} under {m.own} (own handling) {fmt(m.own_value, 3)} vs {m.imputed} ({m.imputation}) "
-        f"{fmt(m.imputed_value, 3)}: better with {m.better}"
+        f"{text}; under {m.own} with its own handling its error {rise(m.own_value)}, under {m.imputed} "
+        f"({m.imputation}) it {rise(m.imputed_value)}: better with {m.better}"
     )
 
 

@@ -66,7 +66,7 @@ class WrsIndustry(WrsScore):
     attribute = "industry"
     estimator = "WRS over industry groups (Welch t, weighted pair count)"
     radar = True
-    label = "WRS industry"
+    label = "WRS by industry"
     description = (
         "how much its errors differ between industries (0 = not at all; each pair of industries adds up to 2.3, "
         "more the surer their errors differ)"
@@ -77,7 +77,7 @@ class WrsIndustry(WrsScore):
 class WrsDomain(WrsScore):
     attribute = "domain"
     estimator = "WRS over domain groups (Welch t, weighted pair count)"
-    label = "WRS domain"
+    label = "WRS by domain"
     description = (
         "how much its errors differ between data domains (0 = not at all; each pair of domains adds up to 2.3, more "
         "the surer their errors differ)"
@@ -89,7 +89,7 @@ class WrsCompany(WrsScore):
     attribute = "company"
     estimator = "WRS over company groups (Welch t, weighted pair count)"
     radar = True
-    label = "WRS company"
+    label = "WRS by company"
     description = "how much its errors differ between companies of the same industry (0 = not at all)"
 
 
@@ -97,7 +97,7 @@ class WrsCompany(WrsScore):
 class WrsVolatility(WrsScore):
     attribute = "volatility"
     estimator = "WRS over volatility groups (Welch t, weighted pair count)"
-    label = "WRS volatility"
+    label = "WRS by volatility"
     description = "how much its errors differ between calm, middling and volatile windows (terciles; 0 = not at all)"
 
 
@@ -142,7 +142,7 @@ class BiasScore(Score):
 class BiasIndustry(BiasScore):
     attribute = "industry"
     estimator = "largest gap between one industry's mean outcome and the rest's, divided by the mean outcome"
-    label = "Bias industry"
+    label = "Bias by industry"
     description = "largest gap between one industry's mean error and the other industries', relative to the mean"
 
 
@@ -150,7 +150,7 @@ class BiasIndustry(BiasScore):
 class BiasDomain(BiasScore):
     attribute = "domain"
     estimator = "largest gap between one domain's mean outcome and the rest's, divided by the mean outcome"
-    label = "Bias domain"
+    label = "Bias by domain"
     description = "largest gap between one domain's mean error and the other domains', relative to the mean"
 
 
@@ -158,7 +158,7 @@ class BiasDomain(BiasScore):
 class BiasCompany(BiasScore):
     attribute = "company"
     estimator = "largest gap between one company's mean outcome and its industry's others', divided by the mean outcome"
-    label = "Bias company"
+    label = "Bias by company"
     description = "largest gap between one company's mean error and its industry peers', relative to the mean"
 
 
@@ -167,10 +167,10 @@ def register_dimension(attribute: str) -> None:
     categorical attribute is a bias dimension, whatever its name). Registered once per process; a run rates
     those of its own data's dimensions only (score_all skips another data's, by `generated_for`)."""
     entries = (
-        ("wrs", WrsScore, f"WRS {attribute}", f"WRS over {attribute} groups (Welch t, weighted pair count)",
+        ("wrs", WrsScore, f"WRS by {attribute}", f"WRS over {attribute} groups (Welch t, weighted pair count)",
          f"how much its errors differ between values of {attribute} (0 = not at all; each pair of values adds up to "
          "2.3, more the surer their errors differ)"),
-        ("bias", BiasScore, f"Bias {attribute}", f"largest gap between one {attribute}'s mean outcome and the "
+        ("bias", BiasScore, f"Bias by {attribute}", f"largest gap between one {attribute}'s mean outcome and the "
          "rest's, divided by the mean outcome",
          f"largest gap between one {attribute}'s mean error and the others', relative to the mean"),
     )  # fmt: skip

@@ -55,8 +55,8 @@ APE_MARGIN = Margin("naive_clean_error", 0.05)  # 5 % of the naive reference's c
 SKILL_MARGIN = Margin("naive_ratio", 0.02)  # 2 % of the naive reference's value of the same score
 
 # how a score treats a point forecast (no distribution): rated like any other ("rated"), rated but kept out of
-# the accuracy headline ("not_in_headline": WQL is a point forecast's WAPE) or not applicable ("not_applicable":
-# a point forecast's coverage is 0 by construction)
+# the accuracy headline ("not_in_headline": a plugin's score that means less for a point) or not applicable
+# ("not_applicable": WQL and coverage error, a point forecast has no quantiles; its coverage is 0 by construction)
 PointForecasts = Literal["rated", "not_in_headline", "not_applicable"]
 
 

@@ -57,12 +57,10 @@ class Crps(MetricScore):
 class Wql(MetricScore):
     metric = "wql"
     radar = False
-    point_forecasts = "not_in_headline"
+    point_forecasts = "not_applicable"  # a point forecast has no quantiles: its WQL would only be its WAPE
     label = "WQL"
     estimator = "mean WQL over forecasts"
-    description = (
-        "weighted quantile loss of the forecast quantiles, relative to the truth's size (point forecasts: WAPE)"
-    )
+    description = "weighted quantile loss of the forecast quantiles, relative to the truth's size"
 
 
 @SCORES.register("coverage_error")

@@ -124,7 +124,7 @@ class Recency(Score):
     rows = "perturbed"
     margin = APE_MARGIN
     harm = True  # max(mean, 0): an improvement is no harm
-    label = "APE, recent corruption"
+    label = "APE (recent corruption)"
     estimator = "harm, max(APE, 0), with the change among the last inputs"
     description = "how much its error changes when the corrupted point is among the last input points"
     resampling = "windows"  # max(mean, 0) of the recent windows' paired differences, bootstrapped over windows
@@ -156,7 +156,7 @@ class ApeWorst(Score):
     rows = "perturbed"
     margin = APE_MARGIN
     harm = True  # max(mean, 0): an improvement is no harm
-    label = "APE, worst placement"
+    label = "APE (worst placement)"
     estimator = "worst-placement harm, max(APE, 0) (all windows)"
     description = "how much its error changes when one corrupted point is placed where it hurts it most"
     resampling = "windows"  # max(APE_true, 0) of the worst placement: its paired differences, bootstrapped over windows
@@ -180,9 +180,11 @@ class ApeLast(Score):
     rows = "perturbed"
     margin = APE_MARGIN
     harm = True  # max(mean, 0): an improvement is no harm
-    label = "APE, newest point"
+    label = "APE (newest point)"
     estimator = "harm, max(APE, 0), with the newest input point changed"
-    description = "how much its error changes when the newest input value (today's) is the corrupted one"
+    description = (
+        "how much its error changes when the newest input value (the last before the forecast) is the corrupted one"
+    )
     resampling = "windows"  # max(mean, 0) of the newest-point paired differences, bootstrapped over windows
     coverage_suffix = NEWEST  # its coverage: that of the newest-point forecasts
 

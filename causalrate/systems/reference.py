@@ -101,6 +101,7 @@ class Random(System):
     Settings = RandomSettings
     settings: RandomSettings
     stochastic = True
+    output = "samples"  # its paths are a distribution: scored by CRPS, WQL and coverage (not in its cache key)
     version = "2"
 
     def forecast(self, batch: Batch) -> Prediction:
