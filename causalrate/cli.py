@@ -20,6 +20,8 @@ def _assess(args: argparse.Namespace) -> int:
     from causalrate.config import load_config
     from causalrate.pipeline import assess
 
+    if args.address and args.executor != "ray":
+        raise UserError(f"--address {args.address}: a Ray cluster's address; add --executor ray (or drop --address)")
     config, base_dir = load_config(args.config, seed=args.seed)
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
         raise UserError(
@@ -387,9 +389,6 @@ MAX_MESSAGE = 8000  # characters of an error message printed: a page or two, nev
 def main(argv: list[str] | None = None) -> int:
     configure_logging()  # library code logs; here its records reach stderr as "causalrate: ..."
     args = parser().parse_args(argv)
-    if getattr(args, "workers", 1) < 1:
-        print("causalrate: error: --workers must be at least 1", file=sys.stderr)
-        return 2
     try:
         return args.func(args)
     except (UserError, SystemsFailed) as exc:

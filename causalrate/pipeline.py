@@ -72,8 +72,9 @@ def assess(
     (or forecast.cache: refresh) nothing is read from the forecast cache; what is made is written to it.
     """
     # forecasting's modules (matplotlib for image systems among them) here, not at import: a re-rate needs none
-    from causalrate.forecast.runner import make_executor
+    from causalrate.forecast.runner import check_workers, make_executor
 
+    check_workers(workers, address=address if executor == "ray" else None)  # before the data is read
     study = prepare(config, base_dir=base_dir, skip_unavailable=skip_unavailable)
     config = study.config  # without the systems that cannot run here, if skipped
     preflight(study)  # a broken plugin fails here, in seconds, not after the forecasts

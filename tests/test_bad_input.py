@@ -258,6 +258,28 @@ def test_flag_mistakes_name_the_flag(finished_run, cli, tmp_path):
     assert not (tmp_path / "other").exists()
 
 
+def test_workers_beyond_the_machine_and_an_address_without_ray_are_refused(tmp_path, cli):
+    """--workers 100000 started a process per waiting batch (a warm-up: all of them); exit 2 at once, before the
+    data is read, naming the bound. --address without --executor ray was ignored: the run went local, unsaid."""
+    import os
+
+    from causalrate.forecast.runner import WORKERS_PER_CORE, check_workers
+
+    wide_csv(tmp_path / "prices.csv")
+    config = write_yaml(tmp_path / "s.yaml", STUDY)
+    bound = WORKERS_PER_CORE * (os.cpu_count() or 1)
+    for executor in ("local", "ray"):
+        code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "100000", "--executor", executor)
+        assert code == 2 and f"--workers 100000: at most {bound} on this machine" in err, err
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "0")
+    assert code == 2 and "--workers 0: must be at least 1" in err, err
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--address", "10.0.0.9:6379")
+    assert code == 2 and "--address 10.0.0.9:6379: a Ray cluster's address; add --executor ray" in err, err
+    assert not (tmp_path / "run").exists()
+    check_workers(bound, address=None)  # the bound itself is allowed
+    check_workers(100000, address="10.0.0.9:6379")  # a cluster decides how to run what is submitted
+
+
 def test_export_of_an_unfinished_run_warns(finished_run, cli, tmp_path):
     import sqlite3
 
