@@ -435,6 +435,33 @@ def test_a_later_plugin_mistake_stops_the_run_before_forecasting(tmp_path, mista
     assert not (tmp_path / "run" / "forecasts.sqlite").exists()  # stopped before the run's store was made
 
 
+def test_a_plugin_that_hangs_in_the_pre_forecast_check_is_named_while_it_runs_then_stopped(tmp_path):
+    """A plugin score's compute that never returns hung the run in silence before any forecast: every
+    PREFLIGHT_NOTE seconds it is named on stderr, and at PREFLIGHT_LIMIT it is stopped, exit 2 naming it."""
+    plugin = SCORE_PLUGIN.format(name="forever", cls="Forever", facts="", frame="while True:\n            pass")
+    (tmp_path / "plugin.py").write_text(HEADER + textwrap.dedent(plugin))
+    (tmp_path / "study.yaml").write_text(STUDY.format(operator="drop_to_zero", schemes="uniform"))
+    command = ["assess", str(tmp_path / "study.yaml"), "--no-cards", "--out", str(tmp_path / "run")]
+    shortened = (  # the limits of a test: 0.5 s between notes, stopped at 2 s (300 s in use)
+        "import sys, causalrate.pipeline as p; from causalrate.cli import main; "
+        f"p.PREFLIGHT_LIMIT, p.PREFLIGHT_NOTE = 2.0, 0.5; sys.exit(main({command!r}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", shortened],
+        cwd=ROOT,
+        env={**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    note = "pre-forecast check: score 'forever' (Forever in " + str(tmp_path / "plugin.py")
+    assert note in done.stderr and "compute(evidence) has run for 1 s (stopped at 2 s)" in done.stderr, done.stderr
+    assert "score 'forever' (Forever in" in done.stderr.splitlines()[-1]
+    assert "compute(evidence) ran past 2 s in the pre-forecast check" in done.stderr.splitlines()[-1], done.stderr
+    assert not (tmp_path / "run" / "forecasts.sqlite").exists()
+
+
 def test_a_noted_nan_is_undefined_and_built_in_rows_are_unchanged(tmp_path):
     plugin = SCORE_PLUGIN.format(
         name="noted", cls="Noted", facts="", frame="return frame.assign(raw=np.nan, note='undefined: no data')"
