@@ -80,6 +80,18 @@ def test_yaml_syntax_error_names_the_line(tmp_path, cli):
     assert code == 2 and "not valid YAML" in err and "line" in err
 
 
+def test_a_config_in_utf16_is_read_and_one_in_another_encoding_is_named(tmp_path, cli):
+    """Notepad's "Unicode" (UTF-16 with its mark) was 'cannot read the config ('utf-8' codec can't decode...)';
+    YAML allows it. Latin-1 text or a binary file: exit 2 saying it is not UTF-8, on which line."""
+    from causalrate.yamlio import read_yaml
+
+    (tmp_path / "u16.yaml").write_bytes("name: caf\u00e9\nsystems: []\n".encode("utf-16"))
+    assert read_yaml(tmp_path / "u16.yaml") == {"name": "caf\u00e9", "systems": []}
+    (tmp_path / "l1.yaml").write_bytes("name: x\n# caf\u00e9\nsystems: []\n".encode("latin-1"))
+    code, _, err = cli("assess", tmp_path / "l1.yaml")
+    assert code == 2 and f"{tmp_path / 'l1.yaml'}: not UTF-8 text: byte 0xe9 on line 2" in err, err
+
+
 def test_impossible_date_names_the_line(tmp_path, cli):
     config = write_yaml(tmp_path / "s.yaml", STUDY.replace("prices.csv}", "prices.csv, start: 2021-13-01}"))
     code, _, err = cli("assess", config)
