@@ -232,18 +232,29 @@ def test_export_parquet(synthetic_study, cli, tmp_path):
     )
 
 
-@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, None])
+@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, None, "windows"])
 def test_corrupt_or_foreign_store(tmp_path, cli, content):
+    """A damaged file, a foreign SQLite file, or ours with a table dropped (was a traceback of the first query
+    that read it, exit 1): exit 2 naming the file, for every command that reads a run."""
+    from causalrate.forecast.store import ForecastStore
+
     run = tmp_path / "run"
     run.mkdir()
+    expected = "not a causalrate forecast store"
     if content is None:  # a real SQLite file, but not ours
         with sqlite3.connect(run / "forecasts.sqlite") as db:
             db.execute("CREATE TABLE other (x INTEGER)")
+    elif isinstance(content, str):  # ours, a table dropped (by hand, or a tool that 'cleaned' it)
+        ForecastStore.create(run / "forecasts.sqlite", metrics=["mae"]).conn.close()
+        with sqlite3.connect(run / "forecasts.sqlite") as db:
+            db.execute(f"DROP TABLE {content}")
+        (run / "ratings.json").write_text("{}")
+        expected = f"forecasts.sqlite: not a whole causalrate forecast store (no table {content})"
     else:
         (run / "forecasts.sqlite").write_bytes(content)
-    for command in (["rate", run], ["export", run]):
+    for command in (["rate", run], ["export", run], ["card", run, "--format", "html"]):
         code, _, err = cli(*command)
-        assert code == 2 and "not a causalrate forecast store" in err, err
+        assert code == 2 and expected in err and "Traceback" not in err, err
 
 
 def test_ray_executor_matches_local(synthetic_study, cli, tmp_path):
