@@ -292,6 +292,25 @@ def test_workers_beyond_the_machine_and_an_address_without_ray_are_refused(tmp_p
     check_workers(100000, address="10.0.0.9:6379")  # a cluster decides how to run what is submitted
 
 
+def test_a_full_disk_is_exit_2_naming_the_folder_and_how_to_resume(tmp_path, cli, monkeypatch):
+    """SQLite's 'database or disk is full' (a 200 kB tmpfs as --out) was a traceback, exit 1, for assess and rate."""
+    import sqlite3
+
+    from causalrate.forecast.store import ForecastStore
+
+    wide_csv(tmp_path / "prices.csv")
+    config = write_yaml(tmp_path / "s.yaml", STUDY)
+
+    def full(self, rows):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(ForecastStore, "_write", full)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "1")
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{tmp_path / 'run'}: cannot write its database (database or disk is full); free space there" in err
+    assert f"causalrate assess {config} --resume {tmp_path / 'run'}" in err
+
+
 def test_export_of_an_unfinished_run_warns(finished_run, cli, tmp_path):
     import sqlite3
 
