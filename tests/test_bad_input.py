@@ -311,6 +311,25 @@ def test_a_full_disk_is_exit_2_naming_the_folder_and_how_to_resume(tmp_path, cli
     assert f"causalrate assess {config} --resume {tmp_path / 'run'}" in err
 
 
+def test_a_half_written_or_hand_edited_run_says_what_it_lacks(finished_run, cli, tmp_path):
+    """A run whose assess stopped before ratings.json: card said 'not a causalrate run directory'; a store
+    without its config: rate said 'invalid config (top level): ... got None'."""
+    import shutil
+    import sqlite3
+
+    _, run = finished_run
+    stopped = shutil.copytree(run, tmp_path / "stopped")
+    (stopped / "ratings.json").unlink()
+    code, _, err = cli("card", stopped, "--format", "md")
+    assert code == 2 and f"{stopped}: no ratings.json beside its forecasts.sqlite: the run's assess did not" in err
+    assert f"causalrate assess CONFIG --resume {stopped}" in err and f"causalrate rate {stopped}" in err, err
+    edited = shutil.copytree(run, tmp_path / "edited")
+    with sqlite3.connect(edited / "forecasts.sqlite") as db:
+        db.execute("DELETE FROM meta WHERE key = 'config'")
+    code, _, err = cli("rate", edited, "--no-cards")
+    assert code == 2 and "forecasts.sqlite: holds no study config (meta 'config')" in err, err
+
+
 def test_export_of_an_unfinished_run_warns(finished_run, cli, tmp_path):
     import sqlite3
 
