@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, redirect_stdout
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args, get_origin, get_type_hints
 
@@ -100,10 +100,14 @@ def guarded(kind: str, name: str, entry: object, call: str) -> Iterator[None]:
     """Run a registered entry's code (a score's compute, an operator's apply, a metric, a scheme's draw): any
     exception it raises is a ContractError naming the entry, its class and file, the call, the exception and the
     line it was raised at, never a bare traceback. A UserError (already a clear answer) passes unchanged; a
-    plugin's time limit (see `watched`) is blamed on the plugin, not on a built-in the plugin called."""
+    plugin's time limit (see `watched`) is blamed on the plugin, not on a built-in the plugin called; what a
+    plugin prints goes to stderr."""
     _running.calls.append(_Call(kind, name, entry, call, time.monotonic()))
+    # what a plugin prints goes to stderr: stdout is the command's answer (a path, a listing) that scripts read
+    said = redirect_stdout(sys.stderr) if is_plugin(entry) else nullcontext()
     try:
-        yield
+        with said:
+            yield
     except UserError:
         raise
     except TimeLimit:

@@ -462,6 +462,24 @@ def test_a_plugin_that_hangs_in_the_pre_forecast_check_is_named_while_it_runs_th
     assert not (tmp_path / "run" / "forecasts.sqlite").exists()
 
 
+def test_what_a_plugin_prints_goes_to_stderr_leaving_stdout_to_the_command(tmp_path):
+    """A plugin printing at import and in its compute: its lines were mixed into stdout, which scripts read
+    (`path=$(causalrate export RUN)`); they go to stderr, and the ratings are made as without them."""
+    printing = 'print("plugin imported")\n' + SCORE_PLUGIN.format(
+        name="chatty", cls="Chatty", facts="", frame='print("computing chatty")\n        return frame'
+    )
+    done = _assess(tmp_path, printing)
+    assert done.returncode == 0, done.stderr
+    assert "plugin imported" in done.stderr and "computing chatty" in done.stderr
+    (line,) = done.stdout.splitlines()
+    assert line.startswith(f"wrote {tmp_path / 'run'}/ratings.json, scores.csv, report.md, forecasts.sqlite in "), line
+    exported = subprocess.run(
+        [sys.executable, "-m", "causalrate", "export", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True
+    )
+    assert exported.returncode == 0 and exported.stdout == f"{tmp_path / 'run' / 'forecasts.parquet'}\n", exported
+    assert "plugin imported" in exported.stderr
+
+
 def test_a_noted_nan_is_undefined_and_built_in_rows_are_unchanged(tmp_path):
     plugin = SCORE_PLUGIN.format(
         name="noted", cls="Noted", facts="", frame="return frame.assign(raw=np.nan, note='undefined: no data')"
