@@ -100,6 +100,10 @@ OFFSETS = [f"{d}T00:00:00{'+01:00' if i < 10 else '+02:00'}" for i, d in enumera
     [
         (WIDE.to_csv(index=False).encode("utf-16"), "UTF-16 with its mark (Excel's Unicode text): was a decode error"),
         (b"\xef\xbb\xbf" + WIDE.to_csv(index=False).encode(), "UTF-8 with a byte-order mark"),
+        (  # Excel's export of a wider sheet: "the header repeats column(s) ['nan']"
+            "".join(f"{line},,\n" for line in WIDE.to_csv(index=False).splitlines()).encode(),
+            "trailing separators: empty columns without a name",
+        ),
         (_with_dates(OFFSETS), "offsets that change with summer time: was pandas' 'Mixed timezones' error"),
         (_with_dates([f"{d}T00:00:00+01:00" for d in WIDE["date"]]), "one offset: was read in UTC, a day early"),
         (_with_dates(list(DATES.strftime("%d/%m/%Y"))), "day first, told by days past 12"),
@@ -117,6 +121,7 @@ def test_files_written_in_other_conventions_are_read_as_meant(tmp_path, content,
         (WIDE.to_csv(index=False, sep=";").encode(), "the columns are separated by semicolons (';'), not commas"),
         (WIDE.to_csv(index=False, sep="\t").encode(), "the columns are separated by tabs, not commas"),
         (b"date,X,Y\n", "the file holds no rows (only a header)"),
+        (b"date,X,\n2022-01-03,1,2\n", "column(s) [3] hold values but have no name in the header"),
         (b"PAR1\x15\x04" + bytes(50), "this is a parquet file, not CSV text; set data.source: parquet"),
         (  # monthly on the 1st: 01/02/2022 is 1 February or 2 January; read month first: daily, with gaps
             _with_dates([f"01/{m % 12 + 1:02d}/{2020 + m // 12}" for m in range(30)]),

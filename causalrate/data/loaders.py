@@ -123,6 +123,15 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
         raise
     except Exception as exc:
         raise UserError(f"{source}: cannot read as {cfg.source}: {exc}") from None
+    unnamed = [i for i, name in enumerate(header) if pd.isna(name) or not str(name).strip()]
+    if unnamed:  # trailing separators (Excel's export of a wider sheet) give empty columns: nothing to lose
+        holding = [i + 1 for i in unnamed if frame.iloc[:, i].notna().any()]
+        if holding:
+            raise UserError(
+                f"{source}: column(s) {holding} hold values but have no name in the header; name them (series ids)"
+            )
+        frame = frame.drop(columns=frame.columns[unnamed])
+        header = [name for i, name in enumerate(header) if i not in unnamed]
     repeated = sorted({str(c) for c in header if header.count(c) > 1})
     if repeated:  # pandas would rename the second to "name.1": a series or attribute silently lost
         raise UserError(f"{source}: the header repeats column(s) {repeated}; give every column its own name")
