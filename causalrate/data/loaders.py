@@ -268,6 +268,7 @@ def _check_attributes(series: list[Series], source: str) -> None:
 
 
 SEPARATORS = {";": "semicolons (';')", "\t": "tabs", "|": "bars ('|')"}
+HEAD_BYTES = 1 << 20  # the start of a CSV file read to tell its encoding
 UTF16 = (b"\xff\xfe", b"\xfe\xff")  # the byte-order marks of UTF-16 text (Excel's "Unicode text")
 
 
@@ -275,7 +276,7 @@ def _csv_encoding(path: Path, source: str) -> str:
     """UTF-8 (a byte-order mark allowed), or UTF-16 where its mark says so; anything else is a UserError saying
     what the file is: a parquet file under a .csv name, or text in another encoding (Windows' cp1252...)."""
     with open(path, "rb") as file:
-        head = file.read(1 << 20)
+        head = file.read(HEAD_BYTES)
     if head.startswith(UTF16):
         return "utf-16"
     if head.startswith(b"PAR1"):
@@ -283,7 +284,7 @@ def _csv_encoding(path: Path, source: str) -> str:
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 4:  # not a character cut at the end of what was read
+        if len(head) < HEAD_BYTES or exc.start < len(head) - 4:  # not a character cut where the reading stopped
             line = head[: exc.start].count(b"\n") + 1
             raise UserError(
                 f"{source}: not UTF-8 text: byte {head[exc.start]:#04x} on line {line} (another encoding, such as "
@@ -332,8 +333,9 @@ def _first_bad_date(column: pd.Series, exc: Exception) -> str:
             reason = str(one).split(". You might want")[0].split("\n")[0]
             return f"{value!r} (row {row}) is not a date ({reason}); expected dates such as 2022-01-31"
     quoted = re.match(r'time data "(.*?)" doesn', str(exc))
-    if quoted is not None:  # every value a date alone: written in more than one way
-        row = int(np.argmax((column.astype(str) == quoted[1]).to_numpy())) + 2
+    found = np.flatnonzero((column.astype(str) == quoted[1]).to_numpy()) if quoted else np.array([], dtype=int)
+    if quoted and len(found):  # every value a date alone: written in more than one way
+        row = int(found[0]) + 2
         return (
             f"dates written in more than one way, {column.iloc[0]!r} (row 2) and {quoted[1]!r} (row {row}); "
             "write every date one way, best YYYY-MM-DD"
