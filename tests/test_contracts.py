@@ -435,6 +435,33 @@ def test_a_later_plugin_mistake_stops_the_run_before_forecasting(tmp_path, mista
     assert not (tmp_path / "run" / "forecasts.sqlite").exists()  # stopped before the run's store was made
 
 
+def test_watched_stops_a_plugin_even_inside_a_built_in_it_calls_and_never_a_built_in_alone(caplog):
+    """The limit is the plugin's: hit while the plugin's score runs a built-in metric, the plugin is named; a
+    built-in that runs long on its own (a large study's analysis) is neither noted nor stopped."""
+    import time
+
+    from causalrate.contracts import watched
+
+    class SlowScore:  # defined here, outside causalrate: a plugin's
+        pass
+
+    mae = METRICS.get("mae")
+    stopped = r"score 'slow' \(.*SlowScore.*\): compute\(evidence\) ran past 0.4 s in"
+    with (
+        pytest.raises(ContractError, match=stopped),
+        watched("check", limit=0.4, every=0.1),
+        guarded("score", "slow", SlowScore, "compute(evidence)"),
+        guarded("metric", "mae", mae, "computing it"),
+    ):
+        while True:
+            pass
+    assert "score 'slow'" in caplog.text and "compute(evidence) has run for" in caplog.text
+    caplog.clear()
+    with watched("check", limit=0.2, every=0.1), guarded("metric", "mae", mae, "computing it"):
+        time.sleep(0.5)  # a built-in's time: never stopped, never noted
+    assert caplog.text == ""
+
+
 def test_a_plugin_that_hangs_in_the_pre_forecast_check_is_named_while_it_runs_then_stopped(tmp_path):
     """A plugin score's compute that never returns hung the run in silence before any forecast: every
     PREFLIGHT_NOTE seconds it is named on stderr, and at PREFLIGHT_LIMIT it is stopped, exit 2 naming it."""
