@@ -114,7 +114,9 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
         if cfg.source == "csv":
             encoding = _csv_encoding(path, source)
             frame = pd.read_csv(path, encoding=encoding)
-            header = list(pd.read_csv(path, nrows=1, header=None, dtype=str, encoding=encoding).iloc[0])
+            header = list(  # as written: a series named NA or nan is a name, an empty cell is ""
+                pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False, encoding=encoding).iloc[0]
+            )
         else:
             frame, header = pd.read_parquet(path), []
     except FileNotFoundError:
@@ -123,7 +125,7 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
         raise
     except Exception as exc:
         raise UserError(f"{source}: cannot read as {cfg.source}: {exc}") from None
-    unnamed = [i for i, name in enumerate(header) if pd.isna(name) or not str(name).strip()]
+    unnamed = [i for i, name in enumerate(header) if not name.strip()]
     if unnamed:  # trailing separators (Excel's export of a wider sheet) give empty columns: nothing to lose
         holding = [i + 1 for i in unnamed if frame.iloc[:, i].notna().any()]
         if holding:
