@@ -123,6 +123,7 @@ def test_files_written_in_other_conventions_are_read_as_meant(tmp_path, content,
         (WIDE.to_csv(index=False, sep=";").encode(), "the columns are separated by semicolons (';'), not commas"),
         (WIDE.to_csv(index=False, sep="\t").encode(), "the columns are separated by tabs, not commas"),
         (b"date,X,Y\n", "the file holds no rows (only a header)"),
+        (b"", "the file is empty; expected a header"),
         (b"date,X,\n2022-01-03,1,2\n", "column(s) [3] hold values but have no name in the header"),
         (b"PAR1\x15\x04" + bytes(50), "this is a parquet file, not CSV text; set data.source: parquet"),
         (  # monthly on the 1st: 01/02/2022 is 1 February or 2 January; read month first: daily, with gaps

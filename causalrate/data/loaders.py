@@ -279,6 +279,8 @@ def _csv_encoding(path: Path, source: str) -> str:
     what the file is: a parquet file under a .csv name, or text in another encoding (Windows' cp1252...)."""
     with open(path, "rb") as file:
         head = file.read(HEAD_BYTES)
+    if not head.strip():
+        raise UserError(f"{source}: the file is empty; expected a header (date and series columns) and a row per date")
     if head.startswith(UTF16):
         return "utf-16"
     if head.startswith(b"PAR1"):
