@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 import time
 import traceback
@@ -20,6 +21,8 @@ def _assess(args: argparse.Namespace) -> int:
     from causalrate.config import load_config
     from causalrate.pipeline import assess
 
+    if args.address and args.executor != "ray":
+        raise UserError(f"--address {args.address}: a Ray cluster's address; add --executor ray (or drop --address)")
     config, base_dir = load_config(args.config, seed=args.seed)
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
         raise UserError(
@@ -381,20 +384,34 @@ def file_problem(exc: OSError) -> str:
 
 
 CARD_FORMATS = "html,png,pdf,md,json,yaml"  # card's default --format
+DISK_PROBLEMS = ("disk is full", "disk I/O error")  # SQLite's words for a full or failing disk: the user's to fix
 MAX_MESSAGE = 8000  # characters of an error message printed: a page or two, never a gigabyte
 
 
 def main(argv: list[str] | None = None) -> int:
     configure_logging()  # library code logs; here its records reach stderr as "causalrate: ..."
     args = parser().parse_args(argv)
-    if getattr(args, "workers", 1) < 1:
-        print("causalrate: error: --workers must be at least 1", file=sys.stderr)
-        return 2
     try:
         return args.func(args)
     except (UserError, SystemsFailed) as exc:
         print(scrub(cut(f"causalrate: error: {exc}", MAX_MESSAGE)), file=sys.stderr)
         return exc.exit_code
+    except sqlite3.OperationalError as exc:
+        if not any(words in str(exc) for words in DISK_PROBLEMS):
+            sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
+            return 1
+        folder = getattr(args, "out", None) or getattr(args, "resume", None) or getattr(args, "run_dir", None)
+        then = (
+            f"; then `causalrate assess {args.config} --resume {folder}` keeps what is made"
+            if args.command == "assess"
+            else ""
+        )
+        print(
+            scrub(f"causalrate: error: {folder or 'the run'}: cannot write its database ({exc}); free space there or "
+                  f"choose another folder{then}"),
+            file=sys.stderr,
+        )  # fmt: skip
+        return 2
     except OSError as exc:
         if exc.filename is None:  # not about a path the user gave (a socket, a pipe): a fault of ours
             sys.stderr.write(scrub("".join(traceback.format_exception(exc))))

@@ -14,16 +14,22 @@ operator outputs in perturb.suite.Perturbation.apply (as systems.Prediction.of d
 from __future__ import annotations
 
 import functools
+import logging
+import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, redirect_stdout
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args, get_origin, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
 from causalrate.errors import UserError
 
+log = logging.getLogger(__name__)
 Facts = dict[str, Any]  # fact name -> its type
 
 
@@ -93,13 +99,83 @@ MESSAGE_LIMIT = 2000  # an exception's own text is cut to this many characters (
 def guarded(kind: str, name: str, entry: object, call: str) -> Iterator[None]:
     """Run a registered entry's code (a score's compute, an operator's apply, a metric, a scheme's draw): any
     exception it raises is a ContractError naming the entry, its class and file, the call, the exception and the
-    line it was raised at, never a bare traceback. A UserError (already a clear answer) passes unchanged."""
+    line it was raised at, never a bare traceback. A UserError (already a clear answer) passes unchanged; a
+    plugin's time limit (see `watched`) is blamed on the plugin, not on a built-in the plugin called; what a
+    plugin prints goes to stderr."""
+    _running.calls.append(_Call(kind, name, entry, call, time.monotonic()))
+    # what a plugin prints goes to stderr: stdout is the command's answer (a path, a listing) that scripts read
+    said = redirect_stdout(sys.stderr) if is_plugin(entry) else nullcontext()
     try:
-        yield
+        with said:
+            yield
     except UserError:
         raise
+    except TimeLimit:
+        if not is_plugin(entry):
+            raise
+        why = f"{call} ran past {_running.limit:g} s in the {_running.where} (as long as it would after forecasting)"
+        raise violation(kind, name, entry, why) from None
     except (Exception, SystemExit) as exc:  # sys.exit() in a plugin's code ended the run with exit 0, unwritten
         raise raised(kind, name, entry, call, exc) from None
+    finally:
+        _running.calls.pop()
+
+
+class TimeLimit(Exception):
+    """Raised inside a plugin's code that runs past `watched`'s limit (turned into a ContractError naming it)."""
+
+
+@dataclass(frozen=True)
+class _Call:
+    kind: str
+    name: str
+    entry: object
+    call: str
+    started: float
+
+
+class _Running(threading.local):
+    """The registered entries' calls now running in this thread (innermost last), and `watched`'s settings."""
+
+    def __init__(self) -> None:
+        self.calls: list[_Call] = []
+        self.limit = 0.0
+        self.where = ""
+
+
+_running = _Running()
+
+
+@contextmanager
+def watched(where: str, *, limit: float, every: float) -> Iterator[None]:
+    """While inside: every `every` seconds, if a plugin's call has run that long, a note on stderr naming it and
+    how long it has run; past `limit` seconds, TimeLimit raised inside it (the ContractError names the plugin).
+    Built-ins are never stopped. Needs the main thread (SIGALRM); elsewhere it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def look(signum: int, frame: object) -> None:
+        call = next((c for c in _running.calls if is_plugin(c.entry)), None)  # the outermost plugin call
+        if call is None:
+            return
+        elapsed = time.monotonic() - call.started
+        if elapsed >= limit:
+            raise TimeLimit
+        if elapsed >= every:
+            log.warning(
+                "%s: %s %r (%s): %s has run for %.0f s (stopped at %g s)",
+                where, call.kind, call.name, describe(call.entry), call.call, elapsed, limit,
+            )  # fmt: skip
+
+    _running.limit, _running.where = limit, where
+    previous = signal.signal(signal.SIGALRM, look)
+    signal.setitimer(signal.ITIMER_REAL, every, every)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def raised(kind: str, name: str, entry: object, call: str, exc: BaseException) -> ContractError:

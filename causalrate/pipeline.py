@@ -27,7 +27,7 @@ from causalrate.causal.resampling import Resamples
 from causalrate.causal.selfcheck import judge
 from causalrate.causal.wrs import wrs_plans, wrs_scores
 from causalrate.config import StudyConfig
-from causalrate.contracts import violation
+from causalrate.contracts import violation, watched
 from causalrate.errors import UserError
 from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.store import ForecastStore
@@ -72,8 +72,9 @@ def assess(
     (or forecast.cache: refresh) nothing is read from the forecast cache; what is made is written to it.
     """
     # forecasting's modules (matplotlib for image systems among them) here, not at import: a re-rate needs none
-    from causalrate.forecast.runner import make_executor
+    from causalrate.forecast.runner import check_workers, make_executor
 
+    check_workers(workers, address=address if executor == "ray" else None)  # before the data is read
     study = prepare(config, base_dir=base_dir, skip_unavailable=skip_unavailable)
     config = study.config  # without the systems that cannot run here, if skipped
     preflight(study)  # a broken plugin fails here, in seconds, not after the forecasts
@@ -113,13 +114,21 @@ def _assess(study: Study, out: Path, runner: Executor, *, resume: bool, overwrit
 
 
 PREFLIGHT_WINDOWS = 8  # windows each perturbation is applied to before forecasting
+PREFLIGHT_LIMIT = 300.0  # seconds a plugin's call may run in the check before it is stopped, named (exit code 2)
+PREFLIGHT_NOTE = 10.0  # seconds between notes on stderr naming a plugin's call that is still running
 
 
 def preflight(study: Study) -> None:
     """Run every registered piece once on synthetic forecasts before any real one is made: each metric on a
     small batch, each perturbation on the first windows, and the whole analysis (every score's compute and
     replicates, every scheme's draws) on synthetic forecast rows of the study's systems, perturbations and
-    windows (some failed). A broken plugin stops the run here with a ContractError naming it (exit code 2)."""
+    windows (some failed). A broken plugin stops the run here with a ContractError naming it (exit code 2); a
+    slow one is named on stderr every PREFLIGHT_NOTE seconds and stopped at PREFLIGHT_LIMIT (a hang was silent)."""
+    with watched("pre-forecast check", limit=PREFLIGHT_LIMIT, every=PREFLIGHT_NOTE):
+        _preflight(study)
+
+
+def _preflight(study: Study) -> None:
     from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
     from causalrate.score.scores import check_metric
 

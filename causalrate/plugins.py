@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Iterable
+from contextlib import redirect_stdout
 from pathlib import Path
 
 from causalrate.errors import UserError
@@ -37,7 +38,8 @@ def load(entries: Iterable[str], *, where: object = "plugins") -> None:
         if is_file(entry) and module_name(entry) not in sys.modules and not Path(entry).is_file():
             raise UserError(f"{where}: plugins: no file {entry}")
         try:
-            _import_file(Path(entry)) if is_file(entry) else importlib.import_module(entry)
+            with redirect_stdout(sys.stderr):  # what it prints at import: stdout is the command's answer
+                _import_file(Path(entry)) if is_file(entry) else importlib.import_module(entry)
         except UserError:
             raise
         except (Exception, SystemExit) as exc:  # sys.exit() at import is no finished run: exit 2 naming the file

@@ -411,6 +411,11 @@ class Run:
 
     @classmethod
     def open(cls, path: Path) -> Run:
+        if (path / "forecasts.sqlite").is_file() and not (path / "ratings.json").is_file():
+            raise UserError(  # an assess stopped before its outputs (Ctrl-C, a crash, a full disk)
+                f"{path}: no ratings.json beside its forecasts.sqlite: the run's assess did not finish; resume it "
+                f"(causalrate assess CONFIG --resume {path}), or rate its forecasts (causalrate rate {path})"
+            )
         if not (path / "ratings.json").is_file() or not (path / "forecasts.sqlite").is_file():
             raise UserError(f"{path}: not a causalrate run directory (needs ratings.json and forecasts.sqlite)")
         run = cls(path=path, ratings=RatingsDocument.read(path / "ratings.json"))
@@ -460,6 +465,8 @@ class StoredForecasts:
                     f"{run_dir}: the run's forecasting is unfinished; resume it with causalrate assess "
                     f"CONFIG --resume {run_dir}"
                 )
+            if not isinstance(store.get_meta("config"), dict):  # a store edited by hand, or not finished making
+                raise UserError(f"{store.path}: holds no study config (meta 'config'); not a finished causalrate run")
             return cls(
                 config=cast(dict, store.get_meta("config")),
                 base_dir=Path(cast(str, store.get_meta("base_dir"))),

@@ -91,7 +91,15 @@ def read_yaml(path: Path | Traversable) -> object:
     UserError naming the file (and the line). OSErrors (no such file, a folder) are the caller's to word."""
     if isinstance(path, Path) and path.is_file() and path.stat().st_size > MAX_YAML_BYTES:
         raise UserError(f"{path}: {path.stat().st_size} bytes; a config is at most {MAX_YAML_BYTES} bytes")
-    text = path.read_text(encoding="utf-8")
+    content = path.read_bytes()
+    try:  # YAML is UTF-8, or UTF-16 with its byte-order mark (Windows' Notepad "Unicode")
+        text = content.decode("utf-16" if content.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8")
+    except UnicodeDecodeError as exc:
+        line = content[: exc.start].count(b"\n") + 1
+        raise UserError(
+            f"{path}: not UTF-8 text: byte {content[exc.start]:#04x} on line {line} (another encoding, or not a "
+            "text file); save it as UTF-8"
+        ) from None
     try:
         return yaml.load(text, Loader=Loader)  # a SafeLoader: plain data only
     except yaml.YAMLError as exc:

@@ -80,6 +80,18 @@ def test_yaml_syntax_error_names_the_line(tmp_path, cli):
     assert code == 2 and "not valid YAML" in err and "line" in err
 
 
+def test_a_config_in_utf16_is_read_and_one_in_another_encoding_is_named(tmp_path, cli):
+    """Notepad's "Unicode" (UTF-16 with its mark) was 'cannot read the config ('utf-8' codec can't decode...)';
+    YAML allows it. Latin-1 text or a binary file: exit 2 saying it is not UTF-8, on which line."""
+    from causalrate.yamlio import read_yaml
+
+    (tmp_path / "u16.yaml").write_bytes("name: caf\u00e9\nsystems: []\n".encode("utf-16"))
+    assert read_yaml(tmp_path / "u16.yaml") == {"name": "caf\u00e9", "systems": []}
+    (tmp_path / "l1.yaml").write_bytes("name: x\n# caf\u00e9\nsystems: []\n".encode("latin-1"))
+    code, _, err = cli("assess", tmp_path / "l1.yaml")
+    assert code == 2 and f"{tmp_path / 'l1.yaml'}: not UTF-8 text: byte 0xe9 on line 2" in err, err
+
+
 def test_impossible_date_names_the_line(tmp_path, cli):
     config = write_yaml(tmp_path / "s.yaml", STUDY.replace("prices.csv}", "prices.csv, start: 2021-13-01}"))
     code, _, err = cli("assess", config)
@@ -256,6 +268,66 @@ def test_flag_mistakes_name_the_flag(finished_run, cli, tmp_path):
     code, _, err = cli("assess", config, "--resume", run, "--out", tmp_path / "other")
     assert code == 2 and "--out" in err and "resumed in place" in err, err
     assert not (tmp_path / "other").exists()
+
+
+def test_workers_beyond_the_machine_and_an_address_without_ray_are_refused(tmp_path, cli):
+    """--workers 100000 started a process per waiting batch (a warm-up: all of them); exit 2 at once, before the
+    data is read, naming the bound. --address without --executor ray was ignored: the run went local, unsaid."""
+    import os
+
+    from causalrate.forecast.runner import WORKERS_PER_CORE, check_workers
+
+    wide_csv(tmp_path / "prices.csv")
+    config = write_yaml(tmp_path / "s.yaml", STUDY)
+    bound = WORKERS_PER_CORE * (os.cpu_count() or 1)
+    for executor in ("local", "ray"):
+        code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "100000", "--executor", executor)
+        assert code == 2 and f"--workers 100000: at most {bound} on this machine" in err, err
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--workers", "0")
+    assert code == 2 and "--workers 0: must be at least 1" in err, err
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--address", "10.0.0.9:6379")
+    assert code == 2 and "--address 10.0.0.9:6379: a Ray cluster's address; add --executor ray" in err, err
+    assert not (tmp_path / "run").exists()
+    check_workers(bound, address=None)  # the bound itself is allowed
+    check_workers(100000, address="10.0.0.9:6379")  # a cluster decides how to run what is submitted
+
+
+def test_a_full_disk_is_exit_2_naming_the_folder_and_how_to_resume(tmp_path, cli, monkeypatch):
+    """SQLite's 'database or disk is full' (a 200 kB tmpfs as --out) was a traceback, exit 1, for assess and rate."""
+    import sqlite3
+
+    from causalrate.forecast.store import ForecastStore
+
+    wide_csv(tmp_path / "prices.csv")
+    config = write_yaml(tmp_path / "s.yaml", STUDY)
+
+    def full(self, rows):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(ForecastStore, "_write", full)
+    code, _, err = cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "1")
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{tmp_path / 'run'}: cannot write its database (database or disk is full); free space there" in err
+    assert f"causalrate assess {config} --resume {tmp_path / 'run'}" in err
+
+
+def test_a_half_written_or_hand_edited_run_says_what_it_lacks(finished_run, cli, tmp_path):
+    """A run whose assess stopped before ratings.json: card said 'not a causalrate run directory'; a store
+    without its config: rate said 'invalid config (top level): ... got None'."""
+    import shutil
+    import sqlite3
+
+    _, run = finished_run
+    stopped = shutil.copytree(run, tmp_path / "stopped")
+    (stopped / "ratings.json").unlink()
+    code, _, err = cli("card", stopped, "--format", "md")
+    assert code == 2 and f"{stopped}: no ratings.json beside its forecasts.sqlite: the run's assess did not" in err
+    assert f"causalrate assess CONFIG --resume {stopped}" in err and f"causalrate rate {stopped}" in err, err
+    edited = shutil.copytree(run, tmp_path / "edited")
+    with sqlite3.connect(edited / "forecasts.sqlite") as db:
+        db.execute("DELETE FROM meta WHERE key = 'config'")
+    code, _, err = cli("rate", edited, "--no-cards")
+    assert code == 2 and "forecasts.sqlite: holds no study config (meta 'config')" in err, err
 
 
 def test_export_of_an_unfinished_run_warns(finished_run, cli, tmp_path):

@@ -435,6 +435,78 @@ def test_a_later_plugin_mistake_stops_the_run_before_forecasting(tmp_path, mista
     assert not (tmp_path / "run" / "forecasts.sqlite").exists()  # stopped before the run's store was made
 
 
+def test_watched_stops_a_plugin_even_inside_a_built_in_it_calls_and_never_a_built_in_alone(caplog):
+    """The limit is the plugin's: hit while the plugin's score runs a built-in metric, the plugin is named; a
+    built-in that runs long on its own (a large study's analysis) is neither noted nor stopped."""
+    import time
+
+    from causalrate.contracts import watched
+
+    class SlowScore:  # defined here, outside causalrate: a plugin's
+        pass
+
+    mae = METRICS.get("mae")
+    stopped = r"score 'slow' \(.*SlowScore.*\): compute\(evidence\) ran past 0.4 s in"
+    with (
+        pytest.raises(ContractError, match=stopped),
+        watched("check", limit=0.4, every=0.1),
+        guarded("score", "slow", SlowScore, "compute(evidence)"),
+        guarded("metric", "mae", mae, "computing it"),
+    ):
+        while True:
+            pass
+    assert "score 'slow'" in caplog.text and "compute(evidence) has run for" in caplog.text
+    caplog.clear()
+    with watched("check", limit=0.2, every=0.1), guarded("metric", "mae", mae, "computing it"):
+        time.sleep(0.5)  # a built-in's time: never stopped, never noted
+    assert caplog.text == ""
+
+
+def test_a_plugin_that_hangs_in_the_pre_forecast_check_is_named_while_it_runs_then_stopped(tmp_path):
+    """A plugin score's compute that never returns hung the run in silence before any forecast: every
+    PREFLIGHT_NOTE seconds it is named on stderr, and at PREFLIGHT_LIMIT it is stopped, exit 2 naming it."""
+    plugin = SCORE_PLUGIN.format(name="forever", cls="Forever", facts="", frame="while True:\n            pass")
+    (tmp_path / "plugin.py").write_text(HEADER + textwrap.dedent(plugin))
+    (tmp_path / "study.yaml").write_text(STUDY.format(operator="drop_to_zero", schemes="uniform"))
+    command = ["assess", str(tmp_path / "study.yaml"), "--no-cards", "--out", str(tmp_path / "run")]
+    shortened = (  # the limits of a test: 0.5 s between notes, stopped at 2 s (300 s in use)
+        "import sys, causalrate.pipeline as p; from causalrate.cli import main; "
+        f"p.PREFLIGHT_LIMIT, p.PREFLIGHT_NOTE = 2.0, 0.5; sys.exit(main({command!r}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", shortened],
+        cwd=ROOT,
+        env={**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    note = "pre-forecast check: score 'forever' (Forever in " + str(tmp_path / "plugin.py")
+    assert note in done.stderr and "compute(evidence) has run for 1 s (stopped at 2 s)" in done.stderr, done.stderr
+    assert "score 'forever' (Forever in" in done.stderr.splitlines()[-1]
+    assert "compute(evidence) ran past 2 s in the pre-forecast check" in done.stderr.splitlines()[-1], done.stderr
+    assert not (tmp_path / "run" / "forecasts.sqlite").exists()
+
+
+def test_what_a_plugin_prints_goes_to_stderr_leaving_stdout_to_the_command(tmp_path):
+    """A plugin printing at import and in its compute: its lines were mixed into stdout, which scripts read
+    (`path=$(causalrate export RUN)`); they go to stderr, and the ratings are made as without them."""
+    printing = 'print("plugin imported")\n' + SCORE_PLUGIN.format(
+        name="chatty", cls="Chatty", facts="", frame='print("computing chatty")\n        return frame'
+    )
+    done = _assess(tmp_path, printing)
+    assert done.returncode == 0, done.stderr
+    assert "plugin imported" in done.stderr and "computing chatty" in done.stderr
+    (line,) = done.stdout.splitlines()
+    assert line.startswith(f"wrote {tmp_path / 'run'}/ratings.json, scores.csv, report.md, forecasts.sqlite in "), line
+    exported = subprocess.run(
+        [sys.executable, "-m", "causalrate", "export", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True
+    )
+    assert exported.returncode == 0 and exported.stdout == f"{tmp_path / 'run' / 'forecasts.parquet'}\n", exported
+    assert "plugin imported" in exported.stderr
+
+
 def test_a_noted_nan_is_undefined_and_built_in_rows_are_unchanged(tmp_path):
     plugin = SCORE_PLUGIN.format(
         name="noted", cls="Noted", facts="", frame="return frame.assign(raw=np.nan, note='undefined: no data')"

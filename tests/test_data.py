@@ -1,5 +1,6 @@
 """Loaders and windows: embedded data, CSV wide + YAML attributes, parquet long, windows arithmetic."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from causalrate.config import DataConfig, default_data
 from causalrate.data import make_windows
 from causalrate.data.loaders import load_dataset
+from causalrate.errors import UserError
 from tests.conftest import synthetic_long_csv
 
 
@@ -71,3 +73,91 @@ def test_listing_commands(cli, command):
         else ["none", "drop_to_zero", "halve", "missing"]
     )
     assert all(name in out for name in expected)
+
+
+# --- files as users write them (sweep 3): each read right, or refused naming the file and what to do ----------
+
+DATES = pd.bdate_range("2022-01-03", periods=30)
+WIDE = pd.DataFrame({"date": DATES.strftime("%Y-%m-%d"), "X": np.arange(30.0) + 1, "Y": np.arange(30.0) * 2 + 5})
+
+
+def _load(tmp_path: Path, content: bytes, **config) -> list:
+    (tmp_path / "w.csv").write_bytes(content)
+    ds = load_dataset(DataConfig(source="csv", path="w.csv", **config), base_dir=tmp_path, min_length=10)
+    return [(s.id, str(s.dates[0]), float(s.values[-1])) for s in ds.series]
+
+
+def _with_dates(dates: list[str]) -> bytes:
+    return WIDE.assign(date=dates).to_csv(index=False).encode()
+
+
+EXPECTED = [("X", "2022-01-03", 30.0), ("Y", "2022-01-03", 63.0)]
+OFFSETS = [f"{d}T00:00:00{'+01:00' if i < 10 else '+02:00'}" for i, d in enumerate(WIDE["date"])]  # summer time
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (WIDE.to_csv(index=False).encode("utf-16"), "UTF-16 with its mark (Excel's Unicode text): was a decode error"),
+        (b"\xef\xbb\xbf" + WIDE.to_csv(index=False).encode(), "UTF-8 with a byte-order mark"),
+        (WIDE.rename(columns={"X": "NA", "Y": "nan"}).to_csv(index=False).encode(), "series named NA and nan"),
+        (  # Excel's export of a wider sheet: "the header repeats column(s) ['nan']"
+            "".join(f"{line},,\n" for line in WIDE.to_csv(index=False).splitlines()).encode(),
+            "trailing separators: empty columns without a name",
+        ),
+        (_with_dates(OFFSETS), "offsets that change with summer time: was pandas' 'Mixed timezones' error"),
+        (_with_dates([f"{d}T00:00:00+01:00" for d in WIDE["date"]]), "one offset: was read in UTC, a day early"),
+        (_with_dates(list(DATES.strftime("%d/%m/%Y"))), "day first, told by days past 12"),
+        (_with_dates(list(DATES.strftime("%m/%d/%Y"))), "month first, told by days past 12"),
+    ],
+)
+def test_files_written_in_other_conventions_are_read_as_meant(tmp_path, content, why):
+    names = {"series named NA and nan": ["NA", "nan"]}.get(why, ["X", "Y"])
+    assert _load(tmp_path, content) == [(name, *row[1:]) for name, row in zip(names, EXPECTED, strict=True)], why
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("date,Café\n2022-01-03,1\n".encode("latin-1"), "not UTF-8 text: byte 0xe9 on line 1"),
+        (WIDE.to_csv(index=False, sep=";").encode(), "the columns are separated by semicolons (';'), not commas"),
+        (WIDE.to_csv(index=False, sep="\t").encode(), "the columns are separated by tabs, not commas"),
+        (b"date,X,Y\n", "the file holds no rows (only a header)"),
+        (b"", "the file is empty; expected a header"),
+        (b"date,X,\n2022-01-03,1,2\n", "column(s) [3] hold values but have no name in the header"),
+        (b"PAR1\x15\x04" + bytes(50), "this is a parquet file, not CSV text; set data.source: parquet"),
+        (  # monthly on the 1st: 01/02/2022 is 1 February or 2 January; read month first: daily, with gaps
+            _with_dates([f"01/{m % 12 + 1:02d}/{2020 + m // 12}" for m in range(30)]),
+            "dates such as '01/01/2020' read both as day/month and as month/day",
+        ),
+        (
+            _with_dates(["03/01/2022", *WIDE["date"][1:]]),
+            "dates written in more than one way, '03/01/2022' (row 2)",
+        ),
+    ],
+)
+def test_files_that_cannot_be_read_as_meant_are_refused_saying_why(tmp_path, content, expected):
+    with pytest.raises(UserError, match=re.escape(expected)) as refused:
+        _load(tmp_path, content)
+    assert str(tmp_path / "w.csv") in str(refused.value)
+
+
+def test_long_layout_ids_and_attributes_are_kept_as_written(tmp_path):
+    """NA (North America), NULL, 007 and 7: pandas read the first two as missing (a traceback, or the series
+    dropped) and 007 as the number 7 (merged with '7': 'duplicate dates' of series np.float64(7.0))."""
+    ids = {"NA": "NA", "NULL": "EU", "007": "NA", "7": ""}
+    rows = [
+        pd.DataFrame({"unique_id": sid, "ds": DATES, "y": np.arange(30.0) + k, "region": region})
+        for k, (sid, region) in enumerate(ids.items())
+    ]
+    frame = pd.concat(rows).astype({"region": object})
+    frame.loc[frame["unique_id"] == "7", "region"] = ["EU"] + [""] * 29  # an attribute given once is enough
+    content = frame.to_csv(index=False).encode()
+    (tmp_path / "w.csv").write_bytes(content)
+    ds = load_dataset(DataConfig(source="csv", path="w.csv", layout="long"), base_dir=tmp_path, min_length=10)
+    assert sorted((s.id, s.attributes["region"], s.values[0]) for s in ds.series) == [
+        ("007", "NA", 2.0), ("7", "EU", 3.0), ("NA", "NA", 0.0), ("NULL", "EU", 1.0)
+    ]  # fmt: skip
+    (tmp_path / "w.csv").write_bytes(content.replace(b"\n007,", b"\n,", 1))
+    with pytest.raises(UserError, match=r"column 'unique_id' is empty at row \d+; every row names its series"):
+        load_dataset(DataConfig(source="csv", path="w.csv", layout="long"), base_dir=tmp_path, min_length=10)

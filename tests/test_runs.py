@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from causalrate.errors import UserError
 from causalrate.forecast import local, ray_executor
 
 SYSTEMS = """\
@@ -231,18 +232,29 @@ def test_export_parquet(synthetic_study, cli, tmp_path):
     )
 
 
-@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, None])
+@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, None, "windows"])
 def test_corrupt_or_foreign_store(tmp_path, cli, content):
+    """A damaged file, a foreign SQLite file, or ours with a table dropped (was a traceback of the first query
+    that read it, exit 1): exit 2 naming the file, for every command that reads a run."""
+    from causalrate.forecast.store import ForecastStore
+
     run = tmp_path / "run"
     run.mkdir()
+    expected = "not a causalrate forecast store"
     if content is None:  # a real SQLite file, but not ours
         with sqlite3.connect(run / "forecasts.sqlite") as db:
             db.execute("CREATE TABLE other (x INTEGER)")
+    elif isinstance(content, str):  # ours, a table dropped (by hand, or a tool that 'cleaned' it)
+        ForecastStore.create(run / "forecasts.sqlite", metrics=["mae"]).conn.close()
+        with sqlite3.connect(run / "forecasts.sqlite") as db:
+            db.execute(f"DROP TABLE {content}")
+        (run / "ratings.json").write_text("{}")
+        expected = f"forecasts.sqlite: not a whole causalrate forecast store (no table {content})"
     else:
         (run / "forecasts.sqlite").write_bytes(content)
-    for command in (["rate", run], ["export", run]):
+    for command in (["rate", run], ["export", run], ["card", run, "--format", "html"]):
         code, _, err = cli(*command)
-        assert code == 2 and "not a causalrate forecast store" in err, err
+        assert code == 2 and expected in err and "Traceback" not in err, err
 
 
 def test_ray_executor_matches_local(synthetic_study, cli, tmp_path):
@@ -290,6 +302,71 @@ def test_a_ray_address_that_refuses_or_wants_a_token_is_exit_2_at_once(synthetic
     code, _, err = cli("assess", config, "--out", tmp_path / "run", "--executor", "ray", "--address", "10.0.0.9:6379")
     assert code == 2 and "uses token authentication; set RAY_AUTH_MODE=token" in err and "Traceback" not in err, err
     assert "InvalidAuthToken" not in err and not (tmp_path / "run").exists()
+
+
+def test_a_ray_address_that_accepts_but_is_not_ray_is_exit_2_within_the_connect_time(synthetic_study, cli, tmp_path):
+    """A port that accepts connections and never answers (another service, a firewall holding them) cost
+    ray.init 20 tries of about 40 s each, in silence; one that answers in another protocol (HTTP), 20 s. Both
+    are exit 2 within CONNECT_SECONDS of the handshake, naming the address; a real cluster's GCS passes."""
+    ray = pytest.importorskip("ray")
+    import socket
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    config = synthetic_study("- {name: naive, type: naive}\n", draws=2, stride=20)
+    with socket.socket() as silent:  # accepts (the kernel's backlog), never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        code, _, err = cli("assess", config, "--out", tmp_path / "run", "--executor", "ray", "--address", address)
+    assert code == 2 and time.monotonic() - started < 30, err  # was 20 tries of ~40 s
+    assert f"--address {address}: something accepts connections there, but no Ray cluster answered within 5 s" in err
+    assert "Traceback" not in err and "rpc_client" not in err and not (tmp_path / "run").exists()
+
+    web = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)  # HTTP/1 (a dashboard's port): no Ray
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(UserError, match=r"127\.0\.0\.1:\d+: something accepts connections there"):
+            ray_executor.reachable(f"127.0.0.1:{web.server_address[1]}")
+    finally:
+        web.shutdown()
+        web.server_close()
+
+    with socket.socket() as h2:  # an HTTP/2 server that answers every request 404 (a proxy, another gRPC service)
+        h2.bind(("127.0.0.1", 0))
+        h2.listen(8)
+        threading.Thread(target=_http2_not_found, args=(h2,), daemon=True).start()
+        with pytest.raises(UserError, match=r"what answers there is not a Ray cluster \(RpcError: .*404"):
+            ray_executor.reachable(f"127.0.0.1:{h2.getsockname()[1]}")
+
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        ray_executor.reachable(ray.get_runtime_context().gcs_address)  # a cluster answers: no error
+    finally:
+        ray.shutdown()
+
+
+def _http2_not_found(server) -> None:
+    """Answer each HTTP/2 request on `server`'s connections with status 404 (HPACK static entry 13), nothing else."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:  # closed: the test is over
+            return
+        conn.recv(24)  # the client's preface
+        conn.sendall(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))  # our SETTINGS (none)
+        buffer = b""
+        while chunk := conn.recv(65536):
+            buffer += chunk
+            while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+                size, kind, flags, stream = int.from_bytes(buffer[:3], "big"), buffer[3], buffer[4], buffer[5:9]
+                buffer = buffer[9 + size :]
+                if kind == 4 and not flags & 1:  # their SETTINGS: acknowledged
+                    conn.sendall(bytes([0, 0, 0, 4, 1, 0, 0, 0, 0]))
+                elif kind == 1:  # a request's HEADERS: ":status: 404", END_STREAM | END_HEADERS
+                    conn.sendall(bytes([0, 0, 1, 1, 5]) + stream + b"\x8d")
+        conn.close()
 
 
 def test_accelerator_batches_stay_in_one_worker_per_device(tmp_path):

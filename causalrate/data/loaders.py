@@ -3,6 +3,7 @@ with a disk cache; every source at any regular frequency (data/frequency.py)."""
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -108,28 +109,61 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
     assert cfg.path is not None  # DataConfig requires it for csv and parquet
     path = (base_dir / cfg.path).resolve()
     source = str(path)
+    encoding = "utf-8"
     try:
-        frame = pd.read_parquet(path) if cfg.source == "parquet" else pd.read_csv(path)
-        header = list(pd.read_csv(path, nrows=1, header=None, dtype=str).iloc[0]) if cfg.source == "csv" else []
+        if cfg.source == "csv":
+            encoding = _csv_encoding(path, source)
+            frame = pd.read_csv(path, encoding=encoding)
+            header = list(  # as written: a series named NA or nan is a name, an empty cell is ""
+                pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False, encoding=encoding).iloc[0]
+            )
+        else:
+            frame, header = pd.read_parquet(path), []
     except FileNotFoundError:
         raise UserError(f"data.path: no such file {path}") from None
+    except UserError:
+        raise
     except Exception as exc:
         raise UserError(f"{source}: cannot read as {cfg.source}: {exc}") from None
+    unnamed = [i for i, name in enumerate(header) if not name.strip()]
+    if unnamed:  # trailing separators (Excel's export of a wider sheet) give empty columns: nothing to lose
+        holding = [i + 1 for i in unnamed if frame.iloc[:, i].notna().any()]
+        if holding:
+            raise UserError(
+                f"{source}: column(s) {holding} hold values but have no name in the header; name them (series ids)"
+            )
+        frame = frame.drop(columns=frame.columns[unnamed])
+        header = [name for i, name in enumerate(header) if i not in unnamed]
     repeated = sorted({str(c) for c in header if header.count(c) > 1})
     if repeated:  # pandas would rename the second to "name.1": a series or attribute silently lost
         raise UserError(f"{source}: the header repeats column(s) {repeated}; give every column its own name")
+    if len(frame.columns) == 1 and cfg.source == "csv":
+        separator = next((name for char, name in SEPARATORS.items() if char in str(frame.columns[0])), None)
+        if separator:  # Excel in many countries writes ';' (and decimal commas): the whole row is one column
+            raise UserError(
+                f"{source}: the columns are separated by {separator}, not commas (the header reads one column, "
+                f"{str(frame.columns[0])[:80]!r}); save the file as comma-separated CSV with '.' decimals"
+            )
+    if frame.empty:
+        raise UserError(f"{source}: the file holds no rows (only a header); expected one row per date")
     columns = _columns(cfg, frame, source)
     date_column = columns["date"]
-    try:
-        frame[date_column] = pd.to_datetime(frame[date_column])
-    except (ValueError, TypeError) as exc:
-        raise UserError(
-            f"{source}: column {date_column!r} does not hold dates: {_first_bad_date(frame[date_column], exc)}"
-        ) from None
+    frame[date_column] = _dates(frame[date_column], f"{source}: column {date_column!r}")
 
     attributes: dict[str, dict[str, str]] = {}
     if cfg.layout == "long":
         series_column, value_column = columns["series"], columns["value"]
+        named = [series_column, *columns["attributes"]]
+        if cfg.source == "csv":  # as written: pandas reads NA (North America), NULL or nan as missing and 007 as 7
+            written = pd.read_csv(path, usecols=named, dtype=str, keep_default_na=False, encoding=encoding)
+            frame[named] = written[named].replace("", np.nan)
+        unnamed = frame[series_column].isna()
+        if unnamed.any():
+            raise UserError(
+                f"{source}: column {series_column!r} is empty at row {int(np.argmax(unnamed)) + 2}; every row names "
+                "its series"
+            )
+        frame[series_column] = frame[series_column].astype(str)
         for sid, group in frame.groupby(series_column, sort=False):
             attrs = {}
             for col in columns["attributes"]:
@@ -149,7 +183,6 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
         if len(dup):
             row = dup.iloc[0]
             raise UserError(f"{source}: series {row[series_column]!r}: duplicate dates, e.g. {row[date_column]}")
-        frame[series_column] = frame[series_column].astype(str)
         wide = frame.pivot(index=date_column, columns=series_column, values=value_column)
     else:
         dup = frame[frame[date_column].duplicated()]
@@ -236,6 +269,62 @@ def _check_attributes(series: list[Series], source: str) -> None:
         raise UserError(f"{source}: every series needs the same attributes; got {sorted(map(sorted, names))}")
 
 
+SEPARATORS = {";": "semicolons (';')", "\t": "tabs", "|": "bars ('|')"}
+HEAD_BYTES = 1 << 20  # the start of a CSV file read to tell its encoding
+UTF16 = (b"\xff\xfe", b"\xfe\xff")  # the byte-order marks of UTF-16 text (Excel's "Unicode text")
+
+
+def _csv_encoding(path: Path, source: str) -> str:
+    """UTF-8 (a byte-order mark allowed), or UTF-16 where its mark says so; anything else is a UserError saying
+    what the file is: a parquet file under a .csv name, or text in another encoding (Windows' cp1252...)."""
+    with open(path, "rb") as file:
+        head = file.read(HEAD_BYTES)
+    if not head.strip():
+        raise UserError(f"{source}: the file is empty; expected a header (date and series columns) and a row per date")
+    if head.startswith(UTF16):
+        return "utf-16"
+    if head.startswith(b"PAR1"):
+        raise UserError(f"{source}: this is a parquet file, not CSV text; set data.source: parquet")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if len(head) < HEAD_BYTES or exc.start < len(head) - 4:  # not a character cut where the reading stopped
+            line = head[: exc.start].count(b"\n") + 1
+            raise UserError(
+                f"{source}: not UTF-8 text: byte {head[exc.start]:#04x} on line {line} (another encoding, such as "
+                "Windows' cp1252 or latin-1); save the file as UTF-8 (Excel: 'CSV UTF-8')"
+            ) from None
+    return "utf-8"
+
+
+def _dates(column: pd.Series, where: str) -> pd.Series:
+    """The column as dates without a time zone: a date written with an offset (2022-03-28T00:00+02:00) keeps
+    the clock time written (2022-03-28 00:00), so offsets that change with summer time, or a zone, shift no date;
+    dates written NN/NN/YYYY are read in the one order (day first or month first) that every value allows."""
+    dayfirst = False
+    if not pd.api.types.is_datetime64_any_dtype(column) and not pd.api.types.is_numeric_dtype(column):  # text
+        parts = column.dropna().astype(str).str.extract(r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{4}\b")
+        if len(parts) and parts.notna().all().all():
+            first, second = parts[0].astype(int), parts[1].astype(int)
+            if not (first > 12).any() and not (second > 12).any():
+                example = column.dropna().iloc[0]
+                raise UserError(
+                    f"{where}: dates such as {example!r} read both as day/month and as month/day, and no value "
+                    "tells which; write them as YYYY-MM-DD"
+                )
+            dayfirst = bool((first > 12).any())
+    try:
+        try:
+            dates = pd.to_datetime(column, dayfirst=dayfirst)
+        except ValueError as exc:
+            if "mixed timezones" not in str(exc).lower():
+                raise
+            return pd.to_datetime(column.map(lambda v: v if pd.isna(v) else pd.Timestamp(v).tz_localize(None)))
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"{where} does not hold dates: {_first_bad_date(column, exc)}") from None
+    return dates.dt.tz_localize(None) if isinstance(dates.dtype, pd.DatetimeTZDtype) else dates
+
+
 def _first_bad_date(column: pd.Series, exc: Exception) -> str:
     """The first value of `column` that is no date, with its row (pandas' own text suggests arguments of its
     to_datetime, which the user cannot pass), e.g. "'2022-02-31' (row 32): day is out of range for month"."""
@@ -247,4 +336,12 @@ def _first_bad_date(column: pd.Series, exc: Exception) -> str:
         except (ValueError, TypeError) as one:
             reason = str(one).split(". You might want")[0].split("\n")[0]
             return f"{value!r} (row {row}) is not a date ({reason}); expected dates such as 2022-01-31"
+    quoted = re.match(r'time data "(.*?)" doesn', str(exc))
+    found = np.flatnonzero((column.astype(str) == quoted[1]).to_numpy()) if quoted else np.array([], dtype=int)
+    if quoted and len(found):  # every value a date alone: written in more than one way
+        row = int(found[0]) + 2
+        return (
+            f"dates written in more than one way, {column.iloc[0]!r} (row 2) and {quoted[1]!r} (row {row}); "
+            "write every date one way, best YYYY-MM-DD"
+        )
     return str(exc).split(". You might want")[0]

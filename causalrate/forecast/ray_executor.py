@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,7 +124,7 @@ def _join(ray: Any, address: str) -> None:
     if failure is None:
         sys.stderr.write(said)
         return
-    if isinstance(failure, ray.exceptions.AuthenticationError) or "InvalidAuthToken" in said + str(failure):
+    if isinstance(failure, ray.exceptions.AuthenticationError) or _wants_token(said + str(failure)):
         raise UserError(
             f"--address {address}: the Ray cluster uses token authentication; set RAY_AUTH_MODE=token and give its "
             "token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; `ray get-auth-token` on the head "
@@ -134,10 +135,19 @@ def _join(ray: Any, address: str) -> None:
 
 
 def reachable(address: str) -> None:
-    """UserError unless something listens at a Ray address ("host:port" or "ray://host:port"; "auto" is Ray's)."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    """UserError unless a Ray cluster answers at `address` ("host:port") within CONNECT_SECONDS in all.
+
+    Two steps, each bounded: a TCP connection (refused, or no answer: nothing listens), then Ray's own
+    handshake — the cluster's id asked of its GCS — in a child process killed at the deadline. Ray's
+    ray.init retries that handshake 20 times, and a port that accepts but never answers (another service, a
+    firewall that holds connections) costs it about 40 s a try: minutes of silence. "ray://host:port" (Ray
+    Client) is checked for a listener only; "auto" and "local" are Ray's to resolve.
+    """
+    scheme, _, rest = address.rpartition("://")
+    host, _, port = rest.rpartition(":")
     if not host or not port.isdigit():
         return  # "auto", "local": Ray finds the cluster itself
+    started = time.monotonic()
     try:
         socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
     except OSError as exc:
@@ -145,6 +155,57 @@ def reachable(address: str) -> None:
             f"--address {address}: no Ray cluster answers there within {CONNECT_SECONDS:g} s ({exc}); start one "
             "with `ray start --head` and give the address it prints, or leave --address out for a local Ray"
         ) from None
+    if scheme:
+        return  # Ray Client speaks its own protocol; ray.init reports what it finds
+    answer = _handshake(rest, CONNECT_SECONDS - (time.monotonic() - started))
+    if answer is None:
+        raise UserError(
+            f"--address {address}: something accepts connections there, but no Ray cluster answered within "
+            f"{CONNECT_SECONDS:g} s; give the address `ray start --head` prints (the GCS port, 6379 by default), "
+            "or leave --address out for a local Ray"
+        )
+    if answer != "answered" and not _wants_token(answer):  # a token: ray.init loads and sends it
+        raise UserError(
+            f"--address {address}: what answers there is not a Ray cluster ({answer[:300]}); give the address "
+            "`ray start --head` prints, or leave --address out for a local Ray"
+        )
+
+
+HANDSHAKE = """
+import sys
+from ray._raylet import GcsClient
+print("asking", flush=True)
+try:
+    GcsClient(address=sys.argv[1])
+except Exception as exc:
+    print(f"{type(exc).__name__}: {exc}")
+else:
+    print("answered")
+"""  # run in a child process, so an unanswered try is killed at the deadline (Ray's own lasts 40 s, logging)
+
+
+def _handshake(address: str, seconds: float) -> str | None:
+    """Ask the GCS at `address` for its cluster id, once: "answered", the error it answered with
+    ("RpcError: …"), or None when nothing answered within `seconds` (from the ask, after the child's imports)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", HANDSHAKE, address], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert child.stdout is not None
+    try:
+        if child.stdout.readline().strip() != "asking":  # Ray's module failed to load: ray.init will say why
+            return "answered"
+        said, _ = child.communicate(timeout=max(seconds, 0.1))
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        return None
+    finally:
+        child.stdout.close()
+    return said.strip() or "answered"
+
+
+def _wants_token(text: str) -> bool:
+    return "InvalidAuthToken" in text
 
 
 def _ray_job(job: Job) -> BatchResult:

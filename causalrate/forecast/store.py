@@ -25,6 +25,7 @@ from causalrate.redact import scrub, scrub_optional
 SCHEMA_VERSION = "causalrate/forecasts-v3"  # v2: sample paths and per-row info; v3: perturbed offsets
 FLUSH_ROWS = 4096  # buffered rows written in one transaction
 FLUSH_SECONDS = 0.5  # at most this long between a batch's end and its rows' transaction (while batches come)
+TABLES = ("meta", "series", "windows", "forecasts")  # every schema's (analysis_memo is made when missing)
 READ_ONLY_SCHEMAS = (
     "causalrate/forecasts-v1",
     "causalrate/forecasts-v2",
@@ -71,8 +72,13 @@ class ForecastStore:
         try:
             store = cls(path, metrics=metrics, readonly=readonly)
             (schema,) = store.conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            tables = {name for (name,) in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except (sqlite3.DatabaseError, TypeError) as exc:
             raise UserError(f"{path}: not a causalrate forecast store ({exc})") from None
+        lost = sorted(set(TABLES) - tables)
+        if lost:  # a file edited or damaged by hand: every reader's query would be a traceback
+            store.conn.close()
+            raise UserError(f"{path}: not a whole causalrate forecast store (no table {', '.join(lost)})")
         readable = (SCHEMA_VERSION, *READ_ONLY_SCHEMAS) if readonly else (SCHEMA_VERSION,)
         if schema not in readable:
             raise UserError(f"{path}: store schema {schema!r}; this causalrate reads {SCHEMA_VERSION!r}")
