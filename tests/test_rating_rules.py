@@ -184,6 +184,17 @@ def test_insufficient_and_undefined_rows():
     assert out.loc["b", "display"] == "—" and not out.loc["b", "insufficient"]
     assert out.loc["a", "rating"] == 1 and out.loc["c", "rating"] == 3  # d (1.0) is insufficient, not best
     assert out.loc["a", "absolute_rating"] == 1 and out.loc["c", "absolute_rating"] == 2
+    # levels are whole numbers or None, also beside an undefined row (they were 2.0 and NaN there: "2.0" in
+    # scores.csv for that group only), and the rows come ordered by perturbation, score and system
+    both = rate_scores(
+        pd.concat([raw.assign(perturbation="P2", score="ape"), raw.iloc[::-1]]), settings=RatingSettings(levels=3)
+    )
+    assert list(zip(both["perturbation"], both["score"], both["system"], strict=True)) == [
+        (p, score, s) for p, score in (("P1", "pie_industry"), ("P2", "ape")) for s in "abcd"
+    ]
+    for column in ("rating", "absolute_rating"):
+        levels = both[column].tolist()
+        assert [type(v) for v in levels] == [int, type(None), int, int] * 2, (column, levels)
 
 
 def test_pie_is_undefined_when_there_is_nothing_to_explain():
