@@ -84,15 +84,17 @@ def coverage_table(forecasts: pd.DataFrame, *, control: str, n_windows: int) -> 
 
 def attach_coverage(raw: pd.DataFrame, coverage: pd.DataFrame, severity: dict[str, tuple[str, float]]) -> pd.Series:
     """The coverage each raw row was computed on (a severity grid: its worst member)."""
-    by_key = coverage.set_index(["system", "perturbation"])
+    keys = list(zip(coverage["system"], coverage["perturbation"], strict=True))
+    by_key = {kind: dict(zip(keys, coverage[kind].tolist(), strict=True)) for kind in ("perturbed", "paired")}
     grid: dict[str, list[str]] = {}
     for p, (family, _) in severity.items():
         grid.setdefault(family, []).append(p)
     values = []
-    for r in raw.itertuples():
-        cls = SCORES.get(r.score)
-        members = [p + cls.coverage_suffix for p in grid.get(r.perturbation, [r.perturbation])]
-        found = [by_key.loc[(r.system, p), cls.coverage] for p in members if (r.system, p) in by_key.index]
+    for system, perturbation, score in zip(raw["system"], raw["perturbation"], raw["score"], strict=True):
+        cls = SCORES.get(score)
+        shares = by_key[cls.coverage]
+        members = [p + cls.coverage_suffix for p in grid.get(perturbation, [perturbation])]
+        found = [shares[system, p] for p in members if (system, p) in shares]
         values.append(min(found) if found else 0.0)
     return pd.Series(values, index=raw.index, dtype=float)
 
