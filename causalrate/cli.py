@@ -112,7 +112,8 @@ def _rate(args: argparse.Namespace) -> int:
     from causalrate.report.render import picture_renderer
 
     formats = tuple(CARD_FORMATS.split(","))
-    renderer = None if args.no_cards else picture_renderer(formats)  # Chromium starts beside the analysis
+    stored = (Path(args.run_dir) / "forecasts.sqlite").is_file()  # else the error comes at once, no browser started
+    renderer = picture_renderer(formats) if stored and not args.no_cards else None  # it starts beside the analysis
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()] if text else None  # noqa: E731
     try:
         with _loading():
@@ -151,7 +152,8 @@ def _card(args: argparse.Namespace) -> int:
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
     systems = [args.system] if args.system else None
     # Chromium first: it starts in its own processes while this one imports, reads the run and writes the pages
-    renderer = picture_renderer(formats)
+    # (not for a folder that holds no run: that error comes at once)
+    renderer = picture_renderer(formats) if (Path(args.run_dir) / "ratings.json").is_file() else None
     try:
         with _loading():
             from causalrate.report.cards import render_cards
