@@ -24,7 +24,7 @@ def _loading() -> Iterator[None]:
 
     The imports (pandas, scipy, pydantic's models, the registries) make about a million objects that live as
     long as the process; collecting while they are made only walks them again and again (0.2-0.3 CPU-s of a
-    2.5 s `causalrate rate`), and once frozen no later collection walks them (gc.freeze's documented use).
+    2.5 s `causalrate rate`), and once frozen (gc.freeze: a permanent generation) no later collection walks them.
     """
     gc.disable()
     try:
