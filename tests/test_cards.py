@@ -427,6 +427,7 @@ def test_the_browser_started_first_is_closed_when_the_command_fails(run, cli, tm
     """`card` and `rate` start Chromium before they read the run (render.picture_renderer): a command that then
     fails (exit 2) leaves no renderer thread, no browser behind; one that succeeds renders through it."""
     browser_or_skip()
+    import gc
     import threading
 
     def renderers() -> list[threading.Thread]:
@@ -443,6 +444,9 @@ def test_the_browser_started_first_is_closed_when_the_command_fails(run, cli, tm
         assert renderers() == [], args
     code, out, _ = cli("card", run, "--system", "naive", "--format", "png")
     assert code == 0 and str(run / "cards" / "naive.png") in out.split() and not renderers()
+    # the command imported its modules with the collector off and froze them (cli._loading): on the way out the
+    # collector is on again and nothing stays frozen (main also runs in-process, as here)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 def test_slugify():
