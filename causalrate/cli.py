@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sqlite3
 import sys
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
-from importlib import metadata
 from pathlib import Path
 
 from causalrate.errors import SystemsFailed, UserError, cut
@@ -17,9 +19,26 @@ from causalrate.logs import configure_logging
 from causalrate.redact import scrub
 
 
+@contextmanager
+def _loading() -> Iterator[None]:
+    """A command's modules imported with the cyclic collector off, then frozen out of its reach.
+
+    The imports (pandas, scipy, pydantic's models, the registries) make about a million objects that live as
+    long as the process; collecting while they are made only walks them again and again (0.2-0.3 CPU-s of a
+    2.5 s `causalrate rate`), and once frozen (gc.freeze: a permanent generation) no later collection walks them.
+    """
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
 def _assess(args: argparse.Namespace) -> int:
-    from causalrate.config import load_config
-    from causalrate.pipeline import assess
+    with _loading():
+        from causalrate.config import load_config
+        from causalrate.pipeline import assess
 
     if args.address and args.executor != "ray":
         raise UserError(f"--address {args.address}: a Ray cluster's address; add --executor ray (or drop --address)")
@@ -93,41 +112,63 @@ def _fail_on_failed_systems(out: Path) -> None:
 
 
 def _rate(args: argparse.Namespace) -> int:
-    from causalrate.rerate import rerate
+    from causalrate.report.render import picture_renderer
 
+    formats = tuple(CARD_FORMATS.split(","))
+    stored = (Path(args.run_dir) / "forecasts.sqlite").is_file()  # else the error comes at once, no browser started
+    renderer = picture_renderer(formats) if stored and not args.no_cards else None  # it starts beside the analysis
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()] if text else None  # noqa: E731
-    out = rerate(
-        Path(args.run_dir),
-        levels=args.levels,
-        systems=split(args.systems),
-        scores=split(args.scores),
-        out=Path(args.out) if args.out else None,
-    )
-    print(f"wrote {out}/ratings.json, scores.csv, report.md (no forecasting)")
+    try:
+        with _loading():
+            from causalrate.rerate import rerate
+
+        out = rerate(
+            Path(args.run_dir),
+            levels=args.levels,
+            systems=split(args.systems),
+            scores=split(args.scores),
+            out=Path(args.out) if args.out else None,
+        )
+        print(f"wrote {out}/ratings.json, scores.csv, report.md (no forecasting)")
+    except BaseException:
+        if renderer:
+            renderer.close()
+        raise
     if not args.no_cards:
         from causalrate.report.cards import render_cards
 
-        render_cards(out)
+        render_cards(out, formats=_drawable(formats, renderer), renderer=renderer)
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    from causalrate.export import export_parquet
+    with _loading():
+        from causalrate.export import export_parquet
 
     print(export_parquet(Path(args.run_dir), out=Path(args.out) if args.out else None))
     return 0
 
 
 def _card(args: argparse.Namespace) -> int:
-    from causalrate.report.cards import render_cards
-    from causalrate.run import load_run_plugins
-
-    load_run_plugins(Path(args.run_dir))
+    from causalrate.report.render import picture_renderer
 
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
     systems = [args.system] if args.system else None
+    # Chromium first: it starts in its own processes while this one imports, reads the run and writes the pages
+    # (not for a folder that holds no run: that error comes at once)
+    renderer = picture_renderer(formats) if (Path(args.run_dir) / "ratings.json").is_file() else None
+    try:
+        with _loading():
+            from causalrate.report.cards import render_cards
+            from causalrate.run import load_run_plugins
+
+        load_run_plugins(Path(args.run_dir))
+    except BaseException:
+        if renderer:
+            renderer.close()
+        raise
     # what can be written is written (without Chromium: every format but png and pdf, with a warning saying so)
-    written = render_cards(Path(args.run_dir), systems=systems, formats=formats)
+    written = render_cards(Path(args.run_dir), systems=systems, formats=_drawable(formats, renderer), renderer=renderer)
     for path in written:
         print(path)
     asked = [f for f in ("png", "pdf") if f in formats and args.format != CARD_FORMATS]
@@ -137,6 +178,11 @@ def _card(args: argparse.Namespace) -> int:
             f"--format {args.format}: wrote {len(written)} file(s) but no {' or '.join(lacking)} (see above)"
         )
     return 0
+
+
+def _drawable(formats: tuple[str, ...], renderer: object | None) -> tuple[str, ...]:
+    """`formats` without png and pdf when picture_renderer gave no renderer (it said why, once)."""
+    return formats if renderer else tuple(f for f in formats if f not in ("png", "pdf"))
 
 
 def _fit_head(args: argparse.Namespace) -> int:
@@ -255,7 +301,7 @@ def _env_list(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="causalrate", description="Causally grounded robustness ratings for forecasters.")
-    p.add_argument("--version", action="version", version=f"causalrate {metadata.version('causalrate')}")
+    p.add_argument("--version", action=_Version, nargs=0, help="show the installed version and exit")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("assess", help="forecast every case, run the causal analysis, write ratings")
     a.add_argument("config", help="study YAML (systems:) or model YAML (model:)")
@@ -352,6 +398,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Version(argparse.Action):
+    """--version: the installed distribution's version, looked up only when asked (importlib.metadata and its
+    scan of the installed packages cost every other command 0.05-0.1 s)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib import metadata
+
+        print(f"causalrate {metadata.version('causalrate')}")
+        parser.exit()
+
+
 def _seed(text: str) -> int:
     """An argparse type: a seed numpy takes (a whole number from 0 to 2**32 - 1), else exit 2 naming the flag."""
     from causalrate.config import MAX_SEED
@@ -424,3 +481,5 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("causalrate: interrupted; finished forecasts are kept in the run's forecasts.sqlite", file=sys.stderr)
         return 130
+    finally:
+        gc.unfreeze()  # what _loading froze is collectable again (main also runs in-process: tests, notebooks)

@@ -589,9 +589,9 @@ def test_an_outcome_metric_that_is_never_finite_is_refused_before_forecasting(tm
 
 def test_card_without_chromium_writes_what_it_can_and_says_what_it_could_not(finished_run, cli, monkeypatch):
     """`card RUN` without Chromium exited 2 and wrote nothing unless --format dropped png and pdf."""
-    import causalrate.report.cards as cards
+    import causalrate.report.render as render
 
-    monkeypatch.setattr(cards, "browser_problem", lambda: "no Chromium here (test)")
+    monkeypatch.setattr(render, "browser_problem", lambda: "no Chromium here (test)")
     _, run = finished_run
     code, _, err = cli("card", run)
     assert code == 0 and "no Chromium here (test)" in err and "wrote the other formats" in err, err

@@ -423,6 +423,32 @@ def test_card_command_errors(run, cli, tmp_path):
     assert code == 0 and any(line.endswith("naive.md") for line in out.split())
 
 
+def test_the_browser_started_first_is_closed_when_the_command_fails(run, cli, tmp_path):
+    """`card` and `rate` start Chromium before they read the run (render.picture_renderer): a command that then
+    fails (exit 2) leaves no renderer thread, no browser behind; one that succeeds renders through it."""
+    browser_or_skip()
+    import gc
+    import threading
+
+    def renderers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "causalrate-render"]
+
+    for args in (
+        ("card", tmp_path / "nowhere"),  # load_run_plugins fails: before render_cards is reached
+        ("card", run, "--system", "ghost"),
+        ("card", run, "--format", "html,png,docx"),
+        ("rate", run, "--systems", "ghost", "--out", tmp_path / "again"),
+    ):
+        code, _, err = cli(*args)
+        assert code == 2 and "Traceback" not in err, (args, err)
+        assert renderers() == [], args
+    code, out, _ = cli("card", run, "--system", "naive", "--format", "png")
+    assert code == 0 and str(run / "cards" / "naive.png") in out.split() and not renderers()
+    # the command imported its modules with the collector off and froze them (cli._loading): on the way out the
+    # collector is on again and nothing stays frozen (main also runs in-process, as here)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
 def test_slugify():
     taken: set[str] = set()
     assert slugify("../../etc/passwd", taken) == "etc-passwd"

@@ -11,7 +11,7 @@ from causalrate import pipeline
 from causalrate.causal.effects import DrawSettings, draws_table, identify_schemes
 from causalrate.causal.estimate import estimate_all
 from causalrate.causal.resampling import folded, mean_interval
-from causalrate.causal.schemes import SCHEMES, Scheme
+from causalrate.causal.schemes import SCHEMES, Scheme, checked_draw, drawer
 from causalrate.cli import main
 from causalrate.score.scores import SCORES, Evidence
 from causalrate.uncertainty import rigor as rigor_module
@@ -125,6 +125,32 @@ def test_same_seed_same_draws_and_the_sample_is_the_observed_outcome():
         y[~s0.treated], clean[5:][~s0.treated]
     )
     assert s0.ape_obs == pytest.approx(y[s0.treated].mean() - y[~s0.treated].mean())
+
+
+def test_the_drawer_gives_checked_draws_its_probabilities_computed_once():
+    """estimate_all draws through schemes.drawer: a default-draw scheme's probabilities once for all its draws, the
+    same assignments as checked_draw stream for stream; a scheme with its own draw is called for every one."""
+    rng = np.random.default_rng(2)
+    table = pd.DataFrame({"industry": rng.choice(["A", "B", "C"], 300), "company": rng.choice(["a", "b"], 300)})
+    industry = SCHEMES.get("industry")()
+    computed = []
+    original = type(industry).probabilities
+
+    class Counted(type(industry)):  # the built-in scheme, counting its probabilities() calls
+        def probabilities(self, table, *, high, low):
+            computed.append(1)
+            return original(self, table, high=high, low=low)
+
+    draw = drawer(Counted(), table, high=0.8, low=0.2)
+    assert computed == []  # nothing computed before the first draw
+    for seed in range(5):
+        expected = checked_draw(industry, table, high=0.8, low=0.2, rng=np.random.default_rng(seed))
+        assert np.array_equal(draw(np.random.default_rng(seed)), expected)
+    assert len(computed) == 1
+    FixedShare.calls = []
+    own = drawer(FixedShare(), table, high=0.8, low=0.2)
+    drawn = [own(np.random.default_rng(seed)) for seed in range(3)]
+    assert len(FixedShare.calls) == 3 and all(a is b for a, b in zip(drawn, FixedShare.calls, strict=True))
 
 
 def test_recency_and_ape_worst_bootstrap_their_own_paired_differences():

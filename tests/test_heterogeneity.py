@@ -89,8 +89,17 @@ def test_perturbed_distance_from_mask_and_recorded_offsets():
     mask = np.zeros((3, 5), dtype=bool)
     mask[0, 4] = mask[1, [0, 2]] = True  # window 2: nothing perturbed
     assert fragility.perturbed_distance(mask).tolist() == [0.0, 2.0, 5.0]
-    recorded = pd.Series({0: "[4]", 1: "[0, 2]", 2: "[]"})
-    assert (heterogeneity.offsets_mask(recorded, 3, 5) == mask).all()
+    rows = pd.DataFrame(
+        {
+            "system": ["a", "a", "a", "b", "a"],
+            "perturbation": ["P1", "P1", "P1", "P1", "P2"],
+            "window": [2, 0, 1, 0, 0],
+            "offsets": ["[]", "[4]", "[0, 2]", "[1]", None],  # rows in any order; a pair with none: not listed
+        }
+    )
+    masks = heterogeneity.recorded_masks(rows, 3, 5)
+    assert set(masks) == {("a", "P1"), ("b", "P1")} and (masks["a", "P1"] == mask).all()
+    assert masks["b", "P1"].nonzero() == ([0], [1])
 
 
 def test_meta_learners_beat_the_naive_estimate_on_a_confounded_draw():

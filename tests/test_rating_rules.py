@@ -13,7 +13,7 @@ from causalrate.causal.selfcheck import judge
 from causalrate.causal.wrs import Grouping, wrs
 from causalrate.parameters import RatingSettings
 from causalrate.rate.absolute import absolute_level, absolute_quantities, load_scales, scale_of
-from causalrate.rate.ratings import rate_scores
+from causalrate.rate.ratings import attach_coverage, rate_scores
 from causalrate.rate.tiers import PAIRED_TESTS, bootstrap_p_value, t_test_p_value, tier_ratings
 from causalrate.score.bias import observed_bias
 from causalrate.score.scores import SCORES, Evidence, Scale
@@ -184,6 +184,42 @@ def test_insufficient_and_undefined_rows():
     assert out.loc["b", "display"] == "—" and not out.loc["b", "insufficient"]
     assert out.loc["a", "rating"] == 1 and out.loc["c", "rating"] == 3  # d (1.0) is insufficient, not best
     assert out.loc["a", "absolute_rating"] == 1 and out.loc["c", "absolute_rating"] == 2
+    # levels are whole numbers or None, also beside an undefined row (they were 2.0 and NaN there: "2.0" in
+    # scores.csv for that group only), and the rows come ordered by perturbation, score and system
+    both = rate_scores(
+        pd.concat([raw.assign(perturbation="P2", score="ape"), raw.iloc[::-1]]), settings=RatingSettings(levels=3)
+    )
+    assert list(zip(both["perturbation"], both["score"], both["system"], strict=True)) == [
+        (p, score, s) for p, score in (("P1", "pie_industry"), ("P2", "ape")) for s in "abcd"
+    ]
+    for column in ("rating", "absolute_rating"):
+        levels = both[column].tolist()
+        assert [type(v) for v in levels] == [int, type(None), int, int] * 2, (column, levels)
+
+
+def test_coverage_of_each_row_is_its_kind_and_a_grids_worst_member():
+    """attach_coverage: ape reads the paired share, the failure rate the perturbed one; a severity grid's row
+    (its family) the worst of its members; a pair with no forecasts 0 (rated insufficient, never well)."""
+    coverage = pd.DataFrame(
+        {
+            "system": ["a", "a", "a", "b"],
+            "perturbation": ["P1", "spike@1", "spike@2", "P1"],
+            "perturbed": [1.0, 0.9, 0.7, 0.95],
+            "paired": [0.8, 0.85, 0.6, 0.5],
+        }
+    )
+    raw = pd.DataFrame(
+        {
+            "system": ["a", "a", "b", "a", "c"],
+            "perturbation": ["P1", "P1", "P1", "spike", "P1"],
+            "score": ["ape", "failure_rate", "ape", "ape", "ape"],
+        },
+        index=[10, 11, 12, 13, 14],
+    )
+    severity = {"spike@1": ("spike", 1.0), "spike@2": ("spike", 2.0)}
+    assert SCORES.get("ape").coverage == "paired" and SCORES.get("failure_rate").coverage == "perturbed"
+    found = attach_coverage(raw, coverage, severity)
+    assert found.index.tolist() == [10, 11, 12, 13, 14] and found.tolist() == [0.8, 1.0, 0.5, 0.6, 0.0]
 
 
 def test_pie_is_undefined_when_there_is_nothing_to_explain():

@@ -16,7 +16,7 @@ import pandas as pd
 from causalrate.causal.effects import PIE_EPSILON, DrawSettings, ape_true, design_matrix
 from causalrate.causal.graph import OUTCOME, TREATMENT, Identification
 from causalrate.causal.matching import MatchPlan, MatchResult, match_plan, propensity
-from causalrate.causal.schemes import SCHEMES, checked_draw
+from causalrate.causal.schemes import SCHEMES, drawer
 from causalrate.memo import OFF, Memo
 from causalrate.seeding import rng
 
@@ -135,7 +135,8 @@ def estimate_all(
     that perturbs all or none of a system's valid windows has no estimate. `memo`: the run's, for the
     logistic propensities (matching.propensity).
     """
-    schemes = {name: SCHEMES.get(name)() for name in settings.schemes}
+    high, low = settings.high, settings.low
+    draws = {name: drawer(SCHEMES.get(name)(), windows, high=high, low=low) for name in settings.schemes}
     estimators = {name: Matching(identification[name].adjustment_set, settings.caliper) for name in settings.schemes}
     assignments: dict[tuple[str, str, int], np.ndarray] = {}
     # the design, and the matched pairs of a draw, depend on the sample (the valid windows), never on the
@@ -158,9 +159,7 @@ def estimate_all(
                 for b in range(settings.draws):
                     key = (scheme, perturbation, b)
                     if key not in assignments:
-                        assignments[key] = checked_draw(
-                            schemes[scheme], windows, high=settings.high, low=settings.low, rng=rng(settings.seed, *key)
-                        )
+                        assignments[key] = draws[scheme](rng(settings.seed, *key))
                     t = assignments[key][valid]
                     if t.all() or not t.any():
                         continue

@@ -34,17 +34,26 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from causalrate.config import HeterogeneityConfig
-    from causalrate.perturb import Perturbation
     from causalrate.study import Study
 
 
-def offsets_mask(offsets: pd.Series, windows: int, n: int) -> np.ndarray:
-    """The perturbed-point mask from forecast rows' recorded `offsets` (JSON lists, 0 = oldest), indexed by window."""
-    mask = np.zeros((windows, n), dtype=bool)
-    for window, value in offsets.items():
-        points = json.loads(value) if isinstance(value, str) else (value or [])
+def recorded_masks(forecasts: pd.DataFrame, windows: int, n: int) -> dict[tuple[str, str], np.ndarray]:
+    """Per (system, perturbation), the perturbed-point mask (windows × n) from its forecast rows' recorded `offsets`
+    (JSON lists, 0 = oldest); only the pairs with some offsets recorded. Every row's list in one parse."""
+    if "offsets" not in forecasts:
+        return {}
+    rows = forecasts.loc[forecasts["offsets"].notna(), ["system", "perturbation", "window", "offsets"]]
+    texts = [o if isinstance(o, str) else json.dumps([int(p) for p in o or []]) for o in rows["offsets"].tolist()]
+    masks: dict[tuple[str, str], np.ndarray] = {}
+    for system, perturbation, window, points in zip(
+        rows["system"].tolist(), rows["perturbation"].tolist(), rows["window"].tolist(),
+        json.loads("[" + ",".join(texts) + "]"), strict=True,
+    ):  # fmt: skip
+        mask = masks.get((system, perturbation))
+        if mask is None:
+            mask = masks[system, perturbation] = np.zeros((windows, n), dtype=bool)
         mask[int(window), [int(p) for p in points]] = True
-    return mask
+    return masks
 
 
 @dataclass(frozen=True)
@@ -99,13 +108,15 @@ def _assess(
     by_cell: dict[tuple[str, str], list[Estimate]] = {}
     for e in estimates:
         by_cell.setdefault((e.system, e.perturbation), []).append(e)
+    starts = table["start"].to_numpy()
+    recorded = recorded_masks(forecasts, len(starts), n)  # placements that vary per window; else the suite's
     doc: dict = {}
     spreads = []
     for system, wide in outcomes.items():
         for p in study.suite[1:]:
             inputs = (
                 frame, names, blocks, wide[study.control].to_numpy(), wide[p.id].to_numpy(),
-                _perturbed_mask(forecasts, system, p, table["start"].to_numpy(), n),
+                recorded[system, p.id] if (system, p.id) in recorded else p.mask(starts, n),
                 by_cell.get((system, p.id), []), cfg, study.config.seed,
                 stable_seed(study.config.seed, "heterogeneity", system, p.id) % 2**32,
             )  # fmt: skip
@@ -158,14 +169,3 @@ def fragility_cell(
         "selfcheck": checks,
         **({"selfcheck_skipped": why} if cfg.selfcheck and (why := selfcheck_skipped(checks, estimates)) else {}),
     }
-
-
-def _perturbed_mask(forecasts: pd.DataFrame, system: str, p: Perturbation, starts: np.ndarray, n: int) -> np.ndarray:
-    """Which input points each window had perturbed: the forecast rows' recorded offsets when the store has
-    them (placements that vary per window), else the suite's own positions."""
-    if "offsets" in forecasts:
-        rows = forecasts[(forecasts["system"] == system) & (forecasts["perturbation"] == p.id)]
-        recorded = rows.set_index("window")["offsets"].dropna()
-        if len(recorded):
-            return offsets_mask(recorded, len(starts), n)
-    return p.mask(starts, n)

@@ -8,6 +8,8 @@ assignment is not one independent coin per window (e.g. whole series at once).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
 from typing import ClassVar
 
 import numpy as np
@@ -44,7 +46,12 @@ class Scheme:
         The causal stage calls it once per (scheme, perturbation, draw) with that triple's own
         seeded stream and shares the result with every system (causal.estimate).
         """
-        return rng.random(len(table)) < checked_probabilities(self, table, high=high, low=low)
+        return coins(checked_probabilities(self, table, high=high, low=low), rng)
+
+
+def coins(probabilities: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One independent coin per window, perturbed with its probability: the default draw."""
+    return rng.random(len(probabilities)) < probabilities
 
 
 def _named(scheme: Scheme) -> str:
@@ -99,6 +106,17 @@ def checked_draw(
             "array of dtype bool: which windows are perturbed)",
         )
     return drawn
+
+
+def drawer(
+    scheme: Scheme, table: pd.DataFrame, *, high: float, low: float
+) -> Callable[[np.random.Generator], np.ndarray]:
+    """checked_draw as a function of the stream, for many draws of one scheme on one table: a scheme that keeps
+    the default draw has its probabilities computed and checked once (at the first draw), not once per draw."""
+    if type(scheme).draw is not Scheme.draw:
+        return lambda rng: checked_draw(scheme, table, high=high, low=low, rng=rng)
+    probabilities = cache(lambda: checked_probabilities(scheme, table, high=high, low=low))
+    return lambda rng: coins(probabilities(), rng)
 
 
 SCHEMES: Registry[type[Scheme]] = Registry("assignment scheme")

@@ -85,15 +85,17 @@ def coverage_table(forecasts: pd.DataFrame, *, control: str, n_windows: int) -> 
 
 def attach_coverage(raw: pd.DataFrame, coverage: pd.DataFrame, severity: dict[str, tuple[str, float]]) -> pd.Series:
     """The coverage each raw row was computed on (a severity grid: its worst member)."""
-    by_key = coverage.set_index(["system", "perturbation"])
+    keys = list(zip(coverage["system"], coverage["perturbation"], strict=True))
+    by_key = {kind: dict(zip(keys, coverage[kind].tolist(), strict=True)) for kind in ("perturbed", "paired")}
     grid: dict[str, list[str]] = {}
     for p, (family, _) in severity.items():
         grid.setdefault(family, []).append(p)
     values = []
-    for r in raw.itertuples():
-        cls = SCORES.get(r.score)
-        members = [p + cls.coverage_suffix for p in grid.get(r.perturbation, [r.perturbation])]
-        found = [by_key.loc[(r.system, p), cls.coverage] for p in members if (r.system, p) in by_key.index]
+    for system, perturbation, score in zip(raw["system"], raw["perturbation"], raw["score"], strict=True):
+        cls = SCORES.get(score)
+        shares = by_key[cls.coverage]
+        members = [p + cls.coverage_suffix for p in grid.get(perturbation, [perturbation])]
+        found = [shares[system, p] for p in members if (system, p) in shares]
         values.append(min(found) if found else 0.0)
     return pd.Series(values, index=raw.index, dtype=float)
 
@@ -117,26 +119,52 @@ def rate_scores(
         dtype=bool,
     )
     raw = raw.assign(raw=raw["raw"].where(applicable), note=raw["note"].where(applicable, NOT_APPLICABLE))
-    parts = [
-        _rate_group(group.sort_values("system"), score, settings, (replicates or {}).get((score, p)))
-        for (p, score), group in raw.groupby(["perturbation", "score"], sort=True)
-    ]
-    return pd.concat(parts, ignore_index=True)[COLUMNS]
+    # one frame sorted by (perturbation, score, system), each group's columns computed on its slice of the
+    # arrays and assigned once: 83 groups' frames (sort, assign) cost 0.15 s of a 2.5 s `causalrate rate`
+    raw = raw.sort_values(["perturbation", "score", "system"], kind="stable", ignore_index=True)
+    keys = list(zip(raw["perturbation"], raw["score"], strict=True))
+    starts = [i for i in range(len(keys)) if i == 0 or keys[i] != keys[i - 1]]
+    columns = {
+        name: raw[name].to_numpy(**kwargs)
+        for name, kwargs in (
+            ("raw", {"dtype": float}),
+            ("note", {}),
+            ("coverage", {}),
+            ("system", {}),
+            ("margin", {"dtype": float}),
+            ("quantity", {"dtype": float}),
+        )
+        if name in raw
+    }
+    rated: dict[str, list] = {}
+    for start, end in zip(starts, [*starts[1:], len(keys)], strict=True):
+        p, score = keys[start]
+        group = {name: values[start:end] for name, values in columns.items()}
+        for name, values in _rate_group(group, score, settings, (replicates or {}).get((score, p))).items():
+            rated.setdefault(name, []).extend(values)
+    # levels and notes stay Python objects (an int or None, a text or None): no NaN in place of a missing level
+    typed = {name: np.array(values, dtype=object) if name in OBJECTS else values for name, values in rated.items()}
+    return raw.assign(**typed)[COLUMNS] if len(raw) else raw.reindex(columns=COLUMNS)
+
+
+OBJECTS = frozenset({"rating", "absolute_rating", "note", "display"})
 
 
 def _rate_group(
-    group: pd.DataFrame, score: str, settings: RatingSettings, reps: Mapping[str, np.ndarray] | None
-) -> pd.DataFrame:
+    group: Mapping[str, np.ndarray], score: str, settings: RatingSettings, reps: Mapping[str, np.ndarray] | None
+) -> dict[str, list]:
+    """One (perturbation, score)'s rows (column arrays, ordered by system): their new columns, row by row."""
     cls = SCORES.get(score)
     levels, higher = settings.levels, cls.higher_is_better
-    values = group["raw"].to_numpy(dtype=float)
+    values = group["raw"]
+    n = len(values)
     defined = np.isfinite(values)
-    undefined = ~defined & group["note"].notna().to_numpy()
-    short = group["coverage"].to_numpy() < settings.min_coverage
+    undefined = ~defined & pd.notna(group["note"])
+    short = group["coverage"] < settings.min_coverage
     insufficient = short | (~defined & ~undefined)
     eligible = defined & ~insufficient
-    systems = group["system"].to_numpy()
-    relative = np.full(len(group), levels)
+    systems = group["system"]
+    relative = np.full(n, levels)
     tied: list[list[str]] = [[] for _ in systems]
     idx = np.flatnonzero(eligible)
     if settings.rule == "paper":
@@ -145,7 +173,7 @@ def _rate_group(
         matrix, test = None, PAIRED_TESTS.get(cls.resampling, BOOTSTRAP)
         if reps is not None and all(s in reps for s in systems[idx]):
             matrix = np.column_stack([reps[s] for s in systems[idx]])
-        margin = group["margin"].to_numpy(dtype=float)[idx]
+        margin = group["margin"][idx]
         ratings, ties = tier_ratings(
             values[idx], matrix, levels=levels, higher_is_better=higher, test=test, margin=margin
         )
@@ -153,23 +181,23 @@ def _rate_group(
         for k, i in enumerate(idx):
             tied[i] = sorted(systems[idx][j] for j in ties[k])
     scale = scale_of(score)
-    absolute: list[int | None] = [None] * len(group)
+    absolute: list[int | None] = [None] * n
     if scale is not None and settings.scale != "relative":
-        quantity = group["quantity"].to_numpy(dtype=float)
-        for row in range(len(group)):
+        quantity = group["quantity"]
+        for row in range(n):
             if insufficient[row]:
                 absolute[row] = ABSOLUTE_LEVELS
             elif not undefined[row]:
                 absolute[row] = absolute_level(quantity[row], scale)
     # an effect below δ is no practical effect (METHOD §6.2): level 1 on the row, not a weakest link
-    relevant = np.ones(len(group), dtype=bool)
+    relevant = np.ones(n, dtype=bool)
     if cls.headline in WEAKEST_LINK and not higher:
         with np.errstate(invalid="ignore"):
-            relevant = ~(eligible & (values < group["margin"].to_numpy(dtype=float)))
+            relevant = ~(eligible & (values < group["margin"]))
         if settings.rule == "tiers":
             relative[~relevant] = 1
     use_absolute = settings.scale == "absolute" and scale is not None
-    coverage = group["coverage"].to_numpy()
+    coverage = group["coverage"]
     notes = [
         (
             f"insufficient: computed on {100 * c:.0f} % of the windows (< {100 * settings.min_coverage:.0f} %); "
@@ -182,17 +210,17 @@ def _rate_group(
         else note
         for c, bad, is_short, note in zip(coverage, insufficient, short, group["note"], strict=True)
     ]
-    return group.assign(
-        rating=[
+    return {
+        "rating": [
             None if u and not bad else a if use_absolute else int(r)
             for a, r, u, bad in zip(absolute, relative, undefined, insufficient, strict=True)
         ],
-        rule="absolute" if use_absolute else settings.rule,
-        absolute_rating=absolute,
-        tied_with=tied,
-        insufficient=insufficient,
-        note=notes,
-        display=["—" if u and not bad else None for u, bad in zip(undefined, insufficient, strict=True)],
-        relevant=relevant,
-        improves=False,  # set from the signed APE's interval where the rigor layer ran (rate.practical)
-    )
+        "rule": ["absolute" if use_absolute else settings.rule] * n,
+        "absolute_rating": absolute,
+        "tied_with": tied,
+        "insufficient": list(insufficient),
+        "note": notes,
+        "display": ["—" if u and not bad else None for u, bad in zip(undefined, insufficient, strict=True)],
+        "relevant": list(relevant),
+        "improves": [False] * n,  # set from the signed APE's interval where the rigor layer ran (rate.practical)
+    }

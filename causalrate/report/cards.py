@@ -30,7 +30,7 @@ from causalrate.report.faults import fault_table
 from causalrate.report.headlines import headlines, warnings
 from causalrate.report.label import data_source_name, groups_words, label_context
 from causalrate.report.machine import eval_results, model_card, model_index
-from causalrate.report.render import Renderer, browser_problem, find_chromium
+from causalrate.report.render import Renderer, picture_renderer
 from causalrate.report.templating import environment, fmt
 from causalrate.run import RatingsDocument, Run
 
@@ -184,41 +184,42 @@ def failure_summary(run: Run, system: str) -> dict[str, Any]:
 
 
 def render_cards(
-    run_dir: Path, *, systems: list[str] | None = None, formats: tuple[str, ...] = FORMATS, png_required: bool = False
+    run_dir: Path,
+    *,
+    systems: list[str] | None = None,
+    formats: tuple[str, ...] = FORMATS,
+    png_required: bool = False,
+    renderer: Renderer | None = None,
 ) -> list[Path]:
     """Write the labels, reports, machine-readable cards, comparison and index pages; return the files.
 
     PNG and PDF need playwright and Chromium; when either is missing they are skipped with a
-    warning, unless png_required. Every PNG and PDF of the call is rendered in one browser session.
+    warning, unless png_required. Every PNG and PDF of the call is rendered in one browser session:
+    `renderer`'s, when the caller started it already (render.picture_renderer, before it imported this
+    module), else one started here. Either way it is finished (or closed, on an error) here.
     """
-    run = Run.open(run_dir)
-    names = run.ratings.system_names
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown:
-        raise UserError(f"--format: unknown {unknown}; expected a comma-separated subset of {list(FORMATS)}")
-    chosen = systems or names
-    missing = [s for s in chosen if s not in names]
-    if missing:
-        raise UserError(f"--system: {missing} not in this run; systems: {names}")
-    pictures = [f for f in ("png", "pdf") if f in formats]
-    problem = browser_problem() if pictures else None
-    if problem:
-        if png_required:
-            raise UserError(problem)
-        log.warning(f"{problem}; wrote the other formats")
-        pictures = []
-    out = run_dir / "cards"
-    out.mkdir(exist_ok=True)
-    taken: set[str] = {"comparison", "index"}
-    slugs = {s: slugify(s, taken) for s in names}
-    chromium = find_chromium() if pictures else None  # found: browser_problem() said nothing
-    renderer = Renderer(chromium, png="png" in pictures, pdf="pdf" in pictures) if chromium else None
-    if renderer:
-        renderer.start()  # Chromium starts while the pages are written
     try:
+        run = Run.open(run_dir)
+        names = run.ratings.system_names
+        unknown = [f for f in formats if f not in FORMATS]
+        if unknown:
+            raise UserError(f"--format: unknown {unknown}; expected a comma-separated subset of {list(FORMATS)}")
+        chosen = systems or names
+        missing = [s for s in chosen if s not in names]
+        if missing:
+            raise UserError(f"--system: {missing} not in this run; systems: {names}")
+        if renderer is None:
+            renderer = picture_renderer(formats, png_required=png_required)  # Chromium starts while pages are written
+        out = run_dir / "cards"
+        out.mkdir(exist_ok=True)
+        taken: set[str] = {"comparison", "index"}
+        slugs = {s: slugify(s, taken) for s in names}
         written = write_pages(run, chosen, slugs, formats, renderer, whole_run=systems is None)
-    finally:
-        pictures_written = renderer.finish() if renderer else []
+    except BaseException:
+        if renderer:
+            renderer.close()
+        raise
+    pictures_written = renderer.finish() if renderer else []
     if renderer and renderer.blocked:
         log.warning(f"the pages asked for {renderer.blocked[:3]}; blocked (pages must be self-contained)")
     return sorted({*written, *pictures_written})

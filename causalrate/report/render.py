@@ -8,6 +8,7 @@ request out would be a bug.
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import shutil
@@ -17,6 +18,8 @@ from pathlib import Path
 from types import TracebackType
 
 from causalrate.errors import UserError
+
+log = logging.getLogger(__name__)
 
 WIDTH = 1000  # px: the label and the reports are laid out for a laptop screen this wide
 LABEL_HEIGHT = 1300  # px: the label must fit this without scrolling
@@ -62,6 +65,27 @@ def browser_problem() -> str | None:
     if find_chromium() is None:
         return "PNG/PDF cards need Chromium (Debian: apt-get install chromium); set CAUSALRATE_CHROMIUM to its path"
     return None
+
+
+def picture_renderer(formats: tuple[str, ...], *, png_required: bool = False) -> Renderer | None:
+    """A started Renderer for the PNG and PDF among `formats`, or None: none asked for, or they cannot be made
+    here (a warning says so and the other formats are written; png_required: exit 2 instead).
+
+    Called first: Chromium and playwright's driver take about a second to come up, in their own processes,
+    while the caller imports its modules, reads the run and writes the pages the renderer is then given.
+    """
+    pictures = [f for f in ("png", "pdf") if f in formats]
+    if not pictures:
+        return None
+    problem = browser_problem()
+    if problem:
+        if png_required:
+            raise UserError(problem)
+        log.warning(f"{problem}; wrote the other formats")
+        return None
+    renderer = Renderer(find_chromium() or "", png="png" in pictures, pdf="pdf" in pictures)  # found: no problem
+    renderer.start()
+    return renderer
 
 
 # the width a page needs with every horizontally scrolled box shown whole (0: none scrolls)
@@ -178,3 +202,8 @@ class Renderer(threading.Thread):
         if self.error is not None:
             raise self.error
         return self.written
+
+    def close(self) -> None:
+        """Stop without the pictures (the caller failed): Chromium is closed, a renderer's own error dropped."""
+        self.pages.put(None)
+        self.join()
