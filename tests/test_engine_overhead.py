@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from causalrate.forecast.store import ForecastStore, forecast_texts
+from causalrate.forecast.encoding import forecast_bytes, forecast_values
+from causalrate.forecast.store import ForecastStore
 from causalrate.perturb.placement import offsets_mask, offsets_of
 from causalrate.seeding import row_seeds, stable_seed
 
@@ -28,9 +29,16 @@ def test_row_seeds_equal_one_seed_per_row_from_the_whole_parts():
         assert [stable_seed(*prefix, *key) for key in keys] == want
 
 
-def test_forecast_texts_are_json_dumps_of_each_row():
+def test_forecast_bytes_give_back_every_bit_and_v3_texts_read_alike():
+    """Schema v4 keeps a point forecast as float64 bytes; a v1–v3 store's JSON text reads as the same values."""
     rows = np.array([[1.0, -0.0, 1e-300, 123456.789, 1 / 3], [np.nan, np.inf, 2.0, 0.1, 5e22]])
-    assert forecast_texts(rows) == [json.dumps(row) for row in rows.tolist()]
+    stored = forecast_bytes(rows)
+    assert stored == [np.asarray(row, dtype="<f8").tobytes() for row in rows]
+    for row, blob in zip(rows, stored, strict=True):
+        back = forecast_values(blob)
+        assert back.dtype == np.float64 and back.tobytes() == row.tobytes()  # -0.0 and NaN's bits too
+        assert forecast_values(json.dumps(row.tolist())).tobytes() == row.tobytes()
+    assert forecast_bytes(rows[:, :0]) == [b"", b""] and forecast_values(b"").size == 0
 
 
 def test_offsets_of_lists_each_rows_marked_offsets():
@@ -62,6 +70,7 @@ def test_buffered_store_writes_every_row_on_leaving_even_after_an_error(tmp_path
         put(1, "boom")
         raise RuntimeError
     rows = store.conn.execute("SELECT window, forecast, error, m_mae, m_rmax, offsets FROM forecasts ORDER BY window")
-    assert rows.fetchall() == [(0, "[1.5, 0.1]", None, 0.5, None, "[3, 7]"), (1, None, "boom", None, None, "[3, 7]")]
+    stored = forecast_bytes(np.array([[1.5, 0.1]]))[0]
+    assert rows.fetchall() == [(0, stored, None, 0.5, None, "[3, 7]"), (1, None, "boom", None, None, "[3, 7]")]
     put(2, None)  # outside buffered(): written at once
     assert store.done() == {("s", 0, "P1"), ("s", 1, "P1"), ("s", 2, "P1")}

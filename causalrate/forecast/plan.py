@@ -20,14 +20,14 @@ from causalrate import plugins
 from causalrate.data import Windows
 from causalrate.forecast.cache import Cached, ForecastCache, forecast_keys
 from causalrate.forecast.impute import impute
-from causalrate.forecast.jobs import BatchResult, Executor, Job
-from causalrate.forecast.metrics import METRICS
+from causalrate.forecast.jobs import BatchResult, Executor, Job, Scoring
+from causalrate.forecast.metrics import batch_metrics
 from causalrate.forecast.published import published_forecasts
 from causalrate.forecast.store import FLUSH_ROWS, ForecastStore
 from causalrate.perturb.placement import offsets_of
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
 from causalrate.perturb.worst import WorstCase
-from causalrate.seeding import row_seeds
+from causalrate.seeding import KeyTexts
 from causalrate.systems import Batch
 from causalrate.systems.plot import render_windows
 
@@ -54,13 +54,24 @@ def store_windows(store: ForecastStore, study: Study) -> None:
     )
 
 
-def perturbed_inputs(
-    study: Study, p: Perturbation, firsts: np.ndarray, *, history: list[np.ndarray] | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every window's input [w, n] and its dates after perturbation p placed at `firsts` (before imputation)."""
+def window_keys(study: Study) -> KeyTexts:
+    """Each window's (series id, start), the key its seeds are made from, written once."""
     ds, wd = study.dataset, study.windows
-    origins = [(ds.series[i].id, int(t)) for i, t in zip(wd.series_index, wd.start, strict=True)]
-    seeds = perturbation_seeds(study.config.seed, p.id, origins)
+    return KeyTexts([(ds.series[i].id, int(t)) for i, t in zip(wd.series_index, wd.start, strict=True)])
+
+
+def perturbed_inputs(
+    study: Study,
+    p: Perturbation,
+    firsts: np.ndarray,
+    *,
+    history: list[np.ndarray] | None = None,
+    keys: KeyTexts | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every window's input [w, n] and its dates after perturbation p placed at `firsts` (before imputation);
+    `keys`: window_keys(study), if made already."""
+    ds, wd = study.dataset, study.windows
+    seeds = perturbation_seeds(study.config.seed, p.id, keys or window_keys(study))
     perturbed = p.apply(wd.inputs, firsts, seeds=seeds, history=history or series_history(ds, wd))
     return perturbed, p.apply_dates(wd.input_dates, firsts)
 
@@ -85,8 +96,6 @@ def forecast_all(
     """
     cfg, wd, ds, season = study.config, study.windows, study.dataset, study.parameters.season
     done = store.done()
-    series_ids = [ds.series[i].id for i in wd.series_index]
-    origins = list(zip(series_ids, wd.start.tolist(), strict=True))  # (series, start) per window id
     attributes = [ds.series[i].attributes for i in wd.series_index]
 
     by_id = {p.id: p for p in study.forecast_suite}
@@ -102,13 +111,12 @@ def forecast_all(
     def record(
         system: str, perturbation: str, rows: np.ndarray, result: BatchResult, seconds: np.ndarray, variant: int = 0
     ) -> None:
-        truth, clean = wd.truth[rows], wd.inputs[rows]
-        with np.errstate(all="ignore"):
+        metrics = result.metrics  # the worker's (Job.scoring), else computed here: cached rows, a metric that raised
+        if metrics is None or not set(store.metrics) <= metrics.keys():
             levels = study.systems[system].quantile_levels
-            metrics = {
-                name: m(truth, result.forecasts, clean, result.samples, season=season, levels=levels)
-                for name, m in METRICS.items()
-            }
+            metrics = batch_metrics(
+                wd.truth[rows], result.forecasts, wd.inputs[rows], result.samples, season=season, levels=levels
+            )
         placed_at = offsets(perturbation, variant, rows) or [[] for _ in rows]
         if (system, perturbation) in worst:  # a candidate: kept only if it is the window's worst so far
             worst[(system, perturbation)].offer(
@@ -137,12 +145,15 @@ def forecast_all(
     tally = {s.name: {"forecasts": 0, "cached": 0, "published": 0, "failed": 0, "seconds": 0.0} for s in cfg.systems}
     said: dict[str, dict[str, tuple[int, str]]] = {s.name: {} for s in cfg.systems}  # what its libraries said
     history = series_history(ds, wd)
+    origin_keys = window_keys(study)  # each window's seed key, written once for every perturbation and system
     todo_of = {  # per (system, perturbation): the windows whose forecasts the store lacks
         (s.name, p.id): np.array([i for i in range(len(wd)) if (s.name, i, p.id) not in done], dtype=int)
         for p in study.forecast_suite
         for s in cfg.systems
         if p.applies_to(study.systems[s.name])
     }
+    if (cache is None or refresh) and any(todo.size for todo in todo_of.values()) and hasattr(executor, "start"):
+        executor.start()  # forecasts will be made (no cache answers them): the workers start while this plans
     wanted = sum(placed[p].shape[1] * todo.size for (_, p), todo in todo_of.items())
     warm_up(study, executor, [name for (name, _), todo in todo_of.items() if todo.size], tuple(cfg_plugins))
     found = {"cached": 0, "made": 0}
@@ -151,7 +162,7 @@ def forecast_all(
         """Per (perturbation, variant, system): its cache hits recorded at once, its misses yielded as jobs (the
         executor draws them as workers free up, so charts are rendered only then)."""
         for p, variant in ((q, v) for q in study.forecast_suite for v in range(placed[q.id].shape[1])):
-            perturbed, dates = perturbed_inputs(study, p, placed[p.id][:, variant], history=history)
+            perturbed, dates = perturbed_inputs(study, p, placed[p.id][:, variant], history=history, keys=origin_keys)
             charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
             for spec in cfg.systems:
                 system = study.systems[spec.name]
@@ -159,7 +170,7 @@ def forecast_all(
                 if todo is None or todo.size == 0:
                     continue
                 seen = seen_inputs(perturbed[todo], imputation_of(p, system, cfg.forecast.imputation))
-                seeds = row_seeds(cfg.seed, spec.name, keys=[(*origins[i], p.id) for i in todo])
+                seeds = origin_keys.seeds(cfg.seed, spec.name, suffix=(p.id,), rows=todo)
                 images = None
                 if system.modality == "plot":
                     chart_key = seen.tobytes() + todo.tobytes()
@@ -230,6 +241,7 @@ def forecast_all(
                         plugins=tuple(cfg_plugins),
                         variant=variant,
                         calls=tuple(c.size for c in calls) if len(calls) > 1 else (),
+                        scoring=Scoring(wd.truth[rows], wd.inputs[rows], season, system.quantile_levels),
                     )
 
     pace: dict[str, float] = {}  # per system: seconds per forecast of its latest job (the next jobs' size)
@@ -376,11 +388,7 @@ def _record_worst(
     """Store each window's worst candidate as the row of the `worst` perturbation."""
     forecasts = np.array([k.forecast for k in kept])
     samples = [k.samples for k in kept]
-    with np.errstate(all="ignore"):
-        metrics = {
-            name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples, season=season, levels=levels)
-            for name, m in METRICS.items()
-        }
+    metrics = batch_metrics(wd.truth[rows], forecasts, wd.inputs[rows], samples, season=season, levels=levels)
     store.put_forecasts(
         system=system,
         window_ids=rows,
