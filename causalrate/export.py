@@ -47,7 +47,7 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
         windows = store.windows_table()
         series = store.series_attributes()
     frame = rows.merge(windows, on="window")
-    frame["forecast"] = [None if v is None else forecast_values(v).tolist() for v in frame["forecast"]]
+    frame["forecast"] = [forecast_values(v).tolist() if isinstance(v, bytes | str) else None for v in frame["forecast"]]
     for col in ("info", "offsets"):
         frame[col] = frame[col].map(lambda v: None if v is None or v is np.nan or pd.isna(v) else json.loads(v))
     attributes = series.set_index("series").add_prefix("attr_")

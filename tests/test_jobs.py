@@ -58,6 +58,9 @@ def test_a_failing_row_fails_alone_within_its_batch_of_a_job(tmp_path):
 
 def test_job_rows_grow_with_the_systems_pace_and_never_split_a_batch():
     assert plan.job_rows(None, 32) == 32  # pace unknown: its own batch
+    assert plan.job_rows(None, 32, quick=True) == plan.JOB_ROWS  # ... unless declared quick (System.quick)
+    assert plan.job_rows(None, 4096, quick=True) == 4096  # never less than its batch
+    assert plan.job_rows(1.0, 32, quick=True) == 32  # its pace, once known, decides
     assert plan.job_rows(1.0, 32) == 32  # a slow model: one batch a job
     assert plan.job_rows(1e-6, 32) == plan.JOB_ROWS
     assert plan.job_rows(plan.JOB_SECONDS / 100, 32) == 100
@@ -65,6 +68,7 @@ def test_job_rows_grow_with_the_systems_pace_and_never_split_a_batch():
     pace = {"m": plan.JOB_SECONDS / 60}  # 60 rows a job: two batches
     assert [[b.size for b in g] for g in plan._grouped(batches, pace, "m", 25)] == [[25, 25], [25, 25]]
     assert [[b.size for b in g] for g in plan._grouped(batches, {}, "m", 25)] == [[25]] * 4
+    assert [[b.size for b in g] for g in plan._grouped(batches, {}, "m", 25, quick=True)] == [[25] * 4]
 
 
 def test_a_crashed_job_of_several_batches_is_tried_again_batch_by_batch(tmp_path):
@@ -111,6 +115,7 @@ def test_jobs_of_several_batches_store_the_same_rows_as_one_batch_a_job(syntheti
     frames = {}
     for name, seconds in (("one", 0.0), ("gathered", 1e6)):
         monkeypatch.setattr(plan, "JOB_SECONDS", seconds)
+        monkeypatch.setattr(plan, "JOB_ROWS", 1 if name == "one" else 2048)  # naive is quick: large jobs at once
         store = ForecastStore.create(tmp_path / f"{name}.sqlite", metrics=METRICS.names())
         plan.store_windows(store, study)
         executor = InProcess()
@@ -119,6 +124,46 @@ def test_jobs_of_several_batches_store_the_same_rows_as_one_batch_a_job(syntheti
         assert (max(executor.calls) > 1) == (name == "gathered")
     assert {forecast_values(f)[0] for f in frames["one"]["forecast"]} >= {7.0}  # batches of 7 rows seen
     assert frames["one"].equals(frames["gathered"])
+
+
+def test_rows_scored_in_the_worker_are_stored_as_when_the_main_process_scores_them(synthetic_study, tmp_path):
+    """Metrics made where the forecasts are (Job.scoring) equal those the main process makes of the same answer,
+    bit for bit: point forecasts, failed rows (flaky: NaN rows and raising batches) and sample paths."""
+    from causalrate.config import load_config
+    from causalrate.forecast.metrics import METRICS
+    from causalrate.forecast.store import ForecastStore
+    from causalrate.study import prepare
+
+    systems = (
+        '- {name: naive, type: naive}\n- {name: flaky, type: python, function: "planted.py:flaky"}\n'
+        '- {name: paths, type: python, function: "planted.py:sample_paths"}\n- {name: random, type: random}\n'
+    )
+    config_path = synthetic_study(systems, draws=2, stride=10)
+    (config_path.parent / "planted.py").write_text(PLANTED.read_text())
+    config, base_dir = load_config(config_path)
+    study = prepare(config, base_dir=base_dir)
+
+    class InProcess:
+        def __init__(self, in_worker: bool) -> None:
+            self.in_worker = in_worker
+
+        def run(self, jobs, on_done, *, expected, label="forecasting"):
+            for job in jobs:
+                assert job.scoring is not None and job.scoring.truth.shape == (job.size, study.windows.horizon)
+                result = run_job(job if self.in_worker else replace(job, scoring=None))
+                assert (result.metrics is not None) == self.in_worker
+                on_done(job, result)
+
+    frames = {}
+    for in_worker in (True, False):
+        store = ForecastStore.create(tmp_path / f"{in_worker}.sqlite", metrics=METRICS.names())
+        plan.store_windows(store, study)
+        plan.forecast_all(study, store, cache=None, executor=InProcess(in_worker))
+        frames[in_worker] = store.forecasts(samples=True).drop(columns="seconds")
+    frame = frames[True]
+    assert frame["error"].notna().any() and frame["error"].isna().any() and frame["samples"].notna().any()
+    assert frame["mae"].notna().any() and frame["crps"].notna().any()
+    assert frame.equals(frames[False])
 
 
 def test_a_device_worker_is_started_and_loads_its_model_before_its_first_batch(tmp_path):

@@ -213,7 +213,7 @@ def forecast_all(
                 miss = np.flatnonzero(~hit)
                 size = system.batch_size or cfg.forecast.batch_size  # a model's own batch, not capped by the run's
                 batches = np.array_split(miss, max(1, -(-miss.size // size))) if miss.size else []
-                for calls in _grouped(batches, pace, spec.name, size):
+                for calls in _grouped(batches, pace, spec.name, size, quick=system.quick):
                     chunk = np.concatenate(calls)
                     rows = todo[chunk]
                     batch = Batch(
@@ -328,21 +328,24 @@ JOB_SECONDS = 0.2  # a fast system's batches travel together up to about this mu
 JOB_ROWS = 2048  # ... and at most this many rows
 
 
-def job_rows(pace: float | None, size: int) -> int:
-    """How many rows the next job of a system may hold: its own batch until its pace (seconds per forecast of
-    its latest job) is known, then as many of its batches as take JOB_SECONDS, at most JOB_ROWS. The model
+def job_rows(pace: float | None, size: int, *, quick: bool = False) -> int:
+    """How many rows the next job of a system may hold: until its pace (seconds per forecast of its latest job)
+    is known, JOB_ROWS for a system declared quick (System.quick: its jobs are planned while the workers start)
+    and its own batch for any other; then as many of its batches as take JOB_SECONDS, at most JOB_ROWS. The model
     sees the same batches whatever the job's size; only the per-job costs (hand-off, metrics, store) shrink."""
     if pace is None:
-        return size
+        return max(size, JOB_ROWS) if quick else size
     return int(min(JOB_ROWS, max(size, JOB_SECONDS / max(pace, 1e-9))))
 
 
-def _grouped(batches: list[np.ndarray], pace: dict[str, float], system: str, size: int) -> Iterator[list[np.ndarray]]:
+def _grouped(
+    batches: list[np.ndarray], pace: dict[str, float], system: str, size: int, *, quick: bool = False
+) -> Iterator[list[np.ndarray]]:
     """Consecutive batches gathered into jobs of at most job_rows rows (at least one batch each), the system's
     pace read again for every job, as the jobs are drawn."""
     start = 0
     while start < len(batches):
-        most, stop, rows = job_rows(pace.get(system), size), start + 1, batches[start].size
+        most, stop, rows = job_rows(pace.get(system), size, quick=quick), start + 1, batches[start].size
         while stop < len(batches) and rows + batches[stop].size <= most:
             rows += batches[stop].size
             stop += 1
