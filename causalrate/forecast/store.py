@@ -155,28 +155,27 @@ class ForecastStore:
         cells = values.tolist()  # the metric columns, NULL where not finite or the row failed
         for i, j in zip(*np.nonzero(~np.isfinite(values) | failed[:, None]), strict=True):
             cells[i][j] = None
-        points = forecast_bytes(forecasts)
+        points = [None if bad else point for point, bad in zip(forecast_bytes(forecasts), failed.tolist(), strict=True)]
         paths = [None if failed[i] or s is None else samples_to_bytes(s) for i, s in enumerate(samples)]
         written: dict[int, str] = {}  # rows often share one offsets list (placement.offsets_of): its text once
         offset_texts = [
             written.get(id(o)) or written.setdefault(id(o), "[" + ", ".join(map(str, map(int, o))) + "]")
             for o in offsets
         ]  # as json.dumps writes each list
-        rows = [
-            (
-                system,
-                int(window_ids[i]),
-                perturbations[i],
-                None if failed[i] else points[i],
-                scrub_optional(errors[i]),  # the boundary every stored error text crosses
-                float(seconds[i]),
-                paths[i],
-                None if info[i] is None else scrub(json.dumps(info[i], sort_keys=True)),
-                offset_texts[i],
-                *cells[i],
-            )
-            for i in range(n)
-        ]
+        facts = [None if i is None else scrub(json.dumps(i, sort_keys=True)) for i in info]
+        columns = zip(
+            np.asarray(window_ids, dtype=np.int64).tolist(),
+            perturbations,
+            points,
+            map(scrub_optional, errors),  # the boundary every stored error text crosses
+            np.asarray(seconds, dtype=np.float64).tolist(),
+            paths,
+            facts,
+            offset_texts,
+            cells,
+            strict=True,
+        )
+        rows = [(system, w, p, f, e, t, s, i, o, *c) for w, p, f, e, t, s, i, o, c in columns]
         if self._rows is None:
             self._write(rows)
             return

@@ -93,8 +93,11 @@ def offsets_mask(firsts: np.ndarray, *, period: int, input_length: int) -> np.nd
 def offsets_of(mask: np.ndarray) -> list[list[int]]:
     """Per row, the perturbed offsets (0 = oldest), as stored in the forecast store. A placement marks few
     distinct patterns (one per first offset), so rows with the same mask share one list (read, never changed)."""
-    if not mask.shape[0]:
-        return []
-    _, first, inverse = np.unique(np.packbits(mask, axis=1), axis=0, return_index=True, return_inverse=True)
-    lists = [np.flatnonzero(mask[i]).tolist() for i in first.tolist()]
-    return [lists[k] for k in inverse.reshape(-1).tolist()]
+    found: dict[bytes, list[int]] = {}  # a row's packed mask → its list
+    out = []
+    for i, key in enumerate(map(bytes, np.packbits(mask, axis=1))):
+        offsets = found.get(key)
+        if offsets is None:
+            offsets = found[key] = np.flatnonzero(mask[i]).tolist()
+        out.append(offsets)
+    return out
