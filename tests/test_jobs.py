@@ -282,3 +282,45 @@ def test_once_a_batch_cannot_reach_its_system_the_jobs_other_batches_fail_unsent
     result = run_job(_job(tmp_path, "unreachable", np.ones((3, 2)), calls=(1, 1, 1)))
     assert result.unreachable and result.errors == ["TransportError: connection refused"] * 3
     assert (tmp_path / "calls.txt").read_text() == "1\n"  # one call, not three
+
+
+CALLER = """
+import sys
+from pathlib import Path
+
+if __name__ != "__main__":  # spawn would run the calling script again in each worker, as __mp_main__
+    Path(sys.argv[1]).write_text("imported")
+else:
+    import numpy as np
+
+    from causalrate.forecast.jobs import Job
+    from causalrate.forecast.local import LocalExecutor
+    from causalrate.systems.base import Batch
+
+    batch = Batch(
+        inputs=np.ones((3, 4)),
+        horizon=2,
+        seeds=np.zeros(3, dtype=np.uint64),
+        attributes=({},) * 3,
+        input_dates=np.zeros((3, 4), dtype="datetime64[D]"),
+        truth_dates=np.zeros((3, 2), dtype="datetime64[D]"),
+    )
+    job = Job("n", "P0", np.arange(3), {"name": "n", "type": "naive"}, Path("."), 30.0, batch)
+    answers = []
+    LocalExecutor(2).run([job, job], lambda _, result: answers.append(result.forecasts.tolist()))
+    print(answers)
+"""
+
+
+def test_workers_do_not_run_the_calling_script_again(tmp_path):
+    """A script that calls causalrate is not imported again by every spawned worker (seconds of its imports
+    each): the workers answer, and the script's module-level code ran once, in its own process."""
+    import subprocess
+    import sys
+
+    script, marker = tmp_path / "caller.py", tmp_path / "imported"
+    script.write_text(CALLER)
+    done = subprocess.run([sys.executable, script, marker], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str([[[1.0, 1.0]] * 3] * 2)
+    assert not marker.exists()
