@@ -324,3 +324,22 @@ def test_workers_do_not_run_the_calling_script_again(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str([[[1.0, 1.0]] * 3] * 2)
     assert not marker.exists()
+
+
+def test_while_no_answer_waits_the_main_process_plans_further_ahead(tmp_path):
+    """While its workers start, the main process draws (plans) more jobs than it hands out, PLAN_AHEAD per worker,
+    instead of waiting; every job is still answered once."""
+    from causalrate.forecast import local
+
+    job = _job(tmp_path, "rows_seen", np.ones((2, 4)))
+    drawn: list[int] = []
+
+    def jobs():
+        for i in range(30):
+            drawn.append(i)
+            yield job
+
+    at_answer: list[int] = []
+    LocalExecutor(1).run(jobs(), lambda _, result: at_answer.append(len(drawn)), expected=lambda: 60)
+    assert len(at_answer) == 30
+    assert at_answer[0] >= local.PLAN_AHEAD > 2  # a feed of 2 × workers would have stopped at 2

@@ -147,7 +147,8 @@ class LocalExecutor:
                         break
                     breaker.stop(feed, done)
                     pool.hand_out()
-                    planned = len(feed.pending) >= PLAN_AHEAD * self.workers or feed.exhausted
+                    waiting = [feed.jobs[i].batch.inputs.nbytes for i in feed.pending]
+                    planned = feed.exhausted or len(waiting) >= PLAN_AHEAD * self.workers or sum(waiting) >= PLAN_BYTES
                     if not pool.take_answer(done, wait=planned):
                         feed.fill(len(feed.pending) + 1)  # no answer yet: plan one more job instead of waiting
                     pool.replace_lost(done)
@@ -157,7 +158,8 @@ class LocalExecutor:
 
 
 POLL_SECONDS = 0.005  # how often the main process looks for the workers' answers while it waits
-PLAN_AHEAD = 8  # jobs per worker planned ahead while no answer waits (the workers start, or run long jobs)
+PLAN_AHEAD = 8  # jobs per worker planned ahead while no answer waits (the workers start, or run long jobs) ...
+PLAN_BYTES = 16 * 2**20  # ... and their inputs at most this large (a job holds about 3x its inputs: dates, truth)
 DEPTH = 2  # batches handed to a worker at a time: the next one waits in its queue while it runs the first
 
 
