@@ -129,7 +129,7 @@ class Progress:
         """Hand a finished batch on, and count it."""
         self.on_done(job, result)
         self.done += job.size
-        failed = sum(e is not None for e in result.errors)
+        failed = len(result.errors) - result.errors.count(None)
         self.failed += failed
         if self.terminal:
             self.bar.total = self.expected()  # cache hits found while planning go on lower it

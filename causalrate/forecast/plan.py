@@ -106,7 +106,11 @@ def forecast_all(
 
     def offsets(perturbation: str, variant: int, rows: np.ndarray) -> list[list[int]]:
         p = by_id[perturbation]
-        return [] if p.is_control else offsets_of(p.mask(placed[p.id][rows, variant], wd.input_length))
+        if p.is_control:
+            return []
+        firsts, of_row = np.unique(placed[p.id][rows, variant], return_inverse=True)  # a row's offsets: its first's
+        lists = offsets_of(p.mask(firsts, wd.input_length))
+        return [lists[k] for k in of_row.reshape(-1).tolist()]
 
     def record(
         system: str, perturbation: str, rows: np.ndarray, result: BatchResult, seconds: np.ndarray, variant: int = 0
@@ -248,7 +252,7 @@ def forecast_all(
 
     def on_done(job: Job, result: BatchResult) -> None:
         pace[job.system] = result.seconds / max(job.size, 1)
-        tally[job.system]["failed"] += sum(e is not None for e in result.errors)
+        tally[job.system]["failed"] += len(result.errors) - result.errors.count(None)
         tally[job.system]["seconds"] += result.seconds
         for source, (count, first) in result.warnings.items():
             before, first = said[job.system].get(source, (0, first))
