@@ -125,6 +125,8 @@ def test_batch_metrics_scored_a_chunk_at_a_time_equal_every_metric_over_the_whol
         for name, m in METRICS.items():
             want = m(truth, forecasts, clean, samples, season=2, levels=levels)
             assert got[name].tobytes() == want.tobytes(), name  # every bit, NaN where undefined
+    empty = batch_metrics(truth[:0], forecasts[:0], clean[:0], [], season=2, levels=levels)
+    assert list(empty) == METRICS.names() and all(v.shape == (0,) for v in empty.values())
 
 
 def test_metrics_made_in_the_worker_equal_those_of_the_main_process():

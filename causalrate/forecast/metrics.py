@@ -94,9 +94,9 @@ def batch_metrics(
     """Every registered metric of a batch's rows, by name (NaN where undefined: the store writes NULL): what the
     store records per forecast, computed in the worker that made them or, for cached rows, in the main process.
     Each row's values are computed alone (row-wise sums), so scoring METRIC_ROWS rows at a time changes no bit."""
-    parts = []
+    parts: list[dict[str, np.ndarray]] = [{name: np.zeros(0) for name in METRICS.names()}]  # no rows: no values
     with np.errstate(all="ignore"):
-        for a in range(0, max(len(truth), 1), METRIC_ROWS):
+        for a in range(0, len(truth), METRIC_ROWS):
             b = a + METRIC_ROWS
             rows = (truth[a:b], forecasts[a:b], clean_input[a:b], list(samples[a:b]) if samples else None)
             parts.append({name: m(*rows, season=season, levels=levels) for name, m in METRICS.items()})
