@@ -4,10 +4,12 @@ Run: python bench/engine.py [--skip-ray] [--noop-only] [--smoke]. Prints Markdow
 
 0. No-op overhead (issue 43): `naive` (a model that costs microseconds) on the quickstart's six series
    from 2012 (stride 2, the paper suite: 72,036 forecasts), no cache. End to end with the local
-   executor (1 and 2 workers): forecasts/s. Per part, in one process (a serial executor that
-   times each step of the same code): planning (perturb, impute, seeds, keys, batches), hand-off
-   (pickling each job and result both ways, what crosses to a worker), model (`run_job`), metrics
-   and store (`put_forecasts`), in µs per forecast of one core.
+   executor (1 and 2 workers; the forecast stage, its workers' start included): forecasts/s, and the
+   CPU seconds of the main process and of the workers. Per part, in one process (a serial executor
+   that times each step of the same code): in the main process planning (perturb, impute, seeds, keys,
+   batches), hand-off (pickling each job and result both ways, what crosses to a worker) and store
+   (`record`: `put_forecasts`); in the worker the model (`run_job` without scoring) and the metrics
+   (`worker.scored`), in µs per forecast of one core.
 1. Engine overhead: the ARIMA-only quickstart forecast stage (1,800 fits) through the engine
    (one worker process, SQLite store, metrics, no cache) vs the same fits in a bare loop.
 2. Scaling: the same stage with 1 and 2 workers, local pool and Ray.
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -36,7 +39,7 @@ from causalrate.forecast.metrics import METRICS
 from causalrate.forecast.plan import forecast_all, store_windows
 from causalrate.forecast.ray_executor import RayExecutor
 from causalrate.forecast.store import ForecastStore
-from causalrate.forecast.worker import run_job
+from causalrate.forecast.worker import run_job, scored
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
 from causalrate.rerate import rerate
 from causalrate.study import prepare
@@ -50,14 +53,21 @@ def arima_study(path: Path):
 
 
 def engine_stage(study, executor) -> float:
+    return timed_stage(study, executor)[0]
+
+
+def timed_stage(study, executor) -> tuple[float, float, float]:
+    """The forecast stage's wall seconds, and the CPU seconds of this process and of its workers (their start
+    included) while it ran."""
     with tempfile.TemporaryDirectory() as tmp:
         store = ForecastStore.create(Path(tmp) / "f.sqlite", metrics=METRICS.names())
         store_windows(store, study)
-        started = time.perf_counter()
+        before, cpu, started = os.times(), time.process_time(), time.perf_counter()
         forecast_all(study, store, cache=None, executor=executor)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu, after = time.perf_counter() - started, time.process_time() - cpu, os.times()
         store.close()
-    return elapsed
+    children = after.children_user + after.children_system - before.children_user - before.children_system
+    return elapsed, cpu, children
 
 
 def bare_loop(study) -> float:
@@ -97,22 +107,11 @@ def noop_study(smoke: bool, folder: Path):
     return prepare(config, base_dir=base_dir)
 
 
-class TimedStore(ForecastStore):
-    """A store that adds the seconds spent in put_forecasts to `spent`."""
-
-    spent = 0.0
-
-    def put_forecasts(self, **kwargs) -> None:
-        started = time.process_time()
-        super().put_forecasts(**kwargs)
-        self.spent += time.process_time() - started
-
-
 class PartsExecutor:
     """Runs every job in this process, timing (CPU seconds of this process) each part of the forecast stage."""
 
     def __init__(self) -> None:
-        self.parts = dict.fromkeys(("planning", "hand-off", "model", "metrics + store"), 0.0)
+        self.parts = dict.fromkeys(("planning", "hand-off", "store", "model", "metrics"), 0.0)
 
     def run(self, jobs, on_done, *, expected=None, label="") -> None:
         jobs, clock = iter(jobs), time.process_time
@@ -126,21 +125,25 @@ class PartsExecutor:
             job = pickle.loads(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
             self.parts["hand-off"] += clock() - started
             started = clock()
-            result = run_job(job)
+            result = run_job(replace(job, scoring=None))
             self.parts["model"] += clock() - started
+            started = clock()
+            result = replace(result, **scored(job, result))
+            self.parts["metrics"] += clock() - started
             started = clock()
             result = pickle.loads(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
             self.parts["hand-off"] += clock() - started
             started = clock()
             on_done(job, result)
-            self.parts["metrics + store"] += clock() - started
+            self.parts["store"] += clock() - started
 
 
 def noop_parts(noop) -> list[tuple[str, float, str]]:
-    """µs per forecast of each part, in one process; and forecasts/s end to end with 1 and 2 workers."""
+    """µs per forecast of each part, in one process; and forecasts/s end to end with 1 and 2 workers, with the
+    CPU seconds of the main process and of its workers (their start and imports included)."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        store = TimedStore.create(Path(tmp) / "f.sqlite", metrics=METRICS.names())
+        store = ForecastStore.create(Path(tmp) / "f.sqlite", metrics=METRICS.names())
         store_windows(store, noop)
         executor = PartsExecutor()
         started = time.process_time()
@@ -149,17 +152,18 @@ def noop_parts(noop) -> list[tuple[str, float, str]]:
         store.close()
     parts = executor.parts
     parts["planning"] += total - sum(parts.values())  # what forecast_all does outside the jobs (its set-up, worst)
-    parts["store"] = store.spent
-    parts["metrics + store"] -= store.spent
     for name, seconds in parts.items():
-        rows.append(
-            (f"no-op, one process: {name.replace('metrics + store', 'metrics')}", 1e6 * seconds / made, "µs/fc")
-        )
+        where = "worker" if name in ("model", "metrics") else "main"
+        rows.append((f"no-op, one process: {name} ({where})", 1e6 * seconds / made, "µs/fc"))
+    main = parts["planning"] + parts["hand-off"] + parts["store"]
+    rows.append(("no-op, one process: the main process's parts", 1e6 * main / made, "µs/fc"))
     rows.append(("no-op, one process: all parts", 1e6 * total / made, "µs/fc (target ≤ 40)"))
     for workers in (1, 2):
-        seconds = engine_stage(noop, LocalExecutor(workers))
-        rows.append((f"no-op, {made:,} forecasts, local executor, {workers} worker(s)", made / seconds, "fc/s"))
-    rows[-1] = (*rows[-1][:2], "fc/s (target ≥ 50,000 on 2 cores)")
+        seconds, cpu, spent = timed_stage(noop, LocalExecutor(workers))
+        note = "fc/s" + (" (target ≥ 50,000 on 2 cores)" if workers == 2 else "")
+        rows.append((f"no-op, {made:,} forecasts, local executor, {workers} worker(s)", made / seconds, note))
+        rows.append((f"  CPU of the main process (store included), {workers} worker(s)", cpu, "s"))
+        rows.append((f"  CPU of the workers (their start included), {workers} worker(s)", spent, "s"))
     return rows
 
 

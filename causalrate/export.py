@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.errors import UserError
+from causalrate.forecast.encoding import forecast_values
 from causalrate.forecast.plan import imputation_of, perturbed_inputs, seen_inputs
 from causalrate.perturb.suite import placed_firsts
 from causalrate.run import Run, StoredForecasts, load_run_plugins, open_store
@@ -46,7 +47,8 @@ def export_parquet(run_dir: Path, *, out: Path | None = None) -> Path:
         windows = store.windows_table()
         series = store.series_attributes()
     frame = rows.merge(windows, on="window")
-    for col in ("forecast", "info", "offsets"):
+    frame["forecast"] = [forecast_values(v).tolist() if isinstance(v, bytes | str) else None for v in frame["forecast"]]
+    for col in ("info", "offsets"):
         frame[col] = frame[col].map(lambda v: None if v is None or v is np.nan or pd.isna(v) else json.loads(v))
     attributes = series.set_index("series").add_prefix("attr_")
     frame = frame.merge(attributes, left_on="series", right_index=True, how="inner")

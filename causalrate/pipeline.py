@@ -80,8 +80,15 @@ def assess(
     preflight(study)  # a broken plugin fails here, in seconds, not after the forecasts
     # joined before the run's folder is written: a cluster that cannot be reached leaves nothing behind
     runner = make_executor(executor, workers=workers, retries=config.forecast.retries, address=address)
-    with writer_lock(out):
-        return _assess(study, out, runner, resume=resume, overwrite=overwrite, refresh=refresh)
+    uncached = refresh or config.forecast.cache in (False, "refresh")
+    if uncached and not resume and hasattr(runner, "start"):
+        runner.start()  # every forecast will be made here: the workers start while the run's store is written
+    try:
+        with writer_lock(out):
+            return _assess(study, out, runner, resume=resume, overwrite=overwrite, refresh=refresh)
+    finally:
+        if hasattr(runner, "close"):
+            runner.close()  # workers started for a run that stopped before forecasting
 
 
 def _assess(study: Study, out: Path, runner: Executor, *, resume: bool, overwrite: bool, refresh: bool) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 
 import numpy as np
@@ -33,13 +34,32 @@ def _items(key: tuple) -> str:
     return _JSON.encode(key)[1:-1]
 
 
-def row_seeds(*prefix: object, keys: list[tuple]) -> np.ndarray:
-    """One stable seed per row, e.g. per (series, window start, perturbation): stable_seed(*prefix, *key), the
-    prefix's JSON written once (a JSON list of prefix + key is the two lists' texts joined)."""
-    if not prefix:
-        return np.array([stable_seed(*key) for key in keys], dtype=np.uint64)
-    head = _JSON.encode(prefix)[:-1]
-    return np.array(
-        [_seed_of(f"{head}, {_items(key)}]") if key else _seed_of(head + "]") for key in keys],
-        dtype=np.uint64,
-    )
+class KeyTexts:
+    """Rows' keys (e.g. each window's (series, start)) written once as JSON items, for the stable seeds of any
+    prefix and suffix: `seeds(*prefix, suffix=s)[i] == stable_seed(*prefix, *keys[i], *s)`. A run writes each
+    window's key once and seeds every perturbation and system from it (a JSON list of parts is its pieces'
+    texts joined)."""
+
+    def __init__(self, keys: Sequence[tuple]) -> None:
+        self.texts = [_items(key) for key in keys]
+
+    def seeds(self, *prefix: object, suffix: tuple = (), rows: np.ndarray | None = None) -> np.ndarray:
+        """One seed per key (per key of `rows` if given)."""
+        head, tail = _items(prefix) if prefix else "", _items(suffix) if suffix else ""
+        before = "[" + head + ", " if head else "["
+        after = ", " + tail + "]" if tail else "]"
+        bare = "[" + ", ".join(part for part in (head, tail) if part) + "]"  # a key with no items
+        texts = self.texts if rows is None else [self.texts[i] for i in rows.tolist()]
+        blake2b, from_bytes = hashlib.blake2b, int.from_bytes  # _seed_of, inlined: the loop runs once per forecast
+        return np.array(
+            [
+                from_bytes(blake2b((before + t + after if t else bare).encode(), digest_size=8).digest(), "little")
+                for t in texts
+            ],
+            dtype=np.uint64,
+        )
+
+
+def row_seeds(*prefix: object, keys: Sequence[tuple]) -> np.ndarray:
+    """One stable seed per row, e.g. per (series, window start, perturbation): stable_seed(*prefix, *key)."""
+    return KeyTexts(keys).seeds(*prefix)

@@ -165,7 +165,9 @@ def start_slow_run(synthetic_study, tmp_path: Path) -> tuple[subprocess.Popen, P
     while time.monotonic() < deadline and rows < 12:
         time.sleep(0.2)
         try:
-            with sqlite3.connect(run / "forecasts.sqlite") as db:
+            # read-only: connecting read-write would create an empty forecasts.sqlite if the run has made its folder
+            # but not yet its store, and the run would then refuse the folder as holding a foreign file
+            with sqlite3.connect(f"file:{run / 'forecasts.sqlite'}?mode=ro", uri=True) as db:
                 rows = db.execute("SELECT count(*) FROM forecasts").fetchone()[0]
         except sqlite3.OperationalError:
             pass

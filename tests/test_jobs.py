@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from causalrate.forecast import plan
+from causalrate.forecast.encoding import forecast_values
 from causalrate.forecast.jobs import Job
 from causalrate.forecast.local import LocalExecutor
 from causalrate.forecast.worker import run_job
@@ -57,6 +58,9 @@ def test_a_failing_row_fails_alone_within_its_batch_of_a_job(tmp_path):
 
 def test_job_rows_grow_with_the_systems_pace_and_never_split_a_batch():
     assert plan.job_rows(None, 32) == 32  # pace unknown: its own batch
+    assert plan.job_rows(None, 32, quick=True) == plan.JOB_ROWS  # ... unless declared quick (System.quick)
+    assert plan.job_rows(None, 4096, quick=True) == 4096  # never less than its batch
+    assert plan.job_rows(1.0, 32, quick=True) == 32  # its pace, once known, decides
     assert plan.job_rows(1.0, 32) == 32  # a slow model: one batch a job
     assert plan.job_rows(1e-6, 32) == plan.JOB_ROWS
     assert plan.job_rows(plan.JOB_SECONDS / 100, 32) == 100
@@ -64,6 +68,7 @@ def test_job_rows_grow_with_the_systems_pace_and_never_split_a_batch():
     pace = {"m": plan.JOB_SECONDS / 60}  # 60 rows a job: two batches
     assert [[b.size for b in g] for g in plan._grouped(batches, pace, "m", 25)] == [[25, 25], [25, 25]]
     assert [[b.size for b in g] for g in plan._grouped(batches, {}, "m", 25)] == [[25]] * 4
+    assert [[b.size for b in g] for g in plan._grouped(batches, {}, "m", 25, quick=True)] == [[25] * 4]
 
 
 def test_a_crashed_job_of_several_batches_is_tried_again_batch_by_batch(tmp_path):
@@ -110,14 +115,55 @@ def test_jobs_of_several_batches_store_the_same_rows_as_one_batch_a_job(syntheti
     frames = {}
     for name, seconds in (("one", 0.0), ("gathered", 1e6)):
         monkeypatch.setattr(plan, "JOB_SECONDS", seconds)
+        monkeypatch.setattr(plan, "JOB_ROWS", 1 if name == "one" else 2048)  # naive is quick: large jobs at once
         store = ForecastStore.create(tmp_path / f"{name}.sqlite", metrics=METRICS.names())
         plan.store_windows(store, study)
         executor = InProcess()
         plan.forecast_all(study, store, cache=None, executor=executor)
         frames[name] = store.forecasts().drop(columns="seconds")
         assert (max(executor.calls) > 1) == (name == "gathered")
-    assert set(frames["one"]["forecast"].str[1:4]) >= {"7.0"}  # batches of 7 rows seen
+    assert {forecast_values(f)[0] for f in frames["one"]["forecast"]} >= {7.0}  # batches of 7 rows seen
     assert frames["one"].equals(frames["gathered"])
+
+
+def test_rows_scored_in_the_worker_are_stored_as_when_the_main_process_scores_them(synthetic_study, tmp_path):
+    """Metrics made where the forecasts are (Job.scoring) equal those the main process makes of the same answer,
+    bit for bit: point forecasts, failed rows (flaky: NaN rows and raising batches) and sample paths."""
+    from causalrate.config import load_config
+    from causalrate.forecast.metrics import METRICS
+    from causalrate.forecast.store import ForecastStore
+    from causalrate.study import prepare
+
+    systems = (
+        '- {name: naive, type: naive}\n- {name: flaky, type: python, function: "planted.py:flaky"}\n'
+        '- {name: paths, type: python, function: "planted.py:sample_paths"}\n- {name: random, type: random}\n'
+    )
+    config_path = synthetic_study(systems, draws=2, stride=10)
+    (config_path.parent / "planted.py").write_text(PLANTED.read_text())
+    config, base_dir = load_config(config_path)
+    study = prepare(config, base_dir=base_dir)
+
+    class InProcess:
+        def __init__(self, in_worker: bool) -> None:
+            self.in_worker = in_worker
+
+        def run(self, jobs, on_done, *, expected, label="forecasting"):
+            for job in jobs:
+                assert job.scoring is not None and job.scoring.truth.shape == (job.size, study.windows.horizon)
+                result = run_job(job if self.in_worker else replace(job, scoring=None))
+                assert (result.metrics is not None) == self.in_worker
+                on_done(job, result)
+
+    frames = {}
+    for in_worker in (True, False):
+        store = ForecastStore.create(tmp_path / f"{in_worker}.sqlite", metrics=METRICS.names())
+        plan.store_windows(store, study)
+        plan.forecast_all(study, store, cache=None, executor=InProcess(in_worker))
+        frames[in_worker] = store.forecasts(samples=True).drop(columns="seconds")
+    frame = frames[True]
+    assert frame["error"].notna().any() and frame["error"].isna().any() and frame["samples"].notna().any()
+    assert frame["mae"].notna().any() and frame["crps"].notna().any()
+    assert frame.equals(frames[False])
 
 
 def test_a_device_worker_is_started_and_loads_its_model_before_its_first_batch(tmp_path):
@@ -236,3 +282,64 @@ def test_once_a_batch_cannot_reach_its_system_the_jobs_other_batches_fail_unsent
     result = run_job(_job(tmp_path, "unreachable", np.ones((3, 2)), calls=(1, 1, 1)))
     assert result.unreachable and result.errors == ["TransportError: connection refused"] * 3
     assert (tmp_path / "calls.txt").read_text() == "1\n"  # one call, not three
+
+
+CALLER = """
+import sys
+from pathlib import Path
+
+if __name__ != "__main__":  # spawn would run the calling script again in each worker, as __mp_main__
+    Path(sys.argv[1]).write_text("imported")
+else:
+    import numpy as np
+
+    from causalrate.forecast.jobs import Job
+    from causalrate.forecast.local import LocalExecutor
+    from causalrate.systems.base import Batch
+
+    batch = Batch(
+        inputs=np.ones((3, 4)),
+        horizon=2,
+        seeds=np.zeros(3, dtype=np.uint64),
+        attributes=({},) * 3,
+        input_dates=np.zeros((3, 4), dtype="datetime64[D]"),
+        truth_dates=np.zeros((3, 2), dtype="datetime64[D]"),
+    )
+    job = Job("n", "P0", np.arange(3), {"name": "n", "type": "naive"}, Path("."), 30.0, batch)
+    answers = []
+    LocalExecutor(2).run([job, job], lambda _, result: answers.append(result.forecasts.tolist()))
+    print(answers)
+"""
+
+
+def test_workers_do_not_run_the_calling_script_again(tmp_path):
+    """A script that calls causalrate is not imported again by every spawned worker (seconds of its imports
+    each): the workers answer, and the script's module-level code ran once, in its own process."""
+    import subprocess
+    import sys
+
+    script, marker = tmp_path / "caller.py", tmp_path / "imported"
+    script.write_text(CALLER)
+    done = subprocess.run([sys.executable, script, marker], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str([[[1.0, 1.0]] * 3] * 2)
+    assert not marker.exists()
+
+
+def test_while_no_answer_waits_the_main_process_plans_further_ahead(tmp_path):
+    """While its workers start, the main process draws (plans) more jobs than it hands out, PLAN_AHEAD per worker,
+    instead of waiting; every job is still answered once."""
+    from causalrate.forecast import local
+
+    job = _job(tmp_path, "rows_seen", np.ones((2, 4)))
+    drawn: list[int] = []
+
+    def jobs():
+        for i in range(30):
+            drawn.append(i)
+            yield job
+
+    at_answer: list[int] = []
+    LocalExecutor(1).run(jobs(), lambda _, result: at_answer.append(len(drawn)), expected=lambda: 60)
+    assert len(at_answer) == 30
+    assert at_answer[0] >= local.PLAN_AHEAD > 2  # a feed of 2 × workers would have stopped at 2

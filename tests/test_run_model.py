@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from causalrate.forecast.encoding import forecast_values
 from causalrate.forecast.store import ForecastStore
 from causalrate.report.estimators import facts
 from causalrate.report.outputs import render_report
@@ -163,13 +164,20 @@ def test_a_v2_store_is_still_re_rated_exported_and_carded(synthetic_study, cli, 
     with sqlite3.connect(tmp_path / "run" / "forecasts.sqlite") as conn:
         conn.execute("ALTER TABLE forecasts DROP COLUMN offsets")
         conn.execute("UPDATE meta SET value = 'causalrate/forecasts-v2' WHERE key = 'schema'")
+        texts = [  # stores before v4 keep each forecast as its JSON text
+            (json.dumps(forecast_values(f).tolist()), rowid)
+            for rowid, f in conn.execute("SELECT rowid, forecast FROM forecasts WHERE forecast IS NOT NULL")
+        ]
+        conn.executemany("UPDATE forecasts SET forecast = ? WHERE rowid = ?", texts)
     conn.close()
     code, _, err = cli("rate", tmp_path / "run", "--out", tmp_path / "rerated", "--no-cards")
     assert code == 0, err
     assert RatingsDocument.read(tmp_path / "rerated" / "ratings.json").system_names == ["naive", "median"]
     code, out, err = cli("export", tmp_path / "rerated")
     assert code == 0, err
-    assert pd.read_parquet(out.strip())["offsets"].isna().all()
+    exported = pd.read_parquet(out.strip())
+    assert exported["offsets"].isna().all()
+    assert sorted(tuple(f) for f in exported["forecast"].dropna()) == sorted(tuple(json.loads(t)) for t, _ in texts)
     code, out, err = cli("card", tmp_path / "rerated", "--format", "md")
     assert code == 0, err
     assert any(line.endswith(".example.svg") for line in out.splitlines())  # replayed by the series rule

@@ -15,6 +15,7 @@ import pytest
 
 from causalrate.errors import UserError
 from causalrate.forecast import local, ray_executor
+from causalrate.forecast.encoding import forecast_values
 
 SYSTEMS = """\
 - {name: naive, type: naive}
@@ -91,7 +92,7 @@ def test_cache_follows_the_model_files_and_can_be_bypassed(synthetic_study, cli,
         assert code == 0, err
         with sqlite3.connect(tmp_path / name / "forecasts.sqlite") as db:
             first = db.execute("SELECT forecast FROM forecasts ORDER BY window, perturbation LIMIT 1").fetchone()[0]
-        return made(tmp_path / name), err, json.loads(first)[0]
+        return made(tmp_path / name), err, forecast_values(first)[0]
 
     counts, err, before = run("a")
     assert counts == {"made": total, "cached": 0} and f"m: {total} forecasts (0 from the cache)" in err, err

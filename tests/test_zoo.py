@@ -28,6 +28,7 @@ pytest.importorskip("tirex")
 
 from causalrate.cli import main
 from causalrate.errors import UserError
+from causalrate.forecast.encoding import forecast_values
 from causalrate.systems import SYSTEMS
 from causalrate.systems.base import Batch, Prediction, nan_handling
 from causalrate.systems.environments import recipes
@@ -129,7 +130,7 @@ def test_core_zoo_runs_end_to_end_with_its_output_kind(run):
     for system, kind in CORE.items():
         rows = frame[frame.system == system]
         assert len(rows) and rows["error"].isna().all(), (system, rows["error"].dropna().head(2).tolist())
-        assert all(np.isfinite(json.loads(f)).all() for f in rows["forecast"])
+        assert all(np.isfinite(forecast_values(f)).all() for f in rows["forecast"])
         assert_nan_policy(frame, system)
         width = {"quantiles": 9, "samples": 5}[kind]  # the quantile grid or the sample paths, float64
         assert rows["samples"].map(lambda b: len(b) // 8).eq(width * HORIZON).all(), system
@@ -285,7 +286,9 @@ def test_own_environment_zoo_runs_end_to_end_with_its_output_kind(own_runs):
     for name in own_runs["built"]:
         rows = frame[frame.system == name]
         assert len(rows) and rows["error"].isna().all(), (name, rows["error"].dropna().head(2).tolist())
-        assert all(np.shape(json.loads(f)) == (HORIZON,) and np.isfinite(json.loads(f)).all() for f in rows["forecast"])
+        assert all(
+            forecast_values(f).shape == (HORIZON,) and np.isfinite(forecast_values(f)).all() for f in rows["forecast"]
+        )
         width = WIDTH[OWN_ENV[name][2]]
         assert rows["samples"].map(lambda b: 0 if b is None else len(b) // 8).eq(width * HORIZON).all(), name
         assert_nan_policy(frame, name)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from causalrate.errors import UserError
-from causalrate.forecast.store import samples_from_bytes, samples_to_bytes
+from causalrate.forecast.encoding import samples_from_bytes, samples_to_bytes
 from causalrate.paths import cache_root
 
 

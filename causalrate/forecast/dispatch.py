@@ -80,9 +80,9 @@ class Feed:
         self.drawn = 0
         self.exhausted = False
 
-    def fill(self) -> None:
-        """Draw jobs until `ahead` wait or the iterable is spent."""
-        while not self.exhausted and len(self.pending) < self.ahead:
+    def fill(self, ahead: int | None = None) -> None:
+        """Draw jobs until `ahead` (default: the feed's own) wait or the iterable is spent."""
+        while not self.exhausted and len(self.pending) < (ahead or self.ahead):
             job = next(self.source, None)
             if job is None:
                 self.exhausted = True
@@ -129,7 +129,7 @@ class Progress:
         """Hand a finished batch on, and count it."""
         self.on_done(job, result)
         self.done += job.size
-        failed = sum(e is not None for e in result.errors)
+        failed = len(result.errors) - result.errors.count(None)
         self.failed += failed
         if self.terminal:
             self.bar.total = self.expected()  # cache hits found while planning go on lower it

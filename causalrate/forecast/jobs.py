@@ -18,6 +18,21 @@ GRACE_SECONDS = 10.0  # beyond a batch's own timeout before its worker is killed
 
 
 @dataclass(frozen=True)
+class Scoring:
+    """What a worker needs to score its job's forecasts where they are made (metrics.batch_metrics): the rows'
+    truth and clean inputs, the data's season and the system's quantile levels. The main process then only
+    stores the answer."""
+
+    truth: np.ndarray  # [b, d]
+    clean: np.ndarray  # [b, n]
+    season: int = 1
+    levels: tuple[float, ...] | None = None
+
+    def rows(self, start: int, stop: int) -> Scoring:
+        return replace(self, truth=self.truth[start:stop], clean=self.clean[start:stop])
+
+
+@dataclass(frozen=True)
 class Job:
     """One or several batches (calls of the model) for one system: everything a worker needs, picklable.
 
@@ -36,6 +51,7 @@ class Job:
     plugins: tuple[str, ...] = ()  # resolved plugin entries, imported in the worker first
     variant: int = 0  # placement worst: which candidate offset the rows carry
     calls: tuple[int, ...] = ()  # rows of each call of the model, in order (its batches); (): one call for all rows
+    scoring: Scoring | None = None  # given: the worker computes the rows' metrics
 
     @property
     def size(self) -> int:
@@ -58,6 +74,7 @@ class Job:
                 batch=self.batch.rows(r.start, r.stop),
                 keys=self.keys[r.start : r.stop],
                 calls=(),
+                scoring=None if self.scoring is None else self.scoring.rows(r.start, r.stop),
             )
             for r in self.parts
         ]
@@ -74,6 +91,7 @@ class BatchResult:
     info: list[dict | None] = field(default_factory=list)  # per row, e.g. tokens and latency of an API call
     unreachable: bool = False  # the system could not be reached at all (TransportError): the circuit breaker counts it
     warnings: dict[str, tuple[int, str]] = field(default_factory=dict)  # source → (count, first message): quiet()
+    metrics: dict[str, np.ndarray] | None = None  # per metric [b], computed in the worker (Job.scoring), else None
 
     @classmethod
     def failed(cls, job: Job, error: str, seconds: float) -> BatchResult:

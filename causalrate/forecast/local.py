@@ -16,8 +16,10 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -59,6 +61,19 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Children started here do not import the parent's main module: `spawn` re-imports a script's `__main__`
+    in every child (a bench script, a user's script calling causalrate: seconds of its imports per worker). A
+    worker needs nothing from it: the system it builds and the plugins it imports first travel with each job."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")  # no __file__, no __spec__: nothing to import
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -89,8 +104,14 @@ class LocalExecutor:
             pool.slots[pool.start(slot)][1].put((None, job))
             pool.loading[slot] = (job.system, time.monotonic() + job.timeout + GRACE_SECONDS)
 
+    def start(self) -> None:
+        """Start every worker now, so that its start-up (a fresh interpreter and its imports) overlaps the planning
+        that follows; the next run takes them over. `close()` if no run follows."""
+        pool = self._pool = self._pool or _Pool(self)
+        pool.start(max(self.workers, 1) - 1)
+
     def close(self) -> None:
-        """Stop the workers a warm-up started when no run used them (everything came from the cache)."""
+        """Stop the workers a warm-up or start() started when no run used them (everything came from the cache)."""
         if self._pool is not None:
             self._pool.close(kill=True)
             self._pool = None
@@ -99,7 +120,7 @@ class LocalExecutor:
         tasks = self.context.Queue()
         tasks.cancel_join_thread()  # a killed worker's unread queue must not block our exit
         process = self.context.Process(target=serve, args=(tasks, results, os.getpid(), self.cores), daemon=True)
-        with _sigint_ignored(), _one_blas_thread():
+        with _sigint_ignored(), _one_blas_thread(), _main_module_hidden():
             process.start()
         return process, tasks
 
@@ -126,7 +147,10 @@ class LocalExecutor:
                         break
                     breaker.stop(feed, done)
                     pool.hand_out()
-                    pool.take_answer(done)
+                    waiting = [feed.jobs[i].batch.inputs.nbytes for i in feed.pending]
+                    planned = feed.exhausted or len(waiting) >= PLAN_AHEAD * self.workers or sum(waiting) >= PLAN_BYTES
+                    if not pool.take_answer(done, wait=planned):
+                        feed.fill(len(feed.pending) + 1)  # no answer yet: plan one more job instead of waiting
                     pool.replace_lost(done)
                 interrupted = False
             finally:
@@ -134,6 +158,8 @@ class LocalExecutor:
 
 
 POLL_SECONDS = 0.005  # how often the main process looks for the workers' answers while it waits
+PLAN_AHEAD = 8  # jobs per worker planned ahead while no answer waits (the workers start, or run long jobs) ...
+PLAN_BYTES = 16 * 2**20  # ... and their inputs at most this large (a job holds about 3x its inputs: dates, truth)
 DEPTH = 2  # batches handed to a worker at a time: the next one waits in its queue while it runs the first
 
 
@@ -194,17 +220,18 @@ class _Pool:
             self.slots.append(self.executor._start(self.results))
         return slot
 
-    def take_answer(self, done: OnDone) -> None:
-        """Read every message there is (wait ≤ 0.5 s for the first): a batch taken up starts its clock; a
-        finished one is settled."""
-        waited = time.monotonic() + 0.5
+    def take_answer(self, done: OnDone, *, wait: bool = True) -> bool:
+        """Read every message there is (with `wait`, wait ≤ 0.5 s for the first): a batch taken up starts its
+        clock; a finished one is settled. Whether there was one."""
+        waited = time.monotonic() + (0.5 if wait else 0.0)
         while self.results.empty():
-            if time.monotonic() > waited:
-                return
+            if time.monotonic() >= waited:
+                return False
             time.sleep(POLL_SECONDS)
         while not self.results.empty():
             index, result = self.results.get()
             self._settle(index, result, done)
+        return True
 
     def _settle(self, index: int | None, result: Any, done: OnDone) -> None:
         if index is None:  # a warm-up answered: (system, error or None, the worker's pid)

@@ -20,14 +20,14 @@ from causalrate import plugins
 from causalrate.data import Windows
 from causalrate.forecast.cache import Cached, ForecastCache, forecast_keys
 from causalrate.forecast.impute import impute
-from causalrate.forecast.jobs import BatchResult, Executor, Job
-from causalrate.forecast.metrics import METRICS
+from causalrate.forecast.jobs import BatchResult, Executor, Job, Scoring
+from causalrate.forecast.metrics import batch_metrics
 from causalrate.forecast.published import published_forecasts
 from causalrate.forecast.store import FLUSH_ROWS, ForecastStore
 from causalrate.perturb.placement import offsets_of
 from causalrate.perturb.suite import perturbation_seeds, placed_firsts, series_history
 from causalrate.perturb.worst import WorstCase
-from causalrate.seeding import row_seeds
+from causalrate.seeding import KeyTexts
 from causalrate.systems import Batch
 from causalrate.systems.plot import render_windows
 
@@ -54,13 +54,24 @@ def store_windows(store: ForecastStore, study: Study) -> None:
     )
 
 
-def perturbed_inputs(
-    study: Study, p: Perturbation, firsts: np.ndarray, *, history: list[np.ndarray] | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every window's input [w, n] and its dates after perturbation p placed at `firsts` (before imputation)."""
+def window_keys(study: Study) -> KeyTexts:
+    """Each window's (series id, start), the key its seeds are made from, written once."""
     ds, wd = study.dataset, study.windows
-    origins = [(ds.series[i].id, int(t)) for i, t in zip(wd.series_index, wd.start, strict=True)]
-    seeds = perturbation_seeds(study.config.seed, p.id, origins)
+    return KeyTexts([(ds.series[i].id, int(t)) for i, t in zip(wd.series_index, wd.start, strict=True)])
+
+
+def perturbed_inputs(
+    study: Study,
+    p: Perturbation,
+    firsts: np.ndarray,
+    *,
+    history: list[np.ndarray] | None = None,
+    keys: KeyTexts | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every window's input [w, n] and its dates after perturbation p placed at `firsts` (before imputation);
+    `keys`: window_keys(study), if made already."""
+    ds, wd = study.dataset, study.windows
+    seeds = perturbation_seeds(study.config.seed, p.id, keys or window_keys(study))
     perturbed = p.apply(wd.inputs, firsts, seeds=seeds, history=history or series_history(ds, wd))
     return perturbed, p.apply_dates(wd.input_dates, firsts)
 
@@ -85,8 +96,6 @@ def forecast_all(
     """
     cfg, wd, ds, season = study.config, study.windows, study.dataset, study.parameters.season
     done = store.done()
-    series_ids = [ds.series[i].id for i in wd.series_index]
-    origins = list(zip(series_ids, wd.start.tolist(), strict=True))  # (series, start) per window id
     attributes = [ds.series[i].attributes for i in wd.series_index]
 
     by_id = {p.id: p for p in study.forecast_suite}
@@ -97,18 +106,21 @@ def forecast_all(
 
     def offsets(perturbation: str, variant: int, rows: np.ndarray) -> list[list[int]]:
         p = by_id[perturbation]
-        return [] if p.is_control else offsets_of(p.mask(placed[p.id][rows, variant], wd.input_length))
+        if p.is_control:
+            return []
+        firsts, of_row = np.unique(placed[p.id][rows, variant], return_inverse=True)  # a row's offsets: its first's
+        lists = offsets_of(p.mask(firsts, wd.input_length))
+        return [lists[k] for k in of_row.reshape(-1).tolist()]
 
     def record(
         system: str, perturbation: str, rows: np.ndarray, result: BatchResult, seconds: np.ndarray, variant: int = 0
     ) -> None:
-        truth, clean = wd.truth[rows], wd.inputs[rows]
-        with np.errstate(all="ignore"):
+        metrics = result.metrics  # the worker's (Job.scoring), else computed here: cached rows, a metric that raised
+        if metrics is None or not set(store.metrics) <= metrics.keys():
             levels = study.systems[system].quantile_levels
-            metrics = {
-                name: m(truth, result.forecasts, clean, result.samples, season=season, levels=levels)
-                for name, m in METRICS.items()
-            }
+            metrics = batch_metrics(
+                wd.truth[rows], result.forecasts, wd.inputs[rows], result.samples, season=season, levels=levels
+            )
         placed_at = offsets(perturbation, variant, rows) or [[] for _ in rows]
         if (system, perturbation) in worst:  # a candidate: kept only if it is the window's worst so far
             worst[(system, perturbation)].offer(
@@ -137,12 +149,15 @@ def forecast_all(
     tally = {s.name: {"forecasts": 0, "cached": 0, "published": 0, "failed": 0, "seconds": 0.0} for s in cfg.systems}
     said: dict[str, dict[str, tuple[int, str]]] = {s.name: {} for s in cfg.systems}  # what its libraries said
     history = series_history(ds, wd)
+    origin_keys = window_keys(study)  # each window's seed key, written once for every perturbation and system
     todo_of = {  # per (system, perturbation): the windows whose forecasts the store lacks
         (s.name, p.id): np.array([i for i in range(len(wd)) if (s.name, i, p.id) not in done], dtype=int)
         for p in study.forecast_suite
         for s in cfg.systems
         if p.applies_to(study.systems[s.name])
     }
+    if (cache is None or refresh) and any(todo.size for todo in todo_of.values()) and hasattr(executor, "start"):
+        executor.start()  # forecasts will be made (no cache answers them): the workers start while this plans
     wanted = sum(placed[p].shape[1] * todo.size for (_, p), todo in todo_of.items())
     warm_up(study, executor, [name for (name, _), todo in todo_of.items() if todo.size], tuple(cfg_plugins))
     found = {"cached": 0, "made": 0}
@@ -151,7 +166,7 @@ def forecast_all(
         """Per (perturbation, variant, system): its cache hits recorded at once, its misses yielded as jobs (the
         executor draws them as workers free up, so charts are rendered only then)."""
         for p, variant in ((q, v) for q in study.forecast_suite for v in range(placed[q.id].shape[1])):
-            perturbed, dates = perturbed_inputs(study, p, placed[p.id][:, variant], history=history)
+            perturbed, dates = perturbed_inputs(study, p, placed[p.id][:, variant], history=history, keys=origin_keys)
             charts: dict[bytes, list[bytes]] = {}  # vision systems that see the same rows share the rendering
             for spec in cfg.systems:
                 system = study.systems[spec.name]
@@ -159,7 +174,7 @@ def forecast_all(
                 if todo is None or todo.size == 0:
                     continue
                 seen = seen_inputs(perturbed[todo], imputation_of(p, system, cfg.forecast.imputation))
-                seeds = row_seeds(cfg.seed, spec.name, keys=[(*origins[i], p.id) for i in todo])
+                seeds = origin_keys.seeds(cfg.seed, spec.name, suffix=(p.id,), rows=todo)
                 images = None
                 if system.modality == "plot":
                     chart_key = seen.tobytes() + todo.tobytes()
@@ -202,7 +217,7 @@ def forecast_all(
                 miss = np.flatnonzero(~hit)
                 size = system.batch_size or cfg.forecast.batch_size  # a model's own batch, not capped by the run's
                 batches = np.array_split(miss, max(1, -(-miss.size // size))) if miss.size else []
-                for calls in _grouped(batches, pace, spec.name, size):
+                for calls in _grouped(batches, pace, spec.name, size, quick=system.quick):
                     chunk = np.concatenate(calls)
                     rows = todo[chunk]
                     batch = Batch(
@@ -230,13 +245,14 @@ def forecast_all(
                         plugins=tuple(cfg_plugins),
                         variant=variant,
                         calls=tuple(c.size for c in calls) if len(calls) > 1 else (),
+                        scoring=Scoring(wd.truth[rows], wd.inputs[rows], season, system.quantile_levels),
                     )
 
     pace: dict[str, float] = {}  # per system: seconds per forecast of its latest job (the next jobs' size)
 
     def on_done(job: Job, result: BatchResult) -> None:
         pace[job.system] = result.seconds / max(job.size, 1)
-        tally[job.system]["failed"] += sum(e is not None for e in result.errors)
+        tally[job.system]["failed"] += len(result.errors) - result.errors.count(None)
         tally[job.system]["seconds"] += result.seconds
         for source, (count, first) in result.warnings.items():
             before, first = said[job.system].get(source, (0, first))
@@ -316,21 +332,24 @@ JOB_SECONDS = 0.2  # a fast system's batches travel together up to about this mu
 JOB_ROWS = 2048  # ... and at most this many rows
 
 
-def job_rows(pace: float | None, size: int) -> int:
-    """How many rows the next job of a system may hold: its own batch until its pace (seconds per forecast of
-    its latest job) is known, then as many of its batches as take JOB_SECONDS, at most JOB_ROWS. The model
+def job_rows(pace: float | None, size: int, *, quick: bool = False) -> int:
+    """How many rows the next job of a system may hold: until its pace (seconds per forecast of its latest job)
+    is known, JOB_ROWS for a system declared quick (System.quick: its jobs are planned while the workers start)
+    and its own batch for any other; then as many of its batches as take JOB_SECONDS, at most JOB_ROWS. The model
     sees the same batches whatever the job's size; only the per-job costs (hand-off, metrics, store) shrink."""
     if pace is None:
-        return size
+        return max(size, JOB_ROWS) if quick else size
     return int(min(JOB_ROWS, max(size, JOB_SECONDS / max(pace, 1e-9))))
 
 
-def _grouped(batches: list[np.ndarray], pace: dict[str, float], system: str, size: int) -> Iterator[list[np.ndarray]]:
+def _grouped(
+    batches: list[np.ndarray], pace: dict[str, float], system: str, size: int, *, quick: bool = False
+) -> Iterator[list[np.ndarray]]:
     """Consecutive batches gathered into jobs of at most job_rows rows (at least one batch each), the system's
     pace read again for every job, as the jobs are drawn."""
     start = 0
     while start < len(batches):
-        most, stop, rows = job_rows(pace.get(system), size), start + 1, batches[start].size
+        most, stop, rows = job_rows(pace.get(system), size, quick=quick), start + 1, batches[start].size
         while stop < len(batches) and rows + batches[stop].size <= most:
             rows += batches[stop].size
             stop += 1
@@ -376,11 +395,7 @@ def _record_worst(
     """Store each window's worst candidate as the row of the `worst` perturbation."""
     forecasts = np.array([k.forecast for k in kept])
     samples = [k.samples for k in kept]
-    with np.errstate(all="ignore"):
-        metrics = {
-            name: m(wd.truth[rows], forecasts, wd.inputs[rows], samples, season=season, levels=levels)
-            for name, m in METRICS.items()
-        }
+    metrics = batch_metrics(wd.truth[rows], forecasts, wd.inputs[rows], samples, season=season, levels=levels)
     store.put_forecasts(
         system=system,
         window_ids=rows,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -20,16 +19,18 @@ import numpy as np
 import pandas as pd
 
 from causalrate.errors import UserError
+from causalrate.forecast.encoding import forecast_bytes, forecast_values, samples_from_bytes, samples_to_bytes
 from causalrate.redact import scrub, scrub_optional
 
-SCHEMA_VERSION = "causalrate/forecasts-v3"  # v2: sample paths and per-row info; v3: perturbed offsets
+SCHEMA_VERSION = "causalrate/forecasts-v4"  # v2: paths and per-row info; v3: perturbed offsets; v4: forecast bytes
 FLUSH_ROWS = 4096  # buffered rows written in one transaction
 FLUSH_SECONDS = 0.5  # at most this long between a batch's end and its rows' transaction (while batches come)
 TABLES = ("meta", "series", "windows", "forecasts")  # every schema's (analysis_memo is made when missing)
 READ_ONLY_SCHEMAS = (
     "causalrate/forecasts-v1",
     "causalrate/forecasts-v2",
-)  # older runs can still be re-rated and exported
+    "causalrate/forecasts-v3",
+)  # older runs can still be re-rated and exported (their forecasts are JSON text: encoding.forecast_values)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ class ForecastStore:
                     first_forecast_date TEXT NOT NULL, input TEXT NOT NULL, truth TEXT NOT NULL);
                 CREATE TABLE forecasts (
                     system TEXT NOT NULL, window INTEGER NOT NULL, perturbation TEXT NOT NULL,
-                    forecast TEXT, error TEXT, seconds REAL NOT NULL, samples BLOB, info TEXT,
+                    forecast BLOB, error TEXT, seconds REAL NOT NULL, samples BLOB, info TEXT,
                     offsets TEXT{metric_cols},
                     PRIMARY KEY (system, window, perturbation));
                 """
@@ -149,7 +150,7 @@ class ForecastStore:
         """Write one batch in one transaction (inside `buffered()`: with the batches before it), all of it or
         none of it. `seconds`: per row.
 
-        Sample paths are stored as float64 bytes ([s, d], C order; `d` from the forecast);
+        The point forecast ([d]) and sample paths ([s, d], C order) are stored as float64 bytes;
         `offsets`: per row the perturbed input offsets (0 = oldest; [] for the control).
         """
         n = len(window_ids)
@@ -160,23 +161,27 @@ class ForecastStore:
         cells = values.tolist()  # the metric columns, NULL where not finite or the row failed
         for i, j in zip(*np.nonzero(~np.isfinite(values) | failed[:, None]), strict=True):
             cells[i][j] = None
-        texts = forecast_texts(forecasts)
+        points = [None if bad else point for point, bad in zip(forecast_bytes(forecasts), failed.tolist(), strict=True)]
         paths = [None if failed[i] or s is None else samples_to_bytes(s) for i, s in enumerate(samples)]
-        rows = [
-            (
-                system,
-                int(window_ids[i]),
-                perturbations[i],
-                None if failed[i] else texts[i],
-                scrub_optional(errors[i]),  # the boundary every stored error text crosses
-                float(seconds[i]),
-                paths[i],
-                None if info[i] is None else scrub(json.dumps(info[i], sort_keys=True)),
-                "[" + ", ".join(map(str, map(int, offsets[i]))) + "]",  # as json.dumps writes the list
-                *cells[i],
-            )
-            for i in range(n)
-        ]
+        written: dict[int, str] = {}  # rows often share one offsets list (placement.offsets_of): its text once
+        offset_texts = [
+            written.get(id(o)) or written.setdefault(id(o), "[" + ", ".join(map(str, map(int, o))) + "]")
+            for o in offsets
+        ]  # as json.dumps writes each list
+        facts = [None if i is None else scrub(json.dumps(i, sort_keys=True)) for i in info]
+        columns = zip(
+            np.asarray(window_ids, dtype=np.int64).tolist(),
+            perturbations,
+            points,
+            map(scrub_optional, errors),  # the boundary every stored error text crosses
+            np.asarray(seconds, dtype=np.float64).tolist(),
+            paths,
+            facts,
+            offset_texts,
+            cells,
+            strict=True,
+        )
+        rows = [(system, w, p, f, e, t, s, i, o, *c) for w, p, f, e, t, s, i, o, c in columns]
         if self._rows is None:
             self._write(rows)
             return
@@ -236,7 +241,7 @@ class ForecastStore:
             frame["distribution"] = frame["distribution"].astype(bool)
         if samples:
             frame["samples"] = [
-                None if blob is None else samples_from_bytes(blob, len(json.loads(fc))).tolist()
+                None if blob is None else samples_from_bytes(blob, forecast_values(fc).size).tolist()
                 for blob, fc in zip(frame["samples"], frame["forecast"], strict=True)
             ]
         return frame.rename(columns={f"m_{m}": m for m in self.metrics})
@@ -271,7 +276,7 @@ class ForecastStore:
             f"({marks}) AND forecast IS NOT NULL",
             (system, int(window), *perturbations),
         )
-        return {p: np.array(json.loads(f), dtype=float) for p, f in rows}
+        return {p: forecast_values(f) for p, f in rows}
 
     def window(self, window: int) -> StoredWindow:
         series, start, first, inputs, truth = self.conn.execute(
@@ -324,22 +329,6 @@ class ForecastStore:
         with contextlib.suppress(sqlite3.OperationalError):  # another process still reads it: SQLite tidies later
             self.conn.execute("PRAGMA journal_mode=DELETE")
         self.conn.close()
-
-
-def forecast_texts(forecasts: np.ndarray) -> list[str]:
-    """Per row [d] its JSON text, as json.dumps writes a list of floats (a finite float is its repr)."""
-    return [
-        "[" + ", ".join(map(repr, row)) + "]" if all(map(math.isfinite, row)) else json.dumps(row)
-        for row in np.asarray(forecasts, dtype=np.float64).tolist()
-    ]
-
-
-def samples_to_bytes(samples: np.ndarray) -> bytes:
-    return np.ascontiguousarray(samples, dtype="<f8").tobytes()
-
-
-def samples_from_bytes(blob: bytes, horizon: int) -> np.ndarray:
-    return np.frombuffer(blob, dtype="<f8").reshape(-1, horizon)
 
 
 def _col(name: str) -> str:

@@ -31,6 +31,7 @@ import numpy as np
 from causalrate import plugins
 from causalrate.data.dataset import MAX_ABS_VALUE
 from causalrate.forecast.jobs import TIMEOUT, BatchResult, Job
+from causalrate.forecast.metrics import batch_metrics
 from causalrate.systems.base import Batch, Prediction, System, TransportError
 from causalrate.systems.checkpoints import Stats, file_stats
 from causalrate.systems.spec import SystemSpec, build_system
@@ -151,11 +152,26 @@ def quiet(found: dict[str, tuple[int, str]]) -> Iterator[None]:
 
 
 def run_job(job: Job, *, cores: int = 1) -> BatchResult:
-    """Forecast one job (its batches in turn), `cores` threads for a CPU model; never raises for a system's fault."""
+    """Forecast one job (its batches in turn), `cores` threads for a CPU model, and score it (`scored`); never
+    raises for a system's fault."""
     said: dict[str, tuple[int, str]] = {}
     with quiet(said):
         result = _run_job(job, cores=cores)
-    return replace(result, warnings=said)
+    return replace(result, warnings=said, **scored(job, result))
+
+
+def scored(job: Job, result: BatchResult) -> dict:
+    """The job's metrics, computed here where its forecasts were made (Job.scoring), so the main process only
+    stores them; none without scoring, or when a metric raises: the main process then computes them itself and
+    stops the run with that metric's error, as it would have."""
+    s = job.scoring
+    if s is None:
+        return {}
+    try:
+        metrics = batch_metrics(s.truth, result.forecasts, s.clean, result.samples, season=s.season, levels=s.levels)
+    except Exception:  # reported by the main process, which computes the metrics again
+        return {}
+    return {"metrics": metrics}
 
 
 def _run_job(job: Job, *, cores: int) -> BatchResult:

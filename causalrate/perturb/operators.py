@@ -113,9 +113,10 @@ def checked_output(operator: Operator, inputs: np.ndarray, out: object, allowed:
         raise wrong(f"shape {out.shape} for input of shape {inputs.shape}; expected the input's shape")
     if out.dtype.kind != "f":
         raise wrong(f"dtype {out.dtype}; expected floats (NaN marks a missing value)")
-    outside = ~allowed
-    if not np.array_equal(out[outside], inputs[outside], equal_nan=True):
-        rows, cols = np.nonzero(outside & ~((out == inputs) | (np.isnan(out) & np.isnan(inputs))))
+    with np.errstate(invalid="ignore"):
+        kept = (out == inputs) | (np.isnan(out) & np.isnan(inputs))  # per point: unchanged (NaN stays NaN)
+    if not (kept | allowed).all():  # the whole arrays at once: gathering the points outside first was 5x slower
+        rows, cols = np.nonzero(~allowed & ~kept)
         raise wrong(
             f"changed points it may not touch (e.g. row {rows[0]}, offset {cols[0]}; {rows.size} in all): it declares "
             f"touches = {operator.touches!r} (declare 'neighbours', 'mask_onwards' or 'window' if it changes more)"

@@ -91,7 +91,13 @@ def offsets_mask(firsts: np.ndarray, *, period: int, input_length: int) -> np.nd
 
 
 def offsets_of(mask: np.ndarray) -> list[list[int]]:
-    """Per row, the perturbed offsets (0 = oldest), as stored in the forecast store."""
-    rows, columns = np.nonzero(mask)
-    ends = np.cumsum(np.bincount(rows, minlength=mask.shape[0]))
-    return [part.tolist() for part in np.split(columns, ends[:-1])] if mask.shape[0] else []
+    """Per row, the perturbed offsets (0 = oldest), as stored in the forecast store. A placement marks few
+    distinct patterns (one per first offset), so rows with the same mask share one list (read, never changed)."""
+    found: dict[bytes, list[int]] = {}  # a row's packed mask → its list
+    out = []
+    for i, key in enumerate(map(bytes, np.packbits(mask, axis=1))):
+        offsets = found.get(key)
+        if offsets is None:
+            offsets = found[key] = np.flatnonzero(mask[i]).tolist()
+        out.append(offsets)
+    return out

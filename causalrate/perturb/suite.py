@@ -19,7 +19,7 @@ from causalrate.perturb.faults import Fault, severity_table
 from causalrate.perturb.operators import OPERATORS, Operator, checked_output, reach
 from causalrate.perturb.placement import Placement, PlacementName, offsets_mask
 from causalrate.perturb.spec import PerturbationSpec
-from causalrate.seeding import row_seeds
+from causalrate.seeding import KeyTexts
 from causalrate.yamlio import read_yaml
 
 # "1 window standard deviations" → "1 window standard deviation": a count of one takes the singular
@@ -185,9 +185,11 @@ def _named(operator: Operator) -> str:
     return next((n for n, entry in OPERATORS.items() if entry is type(operator)), type(operator).__qualname__)
 
 
-def perturbation_seeds(seed: int, perturbation: str, origins: list[tuple[str, int]]) -> np.ndarray:
-    """Per-window seeds of a perturbation, from (run seed, perturbation id) and each window's (series id, start)."""
-    return row_seeds(seed, "perturb", perturbation, keys=origins)
+def perturbation_seeds(seed: int, perturbation: str, origins: list[tuple[str, int]] | KeyTexts) -> np.ndarray:
+    """Per-window seeds of a perturbation, from (run seed, perturbation id) and each window's (series id, start)
+    (or those keys written once: KeyTexts)."""
+    keys = origins if isinstance(origins, KeyTexts) else KeyTexts(origins)
+    return keys.seeds(seed, "perturb", perturbation)
 
 
 class SuiteFile(BaseModel):

@@ -163,6 +163,7 @@ class System:
     accelerator: str | None = None  # the device it runs on ("cuda", "cuda:1", "mps"): one worker per device
     batch_size: int | None = None  # rows per job; None: the run's forecast.batch_size
     uses_cores: ClassVar[bool] = False  # multi-threaded on the CPU: given its worker's share of the cores
+    quick: ClassVar[bool] = False  # microseconds a forecast (the baselines): its jobs are large from the first
     # pip requirements of its own managed environment (`causalrate env create <type>`); empty: the engine's
     environment_requirements: ClassVar[tuple[str, ...]] = ()
     # the managed environment it runs in when that is another type's (the same recipe, built once); None: its own
@@ -248,6 +249,7 @@ SYSTEMS.contract(
         "accelerator",
         "batch_size",
         "uses_cores",
+        "quick",
         "environment_requirements",
         "environment_name",
         "environment_no_deps",

@@ -24,6 +24,8 @@ def last_observed(inputs: np.ndarray) -> np.ndarray:
 class Naive(System):
     """Repeats the last observed value."""
 
+    quick = True
+
     def forecast(self, batch: Batch) -> np.ndarray:
         return np.repeat(last_observed(batch.inputs)[:, None], batch.horizon, axis=1)
 
@@ -45,6 +47,7 @@ class SeasonalNaive(System):
     settings: SeasonalNaiveSettings
     accepts_nan = False
     seasonal = True
+    quick = True
 
     def forecast(self, batch: Batch) -> np.ndarray:
         season = self.settings.season or batch.season
@@ -102,6 +105,7 @@ class Random(System):
     settings: RandomSettings
     stochastic = True
     output = "samples"  # its paths are a distribution: scored by CRPS, WQL and coverage (not in its cache key)
+    quick = True
     version = "2"
 
     def forecast(self, batch: Batch) -> Prediction:
@@ -126,6 +130,7 @@ class Biased(System):
     Settings = BiasedSettings
     settings: BiasedSettings
     wants_context = True
+    quick = True
 
     @classmethod
     def from_data(cls, settings: BaseModel, dataset: Dataset) -> dict[str, str]:

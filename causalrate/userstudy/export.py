@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from causalrate.errors import UserError
+from causalrate.forecast.encoding import forecast_values
 from causalrate.perturb.suite import perturbation_seeds, stored_first
 from causalrate.run import RatingsDocument, Run, StoredForecasts
 from causalrate.score.scores import bias_attributes, differ_by
@@ -192,7 +193,7 @@ def write_stimuli(
         )[0]
         rows = forecasts[forecasts["window"] == w].set_index(["system", "perturbation"])["forecast"]
         panels = {
-            label: (json.loads(rows[(name, study.control)]), json.loads(rows[(name, p.id)]))
+            label: (forecast_values(rows[(name, study.control)]).tolist(), forecast_values(rows[(name, p.id)]).tolist())
             for label, name in sorted(q.labels.items())
         }
         under = forecasts[forecasts["perturbation"] == p.id]
