@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +15,11 @@ from tests.test_cards import browser_or_skip
 MODEL = "import numpy as np\n\ndef predict(inputs, horizon):\n    return np.full((len(inputs), horizon), {value})\n"
 
 
-def test_two_model_files_with_one_stem_are_two_systems(tmp_path):
-    """a/model.py and b/model.py are different modules with different cache identities."""
+def test_two_model_files_with_one_stem_are_two_systems(tmp_path, monkeypatch):
+    """a/model.py and b/model.py are different modules with different cache identities; an edit runs the edited
+    code even when a byte-code cache of the old one is there and the file's size and mtime (whole seconds, all
+    Python's cache checks) did not change."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as a user's Python: __pycache__ files are written
     for folder, value in (("a", 1.0), ("b", 2.0)):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "model.py").write_text(MODEL.format(value=value))
@@ -25,7 +30,9 @@ def test_two_model_files_with_one_stem_are_two_systems(tmp_path):
     inputs = np.ones((2, 5))
     assert [float(s.function(inputs, 3)[0, 0]) for s in systems] == [1.0, 2.0]
     assert systems[0].identity()["source"] != systems[1].identity()["source"]
+    before = (tmp_path / "a" / "model.py").stat()
     (tmp_path / "a" / "model.py").write_text(MODEL.format(value=3.0))  # an edit is a new module and identity
+    os.utime(tmp_path / "a" / "model.py", ns=(before.st_atime_ns, before.st_mtime_ns))  # within the same second
     edited = PythonFunction(PythonFunction.Settings(function="a/model.py:predict"), base_dir=tmp_path)
     assert float(edited.function(inputs, 3)[0, 0]) == 3.0
     assert edited.identity()["source"] not in {s.identity()["source"] for s in systems}

@@ -211,10 +211,13 @@ def load_callable(target: str, *, base_dir: Path) -> Callable:
 
 def _load_file(path: Path) -> ModuleType:
     """The module of a .py file, once per (resolved path, content): two files named model.py in different
-    folders, or one file edited between two loads, are different modules (and different cache keys)."""
+    folders, or one file edited between two loads, are different modules (and different cache keys). The
+    bytes hashed are the bytes run, compiled here: never a __pycache__ file, which Python checks by the
+    source's mtime in whole seconds and size only (an edit of the same size within a second ran the old code)."""
     if not path.is_file():
         raise FileNotFoundError(path)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    source = path.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()
     where = hashlib.sha256(str(path).encode()).hexdigest()[:12]
     module_name = f"causalrate_user_{path.stem}_{where}_{digest[:12]}"
     module = sys.modules.get(module_name)
@@ -228,7 +231,7 @@ def _load_file(path: Path) -> ModuleType:
         if str(path.parent) not in sys.path:  # `import helpers` of a helpers.py beside it, without PYTHONPATH
             sys.path.append(str(path.parent))
         try:
-            spec.loader.exec_module(module)
+            exec(compile(source, str(path), "exec"), module.__dict__)
         except BaseException:
             del sys.modules[module_name]
             raise
