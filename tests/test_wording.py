@@ -220,3 +220,18 @@ def test_a_card_never_shows_the_raters_folders(run, tmp_path, data, source, show
 
     doc = RatingsDocument.read(edited_run(run, tmp_path, edit) / "ratings.json")
     assert dict(label.tested(doc))["Data"] == shown
+
+
+def test_method_notes_speak_only_of_what_the_run_computed():
+    """A study without a WRS score (sensors: one series, no attribute with two values) is not told how WRS is
+    tested, in report.md or its detailed report; one with WRS scores and matched effects gets both notes."""
+    from causalrate.report.outputs import MATCHING_NOTE, WRS_NOTE, method_note
+
+    assert method_note({"wrs_industry", "ape"}, matched=True) == f"{WRS_NOTE} {MATCHING_NOTE}"
+    assert method_note({"ape", "smape"}, matched=True) == MATCHING_NOTE
+    assert method_note({"smape"}, matched=False) == ""
+    root = Path(__file__).resolve().parents[1] / "ratings"
+    for study, has_wrs in (("sensors", False), ("quickstart", True)):
+        assert ("Welch's t-test at the stated" in (root / study / "report.md").read_text()) == has_wrs
+        detailed = next((root / study / "cards").glob("*.report.html")).read_text()
+        assert ("<strong>WRS</strong> counts" in detailed) == has_wrs

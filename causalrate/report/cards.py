@@ -129,6 +129,7 @@ def report_context(
         "table_titles": TABLE_TITLES,
         "adjusted_scores": [row["score"] for row in tables["confounding"] if row["score"].startswith("ape_")],
         "groups": groups_words(doc),
+        "wrs_rated": any(r.score.startswith("wrs_") for r in doc.ratings),
         "grids": grids,
         "fault_table": fault_table(doc, system),
         "figures": card_figures(run, system, normalised),

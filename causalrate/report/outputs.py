@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import platform
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -166,7 +167,7 @@ def ratings_document(study: Study, result: Result) -> RatingsDocument:
             parameters=ResolvedParameters.written(**_clean(study.parameters.record())),
             seed=cfg.seed,
             versions=package_versions(),
-            method_note=METHOD_NOTE,
+            method_note=method_note(set(result.ratings["score"]), matched=not result.evidence.effects.empty),
         ),
     )
 
@@ -311,11 +312,21 @@ def _clean(value: Any) -> Any:
     return clean_float(value) if isinstance(value, float) else value
 
 
-METHOD_NOTE = (
+WRS_NOTE = (
     "WRS uses Welch's t-test at the stated two-sided levels (95%, 70%, 60%); the predecessor's code "
-    "halved alpha twice and used a pooled-df statistic. Matching breaks propensity ties at random "
-    "(seeded) and estimates the ATE by matching both ways; dowhy's built-in PSM does not handle ties."
+    "halved alpha twice and used a pooled-df statistic."
 )
+MATCHING_NOTE = (
+    "Matching breaks propensity ties at random (seeded) and estimates the ATE by matching both ways; "
+    "dowhy's built-in PSM does not handle ties."
+)
+
+
+def method_note(scores: Iterable[str], *, matched: bool) -> str:
+    """The method notes on what this run computed: WRS's test where a WRS score (wrs_<attribute>) was rated,
+    matching where effects were estimated; a study without them is not told how they work."""
+    notes = [WRS_NOTE] if any(s.startswith("wrs_") for s in scores) else []
+    return " ".join([*notes, *([MATCHING_NOTE] if matched else [])])
 
 
 def write_outputs(*, study: Study, result: Result, out: Path) -> None:
