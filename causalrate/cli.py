@@ -7,6 +7,7 @@ import gc
 import os
 import sqlite3
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Iterator
@@ -49,8 +50,7 @@ def _assess(args: argparse.Namespace) -> int:
             "drop --out (or give the same folder)"
         )
     out = Path(args.resume or args.out or Path("runs") / config.name)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: a file is there; give a folder (it is created if missing)")
+    writable_folder(out, "--resume" if args.resume else "--out")
     started = time.perf_counter()
     try:
         assess(
@@ -116,6 +116,8 @@ def _rate(args: argparse.Namespace) -> int:
 
     formats = tuple(CARD_FORMATS.split(","))
     stored = (Path(args.run_dir) / "forecasts.sqlite").is_file()  # else the error comes at once, no browser started
+    if args.out or stored:  # where it writes, checked before the analysis
+        writable_folder(Path(args.out or args.run_dir), "--out" if args.out else "RUN_DIR")
     renderer = picture_renderer(formats) if stored and not args.no_cards else None  # it starts beside the analysis
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()] if text else None  # noqa: E731
     try:
@@ -431,6 +433,26 @@ def _at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
     return value
+
+
+def writable_folder(folder: Path, flag: str) -> None:
+    """Raise a UserError now, before any work, where a command could not write its output folder: a file there or
+    on its path, or a folder (it, or its nearest parent that exists) where no file can be made (permissions, a
+    read-only disk). Probed with a file made and removed at once: nothing is left, no folder is made."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{flag} {folder}: a file is there; give a folder (it is created if missing)")
+    existing = next(p for p in (folder, *folder.parents) if p.exists())  # "." or "/" at the latest
+    if not existing.is_dir():
+        raise UserError(f"{flag} {folder}: {existing} is a file, not a folder; give a folder (made if missing)")
+    try:
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".causalrate-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(
+            f"{flag} {folder}: cannot read or write it: no file can be made in {existing} ({exc.strerror or exc}); "
+            "give a folder you may write to (check its permissions, or that its disk is not read-only)"
+        ) from None
 
 
 def file_problem(exc: OSError) -> str:
