@@ -7,7 +7,8 @@ recorded as a timeout, not tried again. A worker that crashes is replaced and it
 inherits no CUDA state (a forked child of a process that touched CUDA cannot use it) and the current
 environment. Each job carries the study's plugins, imported in the worker before its system is built.
 Workers die with the main process (PR_SET_PDEATHSIG on Linux, a watching thread elsewhere) and ignore
-Ctrl-C, which the main process handles: it kills them and keeps the finished batches.
+Ctrl-C, which the main process handles: it kills them and keeps the finished batches. With `keep` seconds, a
+device's worker is a kept worker (kept.py): it outlives the run, its models loaded, for the next run.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from causalrate.forecast.dispatch import Breaker, Feed, Progress
 from causalrate.forecast.jobs import GRACE_SECONDS, TIMEOUT, BatchResult, Job, OnDone
+from causalrate.forecast.kept import Kept, attach
 from causalrate.forecast.worker import serve
 
 log = logging.getLogger(__name__)
@@ -82,12 +84,14 @@ class LocalExecutor:
     """A pool of worker processes, each given one batch at a time and watched by the main process.
 
     Jobs for an accelerator all go to one worker per device (its "home" slot), which loads the
-    model once and keeps it there; a model on the CPU uses the worker's share of the cores.
+    model once and keeps it there; a model on the CPU uses the worker's share of the cores. With `keep` > 0 that
+    worker is the device's kept worker (kept.py), left running with its models for `keep` seconds after the run.
     """
 
-    def __init__(self, workers: int, *, retries: int = 1) -> None:
+    def __init__(self, workers: int, *, retries: int = 1, keep: float = 0.0) -> None:
         self.workers = workers
         self.retries = retries
+        self.keep = keep
         self.context = multiprocessing.get_context("spawn")
         self.cores = max(1, available_cores() // max(workers, 1))
         self.startup: dict[str, float] = {}  # system → seconds from its device worker's start to its model loaded
@@ -180,7 +184,7 @@ class _Pool:
         # segfault, the OOM killer) cannot take a finished batch's answer with it (a Queue's feeder thread would:
         # the batch, another system's, was then blamed for the crash and failed)
         self.results = executor.context.SimpleQueue()
-        self.slots: list[tuple[Any, multiprocessing.Queue]] = []
+        self.slots: list[tuple[Any, Any]] = []  # (worker, its task queue): a spawned process and its Queue, or a Kept
         self.home: dict[str, int] = {}  # device → the one slot that runs its batches
         self.queued: dict[int, list[int]] = {}  # slot → the job indexes its worker holds, the one it runs first
         self.started: dict[int, float] = {}  # slot → when its worker took up its first held job
@@ -194,7 +198,27 @@ class _Pool:
         """The slot the job must run in: its device's home (assigned on first sight), else any (`slot`)."""
         if not job.accelerator:
             return slot
-        return self.home.setdefault(job.accelerator, len(self.home) % max(self.executor.workers, 1))
+        if job.accelerator not in self.home:
+            home = self.home[job.accelerator] = len(self.home) % max(self.executor.workers, 1)
+            if self.executor.keep:
+                self._keep(home, job.accelerator)
+        return self.home[job.accelerator]
+
+    def _keep(self, slot: int, device: str) -> None:
+        """Make the device's kept worker (kept.attach) the slot's worker, when the slot is the device's alone and
+        its worker holds nothing yet; else (or when another run uses it) the slot keeps a worker of this run."""
+        if list(self.home.values()).count(slot) > 1 or self.queued.get(slot) or slot in self.loading:
+            return
+        kept = attach(device, idle=self.executor.keep, cores=self.executor.cores, results=self.results)
+        if kept is None:
+            return
+        if slot < len(self.slots):  # started with the others, before the device was known: it has done nothing
+            end(self.slots[slot][0])
+            self.slots[slot][0].join()
+            self.slots[slot] = (kept, kept)
+            return
+        self.start(slot - 1)
+        self.slots.append((kept, kept))
 
     def hand_out(self) -> None:
         """Give every slot holding fewer than DEPTH batches the next waiting batch it may run (accelerator
@@ -317,12 +341,19 @@ class _Pool:
             held.clear()
 
     def close(self, *, kill: bool) -> None:
-        for process, tasks in self.slots:
+        """End the workers (`kill`: now, else when they have read the end of their queue); a kept worker is left
+        running for the next run, unless this run is stopped (`kill`) while it holds a batch."""
+        ending = []
+        for slot, (process, tasks) in enumerate(self.slots):
+            if isinstance(process, Kept) and not (kill and self.queued.get(slot)):
+                process.detach()
+                continue
+            ending.append(process)
             if kill:
                 end(process)
             else:
                 tasks.put(None)
-        for process, _ in self.slots:
+        for process in ending:
             process.join(timeout=5)
             end(process)  # also what a system started and left running (a forked child, a server)
 
