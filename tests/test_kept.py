@@ -146,3 +146,18 @@ def test_the_kept_workers_folder_must_be_private(tmp_path, folder):
     with pytest.raises(UserError, match="only you can open"):
         kept.folder()
     folder.chmod(0o700)
+
+
+def test_keep_loaded_asks_for_seconds_and_the_local_executor(tmp_path, folder, cli):
+    """--keep-loaded -1 or "soon": exit 2 naming the flag; with Ray (whose cluster keeps its own workers): exit 2
+    before anything is read. `causalrate workers` says there are none, and `--stop` ends none."""
+    config = tmp_path / "absent.yaml"
+    for bad in ("-1", "soon", "inf"):
+        code, _, err = cli("assess", config, "--keep-loaded", bad)
+        assert code == 2 and "--keep-loaded" in err, err
+    code, _, err = cli("assess", config, "--keep-loaded", "30", "--executor", "ray")
+    assert code == 2 and "--keep-loaded 30: kept workers are the local executor's" in err, err
+    assert cli("workers") == (0, "no kept workers (assess --keep-loaded SECONDS keeps them)\n", "")
+    (pid,) = run(tmp_path, keep=60)
+    assert cli("workers")[:2] == (0, "cuda-0     waiting for a run\n")
+    assert cli("workers", "--stop") == (0, "1 kept worker(s) ended\n", "") and ended(pid)

@@ -37,7 +37,7 @@ from typing import IO, Any
 import causalrate
 from causalrate.errors import UserError
 from causalrate.forecast.jobs import GRACE_SECONDS
-from causalrate.forecast.worker import answer, forget, system_key
+from causalrate.forecast.worker import BLAS_THREADS, answer, forget, system_key
 from causalrate.paths import cache_root
 
 log = logging.getLogger(__name__)
@@ -100,8 +100,6 @@ def key(at: Path) -> bytes:
 
 def worker_env() -> dict[str, str]:
     """The environment of a kept worker: this one, every BLAS on one thread (as a pool worker: local.py)."""
-    from causalrate.forecast.local import BLAS_THREADS
-
     return {**os.environ, **dict.fromkeys(BLAS_THREADS, "1")}
 
 

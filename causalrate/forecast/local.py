@@ -28,11 +28,9 @@ from typing import Any
 from causalrate.forecast.dispatch import Breaker, Feed, Progress
 from causalrate.forecast.jobs import GRACE_SECONDS, TIMEOUT, BatchResult, Job, OnDone
 from causalrate.forecast.kept import Kept, attach
-from causalrate.forecast.worker import serve
+from causalrate.forecast.worker import BLAS_THREADS, serve
 
 log = logging.getLogger(__name__)
-
-BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
 @contextmanager

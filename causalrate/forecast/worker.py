@@ -37,6 +37,9 @@ from causalrate.systems.base import Batch, Prediction, System, TransportError
 from causalrate.systems.checkpoints import Stats, file_stats
 from causalrate.systems.spec import SystemSpec, build_system
 
+# What a worker's BLAS libraries read for their threads: set to 1 where workers are started (local, kept)
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
 # What a system's code may raise. Workers ignore Ctrl-C, so there even a KeyboardInterrupt or SystemExit comes
 # from the model itself: a failure row like any other, not a dead worker printing its traceback and retried.
 SYSTEM_FAULT = (Exception, KeyboardInterrupt, SystemExit)
