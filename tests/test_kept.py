@@ -1,4 +1,4 @@
-"""Kept device workers (forecast/kept.py): the next run finds its model loaded; nothing else is served by them."""
+"""Kept workers (forecast/kept.py): the next run finds its model loaded; nothing else is served by them."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def folder(tmp_path, monkeypatch):
     kept.stop()
 
 
-def job(tmp_path: Path, first: float = 1.0, timeout: float = 30.0) -> Job:
+def job(tmp_path: Path, first: float = 1.0, timeout: float = 30.0, device: str | None = "cuda:0") -> Job:
     batch = Batch(
         inputs=np.full((2, 4), first),
         horizon=2,
@@ -58,7 +58,7 @@ def job(tmp_path: Path, first: float = 1.0, timeout: float = 30.0) -> Job:
         truth_dates=np.zeros((2, 2), dtype="datetime64[D]"),
     )
     spec = {"name": "m", "type": "python", "function": "model.py:forecast"}
-    return Job("m", "P0", np.arange(2), spec, tmp_path, timeout, batch, accelerator="cuda:0")
+    return Job("m", "P0", np.arange(2), spec, tmp_path, timeout, batch, accelerator=device)
 
 
 def run(tmp_path: Path, keep: float, jobs: int = 3) -> set[float]:
@@ -91,8 +91,19 @@ def test_the_next_run_is_answered_by_the_kept_worker_without_loading_the_model_a
     assert loads(tmp_path) == [str(int(first))]
     (plain,) = run(tmp_path, keep=0)  # without --keep-loaded: a worker of the run's own, which loads the model
     assert plain != first and len(loads(tmp_path)) == 2
-    assert kept.listed() == [("cuda-0", False)]
+    assert kept.listed() == [("worker-0", False)]
     assert kept.stop() == (1, 0) and ended(first) and kept.listed() == []
+
+
+def test_every_worker_of_a_run_on_the_cpu_is_kept(tmp_path, folder):
+    """Without a device, every worker runs batches: each is kept, and the next run's batches go to them."""
+    pids: list[set[float]] = []
+    for _ in range(2):
+        found: set[float] = set()
+        LocalExecutor(2, keep=60).run([job(tmp_path, device=None)] * 8, lambda _, r: found.add(r.forecasts[0, 0]))
+        pids.append(found)
+    assert pids[0] == pids[1] and sorted(loads(tmp_path)) == sorted(str(int(p)) for p in pids[0])
+    assert [name for name, _ in kept.listed()] == ["worker-0", "worker-1"]
 
 
 def test_a_kept_worker_ends_after_its_idle_seconds(tmp_path, folder):
@@ -102,7 +113,7 @@ def test_a_kept_worker_ends_after_its_idle_seconds(tmp_path, folder):
 
 def test_a_kept_worker_in_use_by_another_run_is_not_shared(tmp_path, folder):
     """Another run holds the device's kept worker: this run starts a worker of its own (and keeps none)."""
-    with open(folder / "cuda-0.lock", "a") as lock:
+    with open(folder / "worker-0.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         (pid,) = run(tmp_path, keep=60)
     assert ended(pid) and not list(folder.glob("*.sock"))
@@ -120,7 +131,7 @@ def test_a_kept_worker_serves_only_runs_of_the_same_environment(tmp_path, folder
 def test_a_kept_worker_answers_only_a_peer_holding_its_key(tmp_path, folder):
     (pid,) = run(tmp_path, keep=60)
     with pytest.raises(AuthenticationError):
-        Client(str(folder / "cuda-0.sock"), family="AF_UNIX", authkey=b"not the key")
+        Client(str(folder / "worker-0.sock"), family="AF_UNIX", authkey=b"not the key")
     assert run(tmp_path, keep=60) == {pid}  # still serving
     assert oct((folder / "key").stat().st_mode & 0o777) == "0o600"
 
@@ -159,5 +170,5 @@ def test_keep_loaded_asks_for_seconds_and_the_local_executor(tmp_path, folder, c
     assert code == 2 and "--keep-loaded 30: kept workers are the local executor's" in err, err
     assert cli("workers") == (0, "no kept workers (assess --keep-loaded SECONDS keeps them)\n", "")
     (pid,) = run(tmp_path, keep=60)
-    assert cli("workers")[:2] == (0, "cuda-0     waiting for a run\n")
+    assert cli("workers")[:2] == (0, "worker-0   waiting for a run\n")
     assert cli("workers", "--stop") == (0, "1 kept worker(s) ended\n", "") and ended(pid)

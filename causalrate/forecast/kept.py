@@ -1,10 +1,11 @@
-"""Device workers kept between runs (`assess --keep-loaded SECONDS`).
+"""Workers kept between runs (`assess --keep-loaded SECONDS`).
 
-A device worker's start-up (a fresh interpreter, torch and the model's library imported, the device initialised,
-the model loaded) takes seconds; a small run on a GPU spends most of its time there. With --keep-loaded, the
-worker of each device is a kept worker: it outlives the run, detached, holding the models that run used, and the
-next run on this machine sends that device's batches to it instead of starting a worker and loading them again.
-It ends after SECONDS without a run, when a run is interrupted while it holds a batch, or when it hangs.
+A worker's start-up for a foundation model (a fresh interpreter, torch and the model's library imported, the
+device initialised, the model loaded) takes seconds; a small run on a GPU spends most of its time there. With
+--keep-loaded, each of the local executor's workers is a kept worker (`worker-0`, `worker-1`, …; a device's
+batches go to its home slot's): it outlives the run, detached, holding the models that run used, and the next
+run on this machine sends its batches to it instead of starting a worker and loading them again. It ends after
+SECONDS without a run, when a run is interrupted while it holds a batch, or when it hangs.
 
 Safety: it listens on a Unix socket in a folder only its user can open (`folder()`, mode 700) and speaks only to
 a peer that proves it holds the folder's key (multiprocessing's HMAC challenge, before any message is
@@ -19,7 +20,6 @@ import fcntl
 import hashlib
 import logging
 import os
-import re
 import secrets
 import signal
 import stat
@@ -153,17 +153,16 @@ class Kept:
         self._lock.close()  # the lock goes with the file
 
 
-def attach(device: str, *, idle: float, cores: int, results: Any) -> Kept | None:
-    """The kept worker of `device`, started if none serves this identity; None when another run is using it
-    (this run then starts its own worker) or it could not start (a warning says why)."""
+def attach(name: str, *, idle: float, cores: int, results: Any) -> Kept | None:
+    """The kept worker `name`, started if none serves this identity; None when another run is using it (this run
+    then starts its own worker) or it could not start (a warning says why)."""
     at = folder()
-    name = re.sub(r"[^A-Za-z0-9_.-]", "-", device)
     lock = open(at / f"{name}.lock", "a")  # noqa: SIM115 (held for the run: Kept closes it)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
-        log.info("%s: its kept worker serves another run; this run starts its own", device)
+        log.info("kept %s serves another run; this run starts a worker of its own", name)
         return None
     address, secret, env = at / f"{name}.sock", key(at), worker_env()
     hello = Hello(identity(env), idle, cores)
@@ -189,7 +188,7 @@ def attach(device: str, *, idle: float, cores: int, results: Any) -> Kept | None
             started.kill()
             lock.close()
             why = started.poll()
-            log.warning("%s: its kept worker did not start (exit code %s); this run starts its own", device, why)
+            log.warning("kept %s did not start (exit code %s); this run starts a worker of its own", name, why)
             return None
         time.sleep(0.02)
     conn.send(hello)
@@ -198,7 +197,7 @@ def attach(device: str, *, idle: float, cores: int, results: Any) -> Kept | None
 
 
 def listed() -> list[tuple[str, bool]]:
-    """The kept workers listening here: (device file name, whether a run is using it)."""
+    """The kept workers listening here: (name, whether a run is using it)."""
     out = []
     for address in sorted(folder().glob("*.sock")):
         with open(address.with_suffix(".lock"), "a") as lock:

@@ -7,8 +7,8 @@ recorded as a timeout, not tried again. A worker that crashes is replaced and it
 inherits no CUDA state (a forked child of a process that touched CUDA cannot use it) and the current
 environment. Each job carries the study's plugins, imported in the worker before its system is built.
 Workers die with the main process (PR_SET_PDEATHSIG on Linux, a watching thread elsewhere) and ignore
-Ctrl-C, which the main process handles: it kills them and keeps the finished batches. With `keep` seconds, a
-device's worker is a kept worker (kept.py): it outlives the run, its models loaded, for the next run.
+Ctrl-C, which the main process handles: it kills them and keeps the finished batches. With `keep` seconds, the
+workers are kept workers (kept.py): they outlive the run, their models loaded, for the next run.
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ class LocalExecutor:
     """A pool of worker processes, each given one batch at a time and watched by the main process.
 
     Jobs for an accelerator all go to one worker per device (its "home" slot), which loads the
-    model once and keeps it there; a model on the CPU uses the worker's share of the cores. With `keep` > 0 that
-    worker is the device's kept worker (kept.py), left running with its models for `keep` seconds after the run.
+    model once and keeps it there; a model on the CPU uses the worker's share of the cores. With `keep` > 0 the
+    workers are kept workers (kept.py), left running with their models for `keep` seconds after the run.
     """
 
     def __init__(self, workers: int, *, retries: int = 1, keep: float = 0.0) -> None:
@@ -118,7 +118,13 @@ class LocalExecutor:
             self._pool.close(kill=True)
             self._pool = None
 
-    def _start(self, results: multiprocessing.SimpleQueue) -> tuple[Any, multiprocessing.Queue]:
+    def _start(self, results: multiprocessing.SimpleQueue, *, slot: int | None = None) -> tuple[Any, Any]:
+        """A worker and its task queue: the slot's kept worker when runs keep theirs (`keep`; not a replacement
+        for a lost one, `slot` None), else a spawned process of this run."""
+        if self.keep and slot is not None:
+            kept = attach(f"worker-{slot}", idle=self.keep, cores=self.cores, results=results)
+            if kept is not None:
+                return kept, kept
         tasks = self.context.Queue()
         tasks.cancel_join_thread()  # a killed worker's unread queue must not block our exit
         process = self.context.Process(target=serve, args=(tasks, results, os.getpid(), self.cores), daemon=True)
@@ -196,27 +202,7 @@ class _Pool:
         """The slot the job must run in: its device's home (assigned on first sight), else any (`slot`)."""
         if not job.accelerator:
             return slot
-        if job.accelerator not in self.home:
-            home = self.home[job.accelerator] = len(self.home) % max(self.executor.workers, 1)
-            if self.executor.keep:
-                self._keep(home, job.accelerator)
-        return self.home[job.accelerator]
-
-    def _keep(self, slot: int, device: str) -> None:
-        """Make the device's kept worker (kept.attach) the slot's worker, when the slot is the device's alone and
-        its worker holds nothing yet; else (or when another run uses it) the slot keeps a worker of this run."""
-        if list(self.home.values()).count(slot) > 1 or self.queued.get(slot) or slot in self.loading:
-            return
-        kept = attach(device, idle=self.executor.keep, cores=self.executor.cores, results=self.results)
-        if kept is None:
-            return
-        if slot < len(self.slots):  # started with the others, before the device was known: it has done nothing
-            end(self.slots[slot][0])
-            self.slots[slot][0].join()
-            self.slots[slot] = (kept, kept)
-            return
-        self.start(slot - 1)
-        self.slots.append((kept, kept))
+        return self.home.setdefault(job.accelerator, len(self.home) % max(self.executor.workers, 1))
 
     def hand_out(self) -> None:
         """Give every slot holding fewer than DEPTH batches the next waiting batch it may run (accelerator
@@ -239,7 +225,7 @@ class _Pool:
     def start(self, slot: int) -> int:
         """The slot, its worker started (and those of the slots before it) if not yet."""
         while len(self.slots) <= slot:
-            self.slots.append(self.executor._start(self.results))
+            self.slots.append(self.executor._start(self.results, slot=len(self.slots)))
         return slot
 
     def take_answer(self, done: OnDone, *, wait: bool = True) -> bool:
