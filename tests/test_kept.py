@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from helper import OFFSET  # a neighbour module, imported once per process
 
 with Path(__file__).with_name("loads").open("a") as out:  # one line per load of this model, by any process
     out.write(f"{os.getpid()}\\n")
@@ -35,7 +36,7 @@ def forecast(inputs, horizon):
     if inputs[0, 0] < 0:  # hangs where the worker's alarm cannot reach it (as C code would)
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
         time.sleep(600)
-    return np.full((inputs.shape[0], horizon), float(os.getpid()))
+    return np.full((inputs.shape[0], horizon), float(os.getpid()) + OFFSET)
 """
 
 
@@ -44,6 +45,7 @@ def folder(tmp_path, monkeypatch):
     """A private kept workers' folder (it follows the cache folder); every kept worker left is stopped after."""
     monkeypatch.setenv("CAUSALRATE_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "model.py").write_text(LOADS)
+    (tmp_path / "helper.py").write_text("OFFSET = 0.0\n")
     yield kept.folder()
     kept.stop()
 
@@ -99,9 +101,8 @@ def test_every_worker_of_a_run_on_the_cpu_is_kept(tmp_path, folder):
     """Without a device, every worker runs batches: each is kept, and the next run's batches go to them."""
     pids: list[set[float]] = []
     for _ in range(2):
-        found: set[float] = set()
-        LocalExecutor(2, keep=60).run([job(tmp_path, device=None)] * 8, lambda _, r: found.add(r.forecasts[0, 0]))
-        pids.append(found)
+        pids.append(set())
+        LocalExecutor(2, keep=60).run([job(tmp_path, device=None)] * 8, lambda _, r: pids[-1].add(r.forecasts[0, 0]))
     assert pids[0] == pids[1] and sorted(loads(tmp_path)) == sorted(str(int(p)) for p in pids[0])
     assert [name for name, _ in kept.listed()] == ["worker-0", "worker-1"]
 
@@ -126,6 +127,16 @@ def test_a_kept_worker_serves_only_runs_of_the_same_environment(tmp_path, folder
     monkeypatch.setenv("CAUSALRATE_TEST_VARIABLE", "changed")
     (second,) = run(tmp_path, keep=60)
     assert second != first and ended(first) and loads(tmp_path) == [str(int(first)), str(int(second))]
+
+
+def test_a_kept_worker_whose_imported_code_changed_ends(tmp_path, folder):
+    """The model imports helper.py (a neighbour, imported once per process: the model file itself is loaded by its
+    content). After helper.py is edited, a kept worker would answer with the old code under the new cache keys; it
+    ends instead, and the run's fresh worker forecasts with the new code."""
+    (first,) = run(tmp_path, keep=60)
+    (tmp_path / "helper.py").write_text("OFFSET = 0.5\n")
+    (second,) = run(tmp_path, keep=60)
+    assert second % 1 == 0.5 and ended(first)
 
 
 def test_a_kept_worker_answers_only_a_peer_holding_its_key(tmp_path, folder):

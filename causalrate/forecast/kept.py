@@ -10,8 +10,9 @@ SECONDS without a run, when a run is interrupted while it holds a batch, or when
 Safety: it listens on a Unix socket in a folder only its user can open (`folder()`, mode 700) and speaks only to
 a peer that proves it holds the folder's key (multiprocessing's HMAC challenge, before any message is
 unpickled). It serves one run at a time (a lock file; a run that finds it busy starts its own worker), and only a
-run of the same code, Python, folder and environment (`Hello.identity`): any difference and it ends, and the run
-starts a fresh one, so a kept worker never runs what a new worker would not.
+run of the same code, Python, folder and environment (`Hello.identity`), while no file of the code it imported
+from outside installed packages changed (a model's neighbour module, a plugin, a local package: `UserCode`): any
+difference and it ends, and the run starts a fresh one, so a kept worker never runs what a new worker would not.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import signal
 import stat
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -96,6 +98,41 @@ def key(at: Path) -> bytes:
             os.link(aside, path)
         os.unlink(aside)
     return path.read_bytes()
+
+
+class UserCode:
+    """The code a kept worker imported from outside installed packages, the standard library and causalrate (a
+    model file's neighbour modules, plugin files, a local package): each file's sha256 when first seen. Python
+    imports a module once per process, so if one of these files changes, this worker would run the old code where
+    a new worker runs the new (and the run's cache keys, made from the files, say new): it must end."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, str] = {}
+        paths = sysconfig.get_paths()
+        self.skip = [Path(paths[k]).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+        self.skip.append(Path(causalrate.__file__).resolve().parent)  # its files are in the identity
+
+    def note(self) -> None:
+        """Digest the files of the modules imported since the last note."""
+        for module in list(sys.modules.values()):
+            file = getattr(module, "__file__", None)
+            if not isinstance(file, str) or file in self.seen or not file.endswith(".py"):
+                continue
+            path = Path(file).resolve()
+            if {"site-packages", "dist-packages"} & set(path.parts) or any(path.is_relative_to(s) for s in self.skip):
+                continue
+            self.seen[file] = _sha256(path)
+
+    def changed(self) -> list[str]:
+        """The files seen whose content is no longer what was imported (or that are gone)."""
+        return [file for file, digest in self.seen.items() if _sha256(Path(file)) != digest]
+
+
+def _sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "gone"
 
 
 def worker_env() -> dict[str, str]:
@@ -293,7 +330,7 @@ def serve(argv: list[str], env: dict[str, str]) -> None:
     listen, serve one run at a time, keep the systems each run used."""
     from threadpoolctl import threadpool_limits
 
-    address, idle, own = Path(argv[0]), float(argv[1]), identity(env)
+    address, idle, own, code = Path(argv[0]), float(argv[1]), identity(env), UserCode()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threadpool_limits(1)
     with suppress(FileNotFoundError):
@@ -308,17 +345,17 @@ def serve(argv: list[str], env: dict[str, str]) -> None:
             watch.attached = True
             with conn:
                 hello = conn.recv()
-                if not isinstance(hello, Hello) or hello.identity != own:
+                if not isinstance(hello, Hello) or hello.identity != own or code.changed():
                     conn.send(("stale", os.getpid()))
                     end(address)
                 conn.send(("ready", os.getpid()))
                 watch.idle = hello.idle
-                _session(conn, hello.cores, watch)
+                _session(conn, hello.cores, watch, code)
             watch.attached = False
             watch.free()
 
 
-def _session(conn: Connection, cores: int, watch: _Watch) -> None:
+def _session(conn: Connection, cores: int, watch: _Watch, code: UserCode) -> None:
     """Answer one run until it says it is done (None) or goes away; then forget the systems it did not use."""
     used = set()
     with suppress(EOFError, OSError):  # the run went away (it ended, or was killed)
@@ -327,4 +364,5 @@ def _session(conn: Connection, cores: int, watch: _Watch) -> None:
             watch.busy(item[1].timeout)
             answer(item, conn.send, cores)
             watch.free()
+            code.note()
     forget(used)
