@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import threading
 import time
 from dataclasses import replace
@@ -127,6 +128,16 @@ def test_a_kept_worker_serves_only_runs_of_the_same_environment(tmp_path, folder
     monkeypatch.setenv("CAUSALRATE_TEST_VARIABLE", "changed")
     (second,) = run(tmp_path, keep=60)
     assert second != first and ended(first) and loads(tmp_path) == [str(int(first)), str(int(second))]
+
+
+def test_a_kept_worker_ends_after_a_package_is_installed(tmp_path, folder):
+    """An install or upgrade changes the packages' folder (its mtime): a new worker would import the new version."""
+    import sysconfig
+
+    (first,) = run(tmp_path, keep=60)
+    os.utime(sysconfig.get_paths()["purelib"])  # what pip install does to the folder
+    (second,) = run(tmp_path, keep=60)
+    assert second != first and ended(first)
 
 
 def test_a_kept_worker_whose_imported_code_changed_ends(tmp_path, folder):

@@ -60,14 +60,17 @@ class Hello:
 
 
 def identity(env: dict[str, str]) -> tuple:
-    """What a worker started now would be: this Python, causalrate's code (each module's size and mtime), the
-    working folder and the environment it would inherit (compared in memory, never written anywhere)."""
+    """What a worker started now would be: this Python, its installed packages (their folders' mtimes: an install
+    or upgrade changes them), causalrate's code (each module's size and mtime), the working folder and the
+    environment it would inherit (compared in memory, never written anywhere)."""
     package = Path(causalrate.__file__).parent
     code = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         info = path.stat()
         code.update(f"{path.relative_to(package)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
-    return sys.executable, sys.version, code.hexdigest(), os.getcwd(), tuple(sorted(env.items()))
+    installed = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+    packages = tuple((folder, os.stat(folder).st_mtime_ns) for folder in installed if os.path.isdir(folder))
+    return sys.executable, sys.version, packages, code.hexdigest(), os.getcwd(), tuple(sorted(env.items()))
 
 
 def folder() -> Path:
