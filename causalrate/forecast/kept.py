@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import queue
 import secrets
 import signal
 import stat
@@ -145,13 +146,27 @@ def worker_env() -> dict[str, str]:
 
 class Kept:
     """A kept worker, as the pool sees one of its workers: its process (pid, is_alive, kill, join, exitcode) and
-    its task queue (put). A thread moves its answers onto the pool's results queue. `detach()` ends the run's use
-    of it and leaves it running."""
+    its task queue (put). Two threads move the jobs onto its socket (as a Queue's feeder does: `put` never waits
+    while it is busy) and its answers onto the pool's results queue. `detach()` ends the run's use of it and
+    leaves it running."""
 
     def __init__(self, conn: Connection, pid: int, lock: IO, results: Any, started: subprocess.Popen | None) -> None:
         self.pid, self._conn, self._lock, self._started = pid, conn, lock, started
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._sender = threading.Thread(target=self._send, daemon=True)
         self._reader = threading.Thread(target=self._read, args=(results,), daemon=True)
+        self._sender.start()
         self._reader.start()
+
+    def _send(self) -> None:
+        while True:
+            item = self._outbox.get()
+            try:
+                self._conn.send(item)
+            except OSError:  # it died (the pool sees a dead worker), or this run let it go
+                return
+            if item is None:
+                return
 
     def _read(self, results: Any) -> None:
         while True:
@@ -162,8 +177,7 @@ class Kept:
             results.put(message)
 
     def put(self, item: Any) -> None:
-        with suppress(OSError):  # it died: the pool sees it as a dead worker
-            self._conn.send(item)
+        self._outbox.put(item)
 
     def is_alive(self) -> bool:
         return self._started.poll() is None if self._started is not None else alive(self.pid)
@@ -185,10 +199,12 @@ class Kept:
     def detach(self) -> None:
         """Tell it this run is done (it keeps the models this run used and waits for the next) and let it go."""
         self.put(None)
+        self._sender.join(timeout=5.0)
         self._reader.join(timeout=5.0)  # it closes the connection on reading None
         self._release()
 
     def _release(self) -> None:
+        self._outbox.put(None)  # the sender's end, if it still waits
         self._conn.close()
         self._lock.close()  # the lock goes with the file
 

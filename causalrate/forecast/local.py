@@ -280,14 +280,7 @@ class _Pool:
             hung = elapsed > self.feed.jobs[index].timeout + GRACE_SECONDS
             if not hung and process.is_alive():
                 continue
-            end(process)
-            process.join()
-            self.slots[slot] = self.executor._start(self.results)
-            self.started.pop(slot, None)
-            for waiting in held[1:]:
-                self.feed.attempts[waiting] -= 1
-                self.feed.pending.append(waiting)
-            held.clear()
+            self._replace(slot, begun=1)
             if len(self.feed.jobs[index].parts) > 1:
                 self.feed.split(index)
                 continue
@@ -311,18 +304,24 @@ class _Pool:
             hung = process.is_alive()
             if hung and time.monotonic() <= until:
                 continue
-            end(process)
-            process.join()
+            self._replace(slot, begun=0)
             why = "did not end within its time limit" if hung else f"crashed (exit code {process.exitcode})"
             log.warning("%s: loading it ahead of its first batch %s; its batches run in a fresh worker", system, why)
             del self.loading[slot]
-            self.slots[slot] = self.executor._start(self.results)
-            self.started.pop(slot, None)
-            held = self.queued.get(slot, [])
-            for waiting in held:
-                self.feed.attempts[waiting] -= 1
-                self.feed.pending.append(waiting)
-            held.clear()
+
+    def _replace(self, slot: int, *, begun: int) -> None:
+        """End the slot's worker and start a fresh one (never a kept worker: this run's own); the jobs it held
+        beyond the `begun` first wait again, their try not counted."""
+        process = self.slots[slot][0]
+        end(process)
+        process.join()
+        self.slots[slot] = self.executor._start(self.results)
+        self.started.pop(slot, None)
+        held = self.queued.get(slot, [])
+        for waiting in held[begun:]:
+            self.feed.attempts[waiting] -= 1
+            self.feed.pending.append(waiting)
+        held.clear()
 
     def close(self, *, kill: bool) -> None:
         """End the workers (`kill`: now, else when they have read the end of their queue); a kept worker is left
