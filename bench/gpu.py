@@ -3,7 +3,10 @@
 Run on a GPU machine:   python bench/gpu.py            (device: auto → CUDA, bfloat16)
 Smoke run on a CPU:     python bench/gpu.py --smoke    (tiny checkpoints, seconds)
 Some systems only:      python bench/gpu.py --systems chronos,chronos-bolt,phi3   (MOMENT needs its environment)
-CPU stand-in:           python bench/gpu.py --systems standin   (a torch MLP of fixed cost per batch, one thread)
+CPU stand-in:           python bench/gpu.py --systems standin,standin-fast   (torch MLPs of fixed cost per batch,
+                        one thread: Chronos-like and Chronos-Bolt-like rates on a CPU)
+Kept workers:           python bench/gpu.py --keep-loaded   (each engine phase twice: the second run's worker is the
+                        first's, kept with its model loaded: assess --keep-loaded)
 
 Models are randomly initialised from configs of their real sizes (no download): Chronos
 (t5-small: d_model 512, 6+6 layers, 4,096 bins, 20 sample paths), Chronos-Bolt (small), MOMENT
@@ -18,6 +21,9 @@ ahead) under the paper's four perturbations (the chat model writes 40 new tokens
   time from the first answer to the last);
 - model alone: the same system's `forecast()` on the same inputs in batches of its batch size,
   in this process, after loading (load time shown apart).
+
+With --keep-loaded the engine runs twice per system, with kept workers (`assess --keep-loaded`): "cold" starts the
+kept worker (as a plain one), "kept" is the next run, answered by that worker with its model loaded.
 
 GPU busy % is nvidia-smi's utilization.gpu, sampled every 0.2 s during each phase. Targets (issue 43): steady
 vs alone ≥ 90 % for Chronos and the chat model, engine vs alone+load ≥ 50 % for Chronos-Bolt.
@@ -108,8 +114,9 @@ SYSTEMS = {
     "chronos-bolt": "{name: chronos-bolt, type: chronos, model: ckpt/bolt}",
     "moment": "{name: moment, type: moment, model: ckpt/moment, head: ckpt/moment-head.safetensors, seq_len: 512}",
     "phi3": "{name: phi3, type: phi3, model: ckpt/phi3, max_new_tokens: %d, parse_retries: 0}",
-    # the CPU stand-in (not run by default): a torch model of fixed cost per batch, on one thread as in a worker
+    # the CPU stand-ins (not run by default): torch models of fixed cost per batch, on one thread as in a worker
     "standin": "{name: standin, type: python, function: ckpt/standin.py:forecast}",
+    "standin-fast": "{name: standin-fast, type: python, function: ckpt/standin.py:fast}",
 }
 DEFAULT = ("chronos", "chronos-bolt", "moment", "phi3")
 
@@ -118,15 +125,24 @@ import torch
 
 torch.manual_seed(0)
 LAYERS = [torch.randn(80, 2048) / 9, torch.randn(2048, 2048) / 45, torch.randn(2048, 20) / 45]
+FAST = [torch.randn(80, 1024) / 9, torch.randn(1024, 1024) / 32, torch.randn(1024, 20) / 32]
 
 
-def forecast(inputs, horizon):
+def run(layers, inputs, horizon):
     torch.set_num_threads(1)
     x = torch.nan_to_num(torch.as_tensor(inputs, dtype=torch.float32))
     with torch.no_grad():
-        for layer in LAYERS:
+        for layer in layers:
             x = torch.tanh(x @ layer)
     return np.asarray(inputs)[:, -1:] + x.numpy().astype(np.float64)[:, :horizon]
+
+
+def forecast(inputs, horizon):
+    return run(LAYERS, inputs, horizon)
+
+
+def fast(inputs, horizon):
+    return run(FAST, inputs, horizon)
 """
 
 
@@ -186,7 +202,8 @@ class GpuBusy:
         return f"{np.nanmean(self.samples):.0f} %" if self.samples else "—"
 
 
-def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
+def measure(folder: Path, name: str, smoke: bool, keep: bool) -> list[tuple[str, ...]]:
+    """The system's row (with --keep-loaded: a cold and a kept row): the engine's rates against the model alone's."""
     from causalrate.config import load_config
     from causalrate.forecast.metrics import METRICS
     from causalrate.forecast.plan import forecast_all, store_windows
@@ -195,17 +212,24 @@ def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
 
     config, base_dir = load_config(study(folder, name, smoke))
     prepared = prepare(config, base_dir=base_dir)
-    store = ForecastStore.create(folder / f"{name}.sqlite", metrics=METRICS.names())
-    store_windows(store, prepared)
-    executor = Clocked(1)
-    with GpuBusy() as engine_busy:
-        started = time.perf_counter()
-        rows = forecast_all(prepared, store, cache=None, executor=executor)["made"]
-        engine = time.perf_counter() - started
-    steady = executor.steady()
-    startup = executor.startup.get(name, float("nan"))  # worker start and model load, overlapping planning
-    inputs = store.forecasts()  # the same rows, forecast again by the model alone
-    store.close()
+    engines = []
+    for run in ("cold", "kept") if keep else ("",):
+        store = ForecastStore.create(folder / f"{name}{run}.sqlite", metrics=METRICS.names())
+        store_windows(store, prepared)
+        executor = Clocked(1, keep=600.0 if keep else 0.0)
+        with GpuBusy() as engine_busy:
+            started = time.perf_counter()
+            rows = forecast_all(prepared, store, cache=None, executor=executor)["made"]
+            engine = time.perf_counter() - started
+        # worker start and model load (overlapping planning); a kept worker's: the warm-up's answer
+        startup = executor.startup.get(name, float("nan"))
+        engines.append((run, engine, startup, executor.steady(), engine_busy.busy))
+        assert len(store.forecasts()) == rows  # the same rows, forecast again by the model alone below
+        store.close()
+    if keep:
+        from causalrate.forecast import kept
+
+        kept.stop()
     system = prepared.systems[name]
     batch = batches(prepared)
     started = time.perf_counter()
@@ -216,22 +240,25 @@ def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
         for part in batch:
             system.forecast(part)
         alone = time.perf_counter() - started
-    assert len(inputs) == rows == sum(len(b.inputs) for b in batch)
-    return (
-        name,
-        system.accelerator or "cpu",
-        str(system.batch_size or prepared.config.forecast.batch_size),
-        f"{rows:,}",
-        f"{rows / engine:.1f}",
-        f"{startup:.1f}",
-        f"{steady:.1f}",
-        engine_busy.busy,
-        f"{rows / alone:.1f}",
-        alone_busy.busy,
-        f"{load:.1f}",
-        f"{100 * steady * alone / rows:.0f} %",
-        f"{100 * (alone + load) / engine:.0f} %",
-    )
+    assert rows == sum(len(b.inputs) for b in batch)
+    return [
+        (
+            f"{name} ({run})" if run else name,
+            system.accelerator or "cpu",
+            str(system.batch_size or prepared.config.forecast.batch_size),
+            f"{rows:,}",
+            f"{rows / engine:.1f}",
+            f"{startup:.1f}",
+            f"{steady:.1f}",
+            busy,
+            f"{rows / alone:.1f}",
+            alone_busy.busy,
+            f"{load:.1f}",
+            f"{100 * steady * alone / rows:.0f} %",
+            f"{100 * (alone + load) / engine:.0f} %",
+        )
+        for run, engine, startup, steady, busy in engines
+    ]
 
 
 class Clocked:
@@ -239,10 +266,10 @@ class Clocked:
     the forecasts answered after the first batch over the time from the first answer to the last (worker start
     and model load excluded)."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, keep: float) -> None:
         from causalrate.forecast.local import LocalExecutor
 
-        self.executor = LocalExecutor(workers)
+        self.executor = LocalExecutor(workers, keep=keep)
         self.answers: list[tuple[float, int]] = []  # (when, rows)
 
     def warm(self, job) -> None:
@@ -307,6 +334,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--systems", default=",".join(DEFAULT), help=f"comma-separated, of {', '.join(SYSTEMS)}")
+    parser.add_argument("--keep-loaded", action="store_true", help="each engine phase twice, the second kept")
     args = arguments(parser)
     chosen = [name for name in args.systems.split(",") if name]
     if unknown := sorted(set(chosen) - set(SYSTEMS)):
@@ -318,13 +346,21 @@ def main() -> None:
         "moment": build_moment,
         "phi3": build_phi3,
         "standin": build_standin,
+        "standin-fast": build_standin,
     }
-    folders = {"chronos": "chronos", "chronos-bolt": "bolt", "moment": "moment", "phi3": "phi3", "standin": "standin"}
+    folders = {
+        "chronos": "chronos",
+        "chronos-bolt": "bolt",
+        "moment": "moment",
+        "phi3": "phi3",
+        "standin": "standin",
+        "standin-fast": "standin",
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name in chosen:
             builders[name](folder / "ckpt" / folders[name], args.smoke)
-        rows = [measure(folder, name, args.smoke) for name in chosen]
+        rows = [row for name in chosen for row in measure(folder, name, args.smoke, args.keep_loaded)]
     head = (
         "system",
         "device",

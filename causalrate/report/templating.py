@@ -67,6 +67,7 @@ def missing_values_text(system: Any) -> str:
     m = system.missing_values
     if m is None:
         return text
+
     # m.score is `ape`: the perturbation's harm to the error (APE, ≥ 0), in the outcome's units
     def rise(value: float) -> str:
         return "does not rise" if value == 0 else f"rises by {fmt(value, 3)}"
