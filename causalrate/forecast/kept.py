@@ -31,6 +31,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Client, Connection, Listener
@@ -147,28 +148,45 @@ def worker_env() -> dict[str, str]:
 class Kept:
     """A kept worker, as the pool sees one of its workers: its process (pid, is_alive, kill, join, exitcode) and
     its task queue (put). Two threads move the jobs onto its socket (as a Queue's feeder does: `put` never waits
-    while it is busy) and its answers onto the pool's results queue. `detach()` ends the run's use of it and
-    leaves it running."""
+    while it is busy) and its answers onto the pool's results queue; one just started is connected to by the
+    first (`dial`), so that a run starting several does not wait for each in turn. `detach()` ends the run's use
+    of it and leaves it running."""
 
-    def __init__(self, conn: Connection, pid: int, lock: IO, results: Any, started: subprocess.Popen | None) -> None:
+    def __init__(
+        self,
+        pid: int,
+        lock: IO,
+        results: Any,
+        *,
+        conn: Connection | None = None,
+        started: subprocess.Popen | None = None,
+        dial: Callable[[], Connection | None] | None = None,
+    ) -> None:
         self.pid, self._conn, self._lock, self._started = pid, conn, lock, started
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._sender = threading.Thread(target=self._send, daemon=True)
         self._reader = threading.Thread(target=self._read, args=(results,), daemon=True)
+        self._sender = threading.Thread(target=self._send, args=(dial,), daemon=True)
         self._sender.start()
-        self._reader.start()
 
-    def _send(self) -> None:
+    def _send(self, dial: Callable[[], Connection | None] | None) -> None:
+        if dial is not None:
+            self._conn = dial()
+        conn = self._conn
+        if conn is None:
+            self.kill()  # it never listened: the pool sees a dead worker and starts one of this run's
+            return
+        self._reader.start()
         while True:
             item = self._outbox.get()
             try:
-                self._conn.send(item)
+                conn.send(item)
             except OSError:  # it died (the pool sees a dead worker), or this run let it go
                 return
             if item is None:
                 return
 
     def _read(self, results: Any) -> None:
+        assert self._conn is not None
         while True:
             try:
                 message = self._conn.recv()
@@ -199,19 +217,21 @@ class Kept:
     def detach(self) -> None:
         """Tell it this run is done (it keeps the models this run used and waits for the next) and let it go."""
         self.put(None)
-        self._sender.join(timeout=5.0)
-        self._reader.join(timeout=5.0)  # it closes the connection on reading None
+        self._sender.join(timeout=START_SECONDS)
+        if self._reader.is_alive():
+            self._reader.join(timeout=5.0)  # it closes the connection on reading None
         self._release()
 
     def _release(self) -> None:
         self._outbox.put(None)  # the sender's end, if it still waits
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
         self._lock.close()  # the lock goes with the file
 
 
 def attach(name: str, *, idle: float, cores: int, results: Any) -> Kept | None:
-    """The kept worker `name`, started if none serves this identity; None when another run is using it (this run
-    then starts its own worker) or it could not start (a warning says why)."""
+    """The kept worker `name`, started if none serves this identity (connected to once it listens, by the Kept's
+    sender); None when another run is using it: this run then starts a worker of its own."""
     at = folder()
     lock = open(at / f"{name}.lock", "a")  # noqa: SIM115 (held for the run: Kept closes it)
     try:
@@ -227,7 +247,7 @@ def attach(name: str, *, idle: float, cores: int, results: Any) -> Kept | None:
         conn.send(hello)
         answer, pid = conn.recv()
         if answer == "ready":
-            return Kept(conn, pid, lock, results, None)
+            return Kept(pid, lock, results, conn=conn)
         conn.close()  # "stale": it serves another code or environment, and ends now
         _gone(pid)
     started = subprocess.Popen(
@@ -238,18 +258,19 @@ def attach(name: str, *, idle: float, cores: int, results: Any) -> Kept | None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # its own session and process group: the terminal's Ctrl-C is the run's, not its
     )
-    until = time.monotonic() + START_SECONDS
-    while (conn := _connect(address, secret)) is None:
-        if started.poll() is not None or time.monotonic() > until:
-            started.kill()
-            lock.close()
-            why = started.poll()
-            log.warning("kept %s did not start (exit code %s); this run starts a worker of its own", name, why)
-            return None
-        time.sleep(0.02)
-    conn.send(hello)
-    _, pid = conn.recv()
-    return Kept(conn, pid, lock, results, started)
+
+    def dial() -> Connection | None:
+        until = time.monotonic() + START_SECONDS
+        while (conn := _connect(address, secret)) is None:
+            if started.poll() is not None or time.monotonic() > until:
+                log.warning("kept %s did not start (exit code %s)", name, started.poll())
+                return None
+            time.sleep(0.02)
+        conn.send(hello)
+        conn.recv()  # ("ready", its pid)
+        return conn
+
+    return Kept(started.pid, lock, results, started=started, dial=dial)
 
 
 def listed() -> list[tuple[str, bool]]:
