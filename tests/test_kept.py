@@ -194,3 +194,10 @@ def test_keep_loaded_asks_for_seconds_and_the_local_executor(tmp_path, folder, c
     (pid,) = run(tmp_path, keep=60)
     assert cli("workers")[:2] == (0, "worker-0   waiting for a run\n")
     assert cli("workers", "--stop") == (0, "1 kept worker(s) ended\n", "") and ended(pid)
+
+
+def test_a_kept_worker_that_never_listens_is_replaced_by_one_of_the_runs(tmp_path, folder, monkeypatch, caplog):
+    monkeypatch.setattr(kept, "SERVE", "import sys; sys.exit(3)")
+    (pid,) = run(tmp_path, keep=60)
+    assert loads(tmp_path) == [str(int(pid))] and "kept worker-0 did not start (exit code 3)" in caplog.text
+    assert not list(folder.glob("*.sock"))
