@@ -25,7 +25,9 @@ ahead) under the paper's four perturbations (the chat model writes 40 new tokens
 With --keep-loaded the engine runs twice per system, with kept workers (`assess --keep-loaded`): "cold" starts the
 kept worker (as a plain one), "kept" is the next run, answered by that worker with its model loaded.
 
-GPU busy % is nvidia-smi's utilization.gpu, sampled every 0.2 s during each phase. Targets (issue 43): steady
+Busy % is the device's: on a GPU nvidia-smi's utilization.gpu, sampled every 0.2 s during each phase; without
+one (the CPU stand-ins) the CPU seconds of the processes that forecast (the engine's workers; the model alone:
+this process) over the phase's wall seconds. Targets (issue 43): steady
 vs alone ≥ 90 % for Chronos and the chat model, engine vs alone+load ≥ 50 % for Chronos-Bolt.
 """
 
@@ -37,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -125,7 +128,7 @@ import torch
 
 torch.manual_seed(0)
 LAYERS = [torch.randn(80, 2048) / 9, torch.randn(2048, 2048) / 45, torch.randn(2048, 20) / 45]
-FAST = [torch.randn(80, 1024) / 9, torch.randn(1024, 1024) / 32, torch.randn(1024, 20) / 32]
+FAST = [torch.randn(80, 1536) / 9, torch.randn(1536, 1536) / 39, torch.randn(1536, 20) / 39]  # ≈ Bolt on an H100
 
 
 def run(layers, inputs, horizon):
@@ -173,15 +176,37 @@ systems: [{SYSTEMS[system].replace("%d", "8" if smoke else "40")}]
     return path
 
 
-class GpuBusy:
-    """Mean utilization.gpu (nvidia-smi) over the block; None without nvidia-smi."""
+class Busy:
+    """How busy the device was over the block: nvidia-smi's mean utilization.gpu on a GPU; else the CPU seconds of
+    the forecasting processes over the block's wall seconds (`engine`: the workers — this process's children, or
+    the kept workers (alive at the end: `kept`) —; else this process)."""
 
-    def __enter__(self) -> GpuBusy:
+    def __init__(self, engine: bool, kept: bool = False) -> None:
+        self.engine, self.kept = engine, kept
+
+    def __enter__(self) -> Busy:
         self.samples: list[float] = []
         self.running = shutil.which("nvidia-smi") is not None
         self.thread = threading.Thread(target=self._sample, daemon=True)
         self.thread.start()
+        self.cpu, self.wall = self._cpu(), time.perf_counter()
         return self
+
+    def _cpu(self) -> float:
+        import os
+
+        if not self.engine:
+            return time.process_time()
+        if not self.kept:
+            return os.times().children_user + os.times().children_system
+        ticks = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if "causalrate.forecast.kept" in stat.with_name("cmdline").read_text():
+                    ticks += sum(int(t) for t in stat.read_text().rpartition(")")[2].split()[11:13])  # utime, stime
+            except OSError:
+                continue
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def _sample(self) -> None:
         while self.running:
@@ -196,10 +221,13 @@ class GpuBusy:
     def __exit__(self, *exc: object) -> None:
         self.running = False
         self.thread.join()
+        self.cpu, self.wall = self._cpu() - self.cpu, time.perf_counter() - self.wall
 
     @property
     def busy(self) -> str:
-        return f"{np.nanmean(self.samples):.0f} %" if self.samples else "—"
+        if self.samples:
+            return f"{np.nanmean(self.samples):.0f} %"
+        return f"{100 * self.cpu / self.wall:.0f} % CPU"
 
 
 def measure(folder: Path, name: str, smoke: bool, keep: bool) -> list[tuple[str, ...]]:
@@ -217,7 +245,7 @@ def measure(folder: Path, name: str, smoke: bool, keep: bool) -> list[tuple[str,
         store = ForecastStore.create(folder / f"{name}{run}.sqlite", metrics=METRICS.names())
         store_windows(store, prepared)
         executor = Clocked(1, keep=600.0 if keep else 0.0)
-        with GpuBusy() as engine_busy:
+        with Busy(engine=True, kept=keep) as engine_busy:
             started = time.perf_counter()
             rows = forecast_all(prepared, store, cache=None, executor=executor)["made"]
             engine = time.perf_counter() - started
@@ -227,15 +255,20 @@ def measure(folder: Path, name: str, smoke: bool, keep: bool) -> list[tuple[str,
         assert len(store.forecasts()) == rows  # the same rows, forecast again by the model alone below
         store.close()
     if keep:
+        import os
+
         from causalrate.forecast import kept
 
         kept.stop()
+        with suppress(ChildProcessError):  # reap them now: their CPU seconds are not the next phase's children's
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
     system = prepared.systems[name]
     batch = batches(prepared)
     started = time.perf_counter()
     system.forecast(batch[0].row(0))  # loads the model (and forecasts one row)
     load = time.perf_counter() - started
-    with GpuBusy() as alone_busy:
+    with Busy(engine=False) as alone_busy:
         started = time.perf_counter()
         for part in batch:
             system.forecast(part)
@@ -369,9 +402,9 @@ def main() -> None:
         "engine fc/s",
         "start-up s",
         "engine steady fc/s",
-        "GPU busy",
+        "busy",
         "model alone fc/s",
-        "GPU busy",
+        "busy",
         "load s",
         "steady vs alone",
         "engine vs alone+load",

@@ -113,20 +113,22 @@ class UserCode:
 
     def __init__(self) -> None:
         self.seen: dict[str, str] = {}
+        self.looked: set[str] = set()  # every module file looked at (most are installed: not digested)
         paths = sysconfig.get_paths()
         self.skip = [Path(paths[k]).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib")]
         self.skip.append(Path(causalrate.__file__).resolve().parent)  # its files are in the identity
 
     def note(self) -> None:
-        """Digest the files of the modules imported since the last note."""
+        """Digest the files of the modules imported since the last note (a set lookup per module otherwise)."""
         for module in list(sys.modules.values()):
             file = getattr(module, "__file__", None)
-            if not isinstance(file, str) or file in self.seen or not file.endswith(".py"):
+            if not isinstance(file, str) or file in self.looked:
                 continue
+            self.looked.add(file)
             path = Path(file).resolve()
-            if {"site-packages", "dist-packages"} & set(path.parts) or any(path.is_relative_to(s) for s in self.skip):
-                continue
-            self.seen[file] = _sha256(path)
+            installed = {"site-packages", "dist-packages"} & set(path.parts)
+            if file.endswith(".py") and not installed and not any(path.is_relative_to(s) for s in self.skip):
+                self.seen[file] = _sha256(path)
 
     def changed(self) -> list[str]:
         """The files seen whose content is no longer what was imported (or that are gone)."""
