@@ -330,8 +330,8 @@ def parser() -> argparse.ArgumentParser:
         type=_seconds,
         default=0.0,
         metavar="SECONDS",
-        help="keep each device's worker, its models loaded, for the next run until SECONDS pass without one "
-        "(`causalrate workers --stop` ends them)",
+        help="keep this run's workers, their models loaded, for the next run until SECONDS pass without one "
+        "(`causalrate workers` lists them, `--stop` ends them)",
     )
     a.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     a.add_argument(
@@ -435,7 +435,7 @@ def _seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected 0 or more seconds, got {text}")
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, 0 or more; got {text}")
     return value
 
 
@@ -447,10 +447,10 @@ def _workers(args: argparse.Namespace) -> int:
         print(f"{ended} kept worker(s) ended" + (f"; {busy} serving a run, left running" if busy else ""))
         return 0
     found = kept.listed()
-    for device, busy in found:
-        print(f"{device:10} {'serving a run' if busy else 'waiting for a run'}")
+    for name, pid, busy in found:
+        print(f"{name:10} pid {pid:<8} {'serving a run' if busy else 'waiting for a run'}")
     if not found:
-        print("no kept workers (assess --keep-loaded SECONDS keeps them)")
+        print(f"no kept workers in {kept.folder()} (assess --keep-loaded SECONDS keeps them)")
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import threading
 import time
 from dataclasses import replace
@@ -49,6 +50,7 @@ def folder(tmp_path, monkeypatch):
     (tmp_path / "helper.py").write_text("OFFSET = 0.0\n")
     yield kept.folder()
     kept.stop()
+    shutil.rmtree(kept.folder())
 
 
 def job(tmp_path: Path, first: float = 1.0, timeout: float = 30.0, device: str | None = "cuda:0") -> Job:
@@ -94,7 +96,7 @@ def test_the_next_run_is_answered_by_the_kept_worker_without_loading_the_model_a
     assert loads(tmp_path) == [str(int(first))]
     (plain,) = run(tmp_path, keep=0)  # without --keep-loaded: a worker of the run's own, which loads the model
     assert plain != first and len(loads(tmp_path)) == 2
-    assert kept.listed() == [("worker-0", False)]
+    assert kept.listed() == [("worker-0", int(first), False)]
     assert kept.stop() == (1, 0) and ended(first) and kept.listed() == []
 
 
@@ -105,7 +107,7 @@ def test_every_worker_of_a_run_on_the_cpu_is_kept(tmp_path, folder):
         pids.append(set())
         LocalExecutor(2, keep=60).run([job(tmp_path, device=None)] * 8, lambda _, r: pids[-1].add(r.forecasts[0, 0]))
     assert pids[0] == pids[1] and sorted(loads(tmp_path)) == sorted(str(int(p)) for p in pids[0])
-    assert [name for name, _ in kept.listed()] == ["worker-0", "worker-1"]
+    assert [name for name, _, _ in kept.listed()] == ["worker-0", "worker-1"]
 
 
 def test_a_kept_worker_ends_after_its_idle_seconds(tmp_path, folder):
@@ -121,13 +123,39 @@ def test_a_kept_worker_in_use_by_another_run_is_not_shared(tmp_path, folder):
     assert ended(pid) and not list(folder.glob("*.sock"))
 
 
-def test_a_kept_worker_serves_only_runs_of_the_same_environment(tmp_path, folder, monkeypatch):
-    """A changed variable (a path, a token) could change what the model does: the kept worker ends and the run
-    starts a fresh one, which loads the model again."""
+def test_a_kept_worker_serves_only_runs_of_the_same_environment(tmp_path, folder, monkeypatch, caplog):
+    """A changed variable (a path, a token) could change what the model does: the kept worker ends (the log names
+    the variable, never its value) and the run starts a fresh one, which loads the model again. What a shell
+    changes on its own (`cd`: OLDPWD and PWD; `_`) is no change."""
     (first,) = run(tmp_path, keep=60)
-    monkeypatch.setenv("CAUSALRATE_TEST_VARIABLE", "changed")
+    for name in ("OLDPWD", "_", "SHLVL"):
+        monkeypatch.setenv(name, "/elsewhere")
+    assert run(tmp_path, keep=60) == {first}
+    monkeypatch.setenv("CAUSALRATE_TEST_VARIABLE", "s3cr3t-value")
+    caplog.set_level("INFO")
     (second,) = run(tmp_path, keep=60)
     assert second != first and ended(first) and loads(tmp_path) == [str(int(first)), str(int(second))]
+    assert "kept worker-0 is replaced: environment variables (CAUSALRATE_TEST_VARIABLE)" in caplog.text
+    assert "s3cr3t" not in caplog.text
+
+
+def test_a_kept_worker_imports_as_a_spawned_worker_does_not_from_the_working_folder(tmp_path, folder, monkeypatch):
+    """A module named like a model's neighbour in the folder causalrate runs from must not shadow it (`python -c`
+    puts that folder first on sys.path; a spawned worker gets the run's sys.path)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "helper.py").write_text("OFFSET = 0.25\n")  # the decoy
+    monkeypatch.chdir(elsewhere)
+    (pid,) = run(tmp_path, keep=60)
+    assert pid % 1 == 0.0
+
+
+def test_a_killed_kept_worker_is_not_listed(tmp_path, folder):
+    import signal
+
+    (pid,) = run(tmp_path, keep=60)
+    os.kill(int(pid), signal.SIGKILL)
+    assert ended(pid) and kept.listed() == [] and not list(folder.glob("*.sock")) and kept.stop() == (0, 0)
 
 
 def test_a_kept_worker_ends_after_a_package_is_installed(tmp_path, folder):
@@ -190,9 +218,9 @@ def test_keep_loaded_asks_for_seconds_and_the_local_executor(tmp_path, folder, c
         assert code == 2 and "--keep-loaded" in err, err
     code, _, err = cli("assess", config, "--keep-loaded", "30", "--executor", "ray")
     assert code == 2 and "--keep-loaded 30: kept workers are the local executor's" in err, err
-    assert cli("workers") == (0, "no kept workers (assess --keep-loaded SECONDS keeps them)\n", "")
+    assert cli("workers") == (0, f"no kept workers in {folder} (assess --keep-loaded SECONDS keeps them)\n", "")
     (pid,) = run(tmp_path, keep=60)
-    assert cli("workers")[:2] == (0, "worker-0   waiting for a run\n")
+    assert cli("workers")[:2] == (0, f"worker-0   pid {int(pid):<8} waiting for a run\n")
     assert cli("workers", "--stop") == (0, "1 kept worker(s) ended\n", "") and ended(pid)
 
 

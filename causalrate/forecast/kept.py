@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import queue
@@ -46,9 +47,63 @@ from causalrate.paths import cache_root
 
 log = logging.getLogger(__name__)
 
-# a kept worker's start: the environment it was given is read before any import (libraries add variables: OpenMP's)
-SERVE = "import os, sys; env = dict(os.environ); import causalrate.forecast.kept as k; k.serve(sys.argv[1:], env)"
+# A kept worker's start: the environment it was given is read before any import (libraries add variables: OpenMP's),
+# and its sys.path is the run's, as a spawned worker's (`-c` would put the working folder first: a module of that
+# name there would shadow a model's neighbour).
+SERVE = (
+    "import os, sys, json; env = dict(os.environ); sys.path[:] = json.loads(sys.argv[3]); "
+    "import causalrate.forecast.kept as k; k.serve(sys.argv[1:], env)"
+)
 START_SECONDS = 60.0  # for a new kept worker to listen (its imports: numpy, causalrate's worker)
+
+
+# Variables a shell changes on its own (`cd` sets OLDPWD and PWD, every command `_`): no difference to a model
+SHELL_NOISE = frozenset({"_", "OLDPWD", "PWD", "SHLVL"})
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What a worker started now would be. A kept worker serves a run only if all of it is the same."""
+
+    python: tuple[str, str]  # the interpreter and its version
+    path: tuple[str, ...]  # sys.path, as a spawned worker inherits it
+    folders: tuple[tuple[str, int], ...]  # each sys.path folder's mtime: an install or upgrade there changes it
+    code: str  # causalrate's modules: each one's size and mtime
+    cwd: str
+    env: tuple[tuple[str, str], ...]  # compared in memory, never written anywhere; SHELL_NOISE left out
+
+    def differs(self, other: Identity) -> list[str]:
+        """What differs, in words naming no value (a variable's value may be a secret)."""
+        said = {
+            "python": "Python",
+            "path": "sys.path",
+            "folders": "installed packages",
+            "code": "causalrate's code",
+            "cwd": "the working folder",
+        }
+        out = [words for name, words in said.items() if getattr(self, name) != getattr(other, name)]
+        if self.env != other.env:
+            names = sorted({k for k, _ in set(self.env) ^ set(other.env)})
+            out.append(f"environment variables ({', '.join(names[:5])}{', …' if len(names) > 5 else ''})")
+        return out
+
+
+def identity(env: dict[str, str], path: list[str]) -> Identity:
+    """The identity of a worker started now with this environment and sys.path."""
+    package = Path(causalrate.__file__).parent
+    code = hashlib.sha256()
+    for file in sorted(package.rglob("*.py")):
+        info = file.stat()
+        code.update(f"{file.relative_to(package)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    folders = tuple((entry, os.stat(entry).st_mtime_ns) for entry in path if entry and os.path.isdir(entry))
+    return Identity(
+        python=(sys.executable, sys.version),
+        path=tuple(path),
+        folders=folders,
+        code=code.hexdigest(),
+        cwd=os.getcwd(),
+        env=tuple(sorted((k, v) for k, v in env.items() if k not in SHELL_NOISE)),
+    )
 
 
 @dataclass(frozen=True)
@@ -56,23 +111,9 @@ class Hello:
     """What a run says first: who it is (`identity`: a kept worker serves only a run that would have started the
     same worker), how long the worker is to wait for the next run, and its share of the cores."""
 
-    identity: tuple
+    identity: Identity | None  # None: end now (causalrate workers --stop)
     idle: float
     cores: int
-
-
-def identity(env: dict[str, str]) -> tuple:
-    """What a worker started now would be: this Python, its installed packages (their folders' mtimes: an install
-    or upgrade changes them), causalrate's code (each module's size and mtime), the working folder and the
-    environment it would inherit (compared in memory, never written anywhere)."""
-    package = Path(causalrate.__file__).parent
-    code = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        info = path.stat()
-        code.update(f"{path.relative_to(package)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
-    installed = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
-    packages = tuple((folder, os.stat(folder).st_mtime_ns) for folder in installed if os.path.isdir(folder))
-    return sys.executable, sys.version, packages, code.hexdigest(), os.getcwd(), tuple(sorted(env.items()))
 
 
 def folder() -> Path:
@@ -243,17 +284,18 @@ def attach(name: str, *, idle: float, cores: int, results: Any) -> Kept | None:
         log.info("kept %s serves another run; this run starts a worker of its own", name)
         return None
     address, secret, env = at / f"{name}.sock", key(at), worker_env()
-    hello = Hello(identity(env), idle, cores)
+    hello = Hello(identity(env, sys.path), idle, cores)
     conn = _connect(address, secret)
     if conn is not None:
         conn.send(hello)
-        answer, pid = conn.recv()
+        answer, pid, why = conn.recv()
         if answer == "ready":
             return Kept(pid, lock, results, conn=conn)
-        conn.close()  # "stale": it serves another code or environment, and ends now
+        conn.close()  # "stale": it would not run what a new worker runs, and ends now
+        log.info("kept %s is replaced: %s", name, why)
         _gone(pid)
     started = subprocess.Popen(
-        [sys.executable, "-c", SERVE, str(address), str(idle)],
+        [sys.executable, "-c", SERVE, str(address), str(idle), json.dumps(sys.path)],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -269,31 +311,37 @@ def attach(name: str, *, idle: float, cores: int, results: Any) -> Kept | None:
                 return None
             time.sleep(0.02)
         conn.send(hello)
-        conn.recv()  # ("ready", its pid)
+        conn.recv()  # ("ready", its pid, "")
         return conn
 
     return Kept(started.pid, lock, results, started=started, dial=dial)
 
 
-def listed() -> list[tuple[str, bool]]:
-    """The kept workers listening here: (name, whether a run is using it)."""
+def listed() -> list[tuple[str, int, bool]]:
+    """The kept workers alive here: (name, pid, whether a run is using it). What a killed one left (its socket,
+    its pid file) is removed."""
     out = []
     for address in sorted(folder().glob("*.sock")):
+        pid = _pid(address)
+        if pid is None:
+            continue
         with open(address.with_suffix(".lock"), "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                out.append((address.stem, True))
+                out.append((address.stem, pid, True))
                 continue
-        out.append((address.stem, False))
+        out.append((address.stem, pid, False))
     return out
 
 
 def stop() -> tuple[int, int]:
-    """End every kept worker no run is using (told so over its socket: a hello it does not recognise); (how many
-    ended, how many are in use and left running)."""
+    """End every kept worker no run is using (told so over its socket); (how many ended, how many are in use and
+    left running)."""
     at, ended, busy = folder(), 0, 0
     for address in sorted(at.glob("*.sock")):
+        if _pid(address) is None:
+            continue
         with open(address.with_suffix(".lock"), "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -301,15 +349,27 @@ def stop() -> tuple[int, int]:
                 busy += 1
                 continue
             conn = _connect(address, key(at))
-            if conn is None:  # a socket left by a worker that was killed
-                address.unlink(missing_ok=True)
+            if conn is None:
                 continue
             with conn:
-                conn.send(Hello((), 0.0, 0))
-                _, pid = conn.recv()
+                conn.send(Hello(None, 0.0, 0))
+                _, pid, _ = conn.recv()
             _gone(pid)
             ended += 1
     return ended, busy
+
+
+def _pid(address: Path) -> int | None:
+    """The pid of the kept worker listening at `address`, None (and its files removed) if it is not alive."""
+    try:
+        pid = int(address.with_suffix(".pid").read_text())
+    except (OSError, ValueError):
+        pid = None
+    if pid is None or not alive(pid):
+        address.unlink(missing_ok=True)
+        address.with_suffix(".pid").unlink(missing_ok=True)
+        return None
+    return pid
 
 
 def _connect(address: Path, secret: bytes) -> Connection | None:
@@ -361,9 +421,9 @@ class _Watch:
 
 
 def end(address: Path) -> None:
-    """End the kept worker: its socket removed, then its process group (what its systems started too)."""
-    with suppress(FileNotFoundError):
-        address.unlink()
+    """End the kept worker: its socket and pid file removed, then its process group (what its systems started)."""
+    address.unlink(missing_ok=True)
+    address.with_suffix(".pid").unlink(missing_ok=True)
     os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
@@ -372,29 +432,40 @@ def serve(argv: list[str], env: dict[str, str]) -> None:
     listen, serve one run at a time, keep the systems each run used."""
     from threadpoolctl import threadpool_limits
 
-    address, idle, own, code = Path(argv[0]), float(argv[1]), identity(env), UserCode()
+    address, idle, own, code = Path(argv[0]), float(argv[1]), identity(env, sys.path), UserCode()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threadpool_limits(1)
-    with suppress(FileNotFoundError):
-        address.unlink()  # a dead worker's socket (the run starting this one holds the lock and found none answer)
+    address.unlink(missing_ok=True)  # a dead worker's socket (the run starting this one holds the lock: none answered)
     watch = _Watch(address, idle)
     with Listener(str(address), family="AF_UNIX", authkey=key(address.parent)) as listener:
+        pid_file = address.with_suffix(".pid")
+        pid_file.with_suffix(".pid-new").write_text(str(os.getpid()))
+        pid_file.with_suffix(".pid-new").replace(pid_file)
         while True:
             try:
                 conn = listener.accept()  # the peer proved it holds the key before anything is unpickled
             except Exception:  # a wrong key (AuthenticationError), a peer that went away mid-handshake
                 continue
             watch.attached = True
-            with conn:
+            with conn, suppress(EOFError, OSError):  # a peer that goes away before its hello
                 hello = conn.recv()
-                if not isinstance(hello, Hello) or hello.identity != own or code.changed():
-                    conn.send(("stale", os.getpid()))
+                why = stale(hello, own, code)
+                conn.send(("stale" if why else "ready", os.getpid(), why))
+                if why:
                     end(address)
-                conn.send(("ready", os.getpid()))
                 watch.idle = hello.idle
                 _session(conn, hello.cores, watch, code)
             watch.attached = False
             watch.free()
+
+
+def stale(hello: object, own: Identity, code: UserCode) -> str:
+    """Why this worker must not serve the run that said `hello` ("" if it may)."""
+    if not isinstance(hello, Hello) or hello.identity is None:
+        return "told to end"
+    changed = code.changed()
+    why = [*hello.identity.differs(own), *([f"imported code changed ({Path(changed[0]).name})"] if changed else [])]
+    return "; ".join(why)
 
 
 def _session(conn: Connection, cores: int, watch: _Watch, code: UserCode) -> None:
