@@ -311,7 +311,11 @@ def attach(name: str, *, idle: float, cores: int, results: Any) -> Kept | None:
                 return None
             time.sleep(0.02)
         conn.send(hello)
-        conn.recv()  # ("ready", its pid, "")
+        answer, _, why = conn.recv()
+        if answer != "ready":  # it cannot serve the run that started it (its sys.path or variables moved)
+            log.warning("kept %s did not start: %s", name, why)
+            conn.close()
+            return None
         return conn
 
     return Kept(started.pid, lock, results, started=started, dial=dial)
