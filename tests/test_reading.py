@@ -63,19 +63,22 @@ def test_each_headline_box_names_the_systems_at_its_level_once():
 
 
 def test_fragility_rule_only_where_the_map_holds_and_only_a_harm():
-    """The label's "most fragile" rule comes from a map that explains something on held-out windows, is a rise of
-    the error, names its perturbation's description, and speaks of window characteristics in words."""
+    """The label's "most fragile" rule is the largest practically relevant harm (≥ the APE's margin δ, its interval
+    above 0): a rule of a map that explains something on held-out windows, or, where the map explains nothing, the
+    perturbation's effect on every window alike; it names its perturbation's description and speaks of window
+    characteristics in words."""
     doc = RatingsDocument.read(ELECTRICITY)
     described = {p.id: p.description for p in doc.perturbations}
     for system in doc.system_names:
         shown = " ".join(label_boxes(doc, system)["fragility"].split())
-        candidates = [
-            (rule.cate, p)
-            for p, m in doc.heterogeneity[system].items()
-            if m.explained and m.explained > 0
-            for rule in m.rules
-            if rule.cate is not None and rule.cate > 0
-        ]
+        ape = {r.perturbation: r for r in doc.rows_of(system) if r.score == "ape"}
+        candidates = []
+        for p, m in doc.heterogeneity[system].items():
+            margin = ape[p].margin
+            if m.explained and m.explained > 0:
+                candidates += [(r.cate, p) for r in m.rules if r.cate >= margin and r.cate > 0 and r.interval[0] > 0]
+            elif ape[p].raw >= margin and ape[p].raw > 0 and ape[p].ape_true_interval[0] > 0:
+                candidates.append((ape[p].raw, p))
         if not candidates:
             assert shown == NO_RULE, (system, shown)
             continue
@@ -83,8 +86,14 @@ def test_fragility_rule_only_where_the_map_holds_and_only_a_harm():
         assert shown.startswith(f"Under {perturbation} ({described[perturbation]}): "), (system, shown)
         assert f"{cate:.3g}" in shown
         assert not any(name in shown for name in COVARIATE_WORDS if name != "level"), shown
+    # the reference's holtwinters: its P1 map explains nothing held out, yet P1 raises its error on every window
+    assert " ".join(label_boxes(doc, "holtwinters")["fragility"].split()) == (
+        "Under P1 (a value is recorded as 0): its error rises by 0.126 on every window alike (no window property "
+        "predicts where it is hurt more) (95 % interval of the effect [0.0832, 0.168])."
+    )
     # planted: the electricity maps of autoets explain nothing held out (its P1 tree split on trend strength and the
-    # ADF p-value in-sample, 4.3× the average); a map that holds is shown, a larger fall of the error never is
+    # ADF p-value in-sample, 4.3× the average) and its P1 effect's interval covers 0; a map that holds is shown, a
+    # larger fall of the error never is
     assert " ".join(label_boxes(doc, "autoets")["fragility"].split()) == NO_RULE
     planted = doc.model_copy(deep=True)
     p1 = planted.heterogeneity["autoets"]["P1"]
@@ -94,6 +103,37 @@ def test_fragility_rule_only_where_the_map_holds_and_only_a_harm():
     assert shown.startswith("Under P1 (a value is recorded as 0): effect 4.3× the average (0.116 vs 0.0271) when")
     assert "the input's trend strength (0 to 1) ≤ 0.9641" in shown and "trend_strength" not in shown
     assert "the stationarity test's p-value (ADF; low = stationary) ≤ 0.0008632" in shown
+
+
+def test_fragility_rule_is_a_harm_a_reader_could_notice():
+    """Planted on the reference's autotheta (its P1 map holds: 0.303 where trend strength ≤ 0.92). A rule whose
+    effect is below the margin δ, or whose interval reaches 0, is no fragility: a window-average model's label
+    said "most fragile … effect -0.094× the average (0.000875 vs -0.0093)", a 15th of δ, its interval covering 0."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    margin = next(r.margin for r in doc.rows_of("autotheta") if r.score == "ape" and r.perturbation == "P1")
+    assert " ".join(label_boxes(doc, "autotheta")["fragility"].split()).startswith("Under P1 ")
+    for cate, interval in ((margin / 15, [margin / 30, margin / 10]), (2 * margin, [-0.001, 4 * margin])):
+        planted = doc.model_copy(deep=True)
+        for rule in planted.heterogeneity["autotheta"]["P1"].rules:
+            rule.cate, rule.interval = min(rule.cate, cate), interval
+        assert " ".join(label_boxes(planted, "autotheta")["fragility"].split()) == NO_RULE, (cate, interval)
+
+
+def test_most_fragile_is_a_collapse_on_every_window_not_a_smaller_subgroup():
+    """Planted: a model that collapses under P3 on every window (its map explains nothing: the same everywhere), and
+    has a subgroup rule under P1 a hundred times smaller. Its label showed the P1 rule as where it is most fragile
+    (a model that returns 100 × its last value when any input is missing, on monthly water demand)."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    planted = doc.model_copy(deep=True)
+    p1, p3 = planted.heterogeneity["autotheta"]["P1"], planted.heterogeneity["autotheta"]["P3"]
+    assert p1.explained > 0 and not p3.explained
+    ape = next(r for r in planted.rows_of("autotheta") if r.score == "ape" and r.perturbation == "P3")
+    ape.raw, ape.ape_true_interval = 90.4, [87.6, 93.2]
+    shown = " ".join(label_boxes(planted, "autotheta")["fragility"].split())
+    assert shown == (
+        "Under P3 (a value is missing (NaN)): its error rises by 90.4 on every window alike (no window property "
+        "predicts where it is hurt more) (95 % interval of the effect [87.6, 93.2])."
+    )
 
 
 def test_electricity_labels_fit_one_screen(tmp_path):
@@ -254,3 +294,4 @@ def test_report_and_comparison_pages_say_what_a_level_and_a_tie_are(regional_run
     assert "not both significant (95 %, Benjamini–Hochberg) and larger than the score's margin δ" in report
     assert "both significantly (95 %, Benjamini–Hochberg) and by more than the score's margin δ" in comparison
     assert "not significantly different at 95 %" not in comparison
+

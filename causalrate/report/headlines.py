@@ -177,21 +177,44 @@ def _rise(row) -> str:
 
 
 def top_fragility_rule(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
-    """The subgroup rule where a perturbation hurts the system most (heterogeneity section), or None.
+    """Where a perturbation hurts the system most (heterogeneity section), or None: the largest harm among
 
-    Only a harm counts (a rule with a positive effect: a subgroup where the error falls is no fragility), and
-    only from a map whose tree holds on windows it did not see (held-out `explained` > 0): a split that
-    explains nothing there is noise, and the fragility spread of that map is 0."""
+    - the rules of a map whose tree holds on windows it did not see (held-out `explained` > 0; a split that
+      explains nothing there is noise), and
+    - the average effect of a perturbation whose map does not hold: the same on every window as far as the map
+      can tell ("on every window alike"). A model that collapses everywhere under P3 was shown a subgroup rule of
+      P1 a hundred times smaller as where it is most fragile.
+
+    Only a harm counts, one a reader could notice: an effect of at least the APE's margin δ (METHOD §6.2) whose
+    95 % interval lies above 0. A subgroup where the error falls, or rises by less than δ, or by an amount its
+    interval cannot tell from 0, is no fragility (a window-average model was shown "most fragile" at an effect
+    of 0.0009, a 15th of δ, whose interval covered 0)."""
     per = doc.heterogeneity.get(system) or {}
+    ape = {r.perturbation: r for r in doc.rows_of(system) if r.score == "ape"}
     best = None
     for perturbation, found in sorted(per.items()):
+        row = ape.get(perturbation)
+        margin = (row.margin if row is not None else None) or 0.0
         if found.explained is not None and not found.explained > 0:
-            continue
-        for rule in found.rules:
-            if rule.cate is None or not rule.cate > 0:
+            if row is None or row.raw is None or not row.ape_true_interval:
                 continue
-            if best is None or rule.cate > best["cate"]:
-                best = {"perturbation": perturbation, **rule.model_dump()}
+            candidates = [
+                {
+                    "text": f"its error rises by {fmt(row.raw, 3)} on every window alike (no window property "
+                    "predicts where it is hurt more)",
+                    "cate": row.raw,
+                    "interval": list(row.ape_true_interval),
+                    "share": 1.0,
+                }
+            ]
+        else:
+            candidates = [rule.model_dump() for rule in found.rules]
+        for rule in candidates:
+            cate, interval = rule["cate"], rule["interval"]
+            if cate is None or not (cate >= margin and cate > 0) or not (interval and interval[0] > 0):
+                continue
+            if best is None or cate > best["cate"]:
+                best = {"perturbation": perturbation, **rule}
     return best
 
 
