@@ -10,13 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from causalrate.causal.schemes import attribute_scheme
 from causalrate.cli import main
 from causalrate.report.cards import render_cards
+from causalrate.report.comparison import normalised_scores, radar_labels
 from causalrate.report.headlines import headlines
 from causalrate.report.label import COVARIATE_WORDS, NO_RULE, label_context, plain_rule
 from causalrate.report.render import LABEL_HEIGHT, Session
 from causalrate.report.templating import environment
 from causalrate.run import RatingsDocument
+from causalrate.score.scores import register_dimension
 from tests.conftest import write_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -295,3 +298,21 @@ def test_report_and_comparison_pages_say_what_a_level_and_a_tie_are(regional_run
     assert "both significantly (95 %, Benjamini–Hochberg) and by more than the score's margin δ" in comparison
     assert "not significantly different at 95 %" not in comparison
 
+
+def test_score_panels_show_the_runs_own_dimensions_not_another_studys():
+    """The radar and the comparison's small multiples take their axes from the scores the run rated: on the
+    electricity study (attributes month and season) every panel showed "WRS by industry", "WRS by company" and
+    "APE, domain-confounded" … as empty (n/a) axes and had no axis for its own WRS by month or by season. Every
+    attribute's WRS is an axis, whatever its name (METHOD §4)."""
+    for attribute in ("month", "season"):  # as Run.open registers a run's dimensions
+        register_dimension(attribute)
+        attribute_scheme(attribute)
+    doc = RatingsDocument.read(ELECTRICITY)
+    axes = radar_labels(doc)
+    assert {"WRS by month", "WRS by season", "APE, month-confounded", "APE", "MASE"} <= set(axes)
+    assert not [a for a in axes if any(word in a for word in ("industry", "company", "domain"))], axes
+    normalised = normalised_scores(doc)
+    assert all(len(values) == len(axes) and np.isfinite(values).any() for values in normalised.values())
+    quickstart = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    assert {"WRS by industry", "WRS by company"} <= set(radar_labels(quickstart))
+    assert not [a for a in radar_labels(quickstart) if "month" in a or "domain" in a]

@@ -90,7 +90,7 @@ def report_context(
     mine = {(r.score, r.perturbation): r for r in doc.rows_of(system)}
     draws = max((e.draws or 0 for e in doc.effects if e.system == system), default=0) or None
     tables: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLE_TITLES}
-    for score_name in dict.fromkeys([*radar_scores(), *(k[0] for k in mine)]):
+    for score_name in dict.fromkeys([*radar_scores(doc), *(k[0] for k in mine)]):
         cells = {p.id: cell(mine.get((score_name, p.id)), levels) for p in perturbations}
         if not any(cells.values()):
             continue  # not rated, or rated per severity grid: see `grids`
