@@ -14,6 +14,7 @@ from causalrate.causal.schemes import attribute_scheme
 from causalrate.cli import main
 from causalrate.report.cards import render_cards
 from causalrate.report.comparison import normalised_scores, radar_labels
+from causalrate.report.faults import fault_lines, fault_table
 from causalrate.report.headlines import headlines
 from causalrate.report.label import COVARIATE_WORDS, NO_RULE, label_context, plain_rule
 from causalrate.report.render import LABEL_HEIGHT, Session
@@ -316,3 +317,27 @@ def test_score_panels_show_the_runs_own_dimensions_not_another_studys():
     quickstart = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
     assert {"WRS by industry", "WRS by company"} <= set(radar_labels(quickstart))
     assert not [a for a in radar_labels(quickstart) if "month" in a or "domain" in a]
+
+
+def test_a_fault_whose_forecasts_failed_is_said_so_not_no_change():
+    """Planted on the reference sensors run: naive's forecasts fail on every window with the outage still on at
+    the newest point (a median of the last five readings returns NaN there), so its newest-point APE is
+    insufficient and rated worst. The label's fault line read "gap in the data: no change", the report's table had
+    no newest-point row: both say the forecasts failed."""
+    doc = RatingsDocument.read(ROOT / "ratings" / "sensors" / "ratings.json")
+    planted = doc.model_copy(deep=True)
+    newest = next(r for r in planted.rows_of("naive") if r.score == "ape_last" and r.perturbation == "gap")
+    newest.raw, newest.insufficient, newest.rating = None, True, planted.levels
+    for row in planted.faults:
+        if row.system == "naive" and row.fault == "gap":
+            row.rise_newest = row.ape_newest = None
+    gap = next(line for line in fault_lines(planted, "naive") if line.startswith("gap in the data: "))
+    assert gap.endswith(" (at the newest point: too many of its forecasts failed)"), gap
+    table = fault_table(planted, "naive")
+    assert table is not None
+    assert next(r for r in table["rows"] if r["entry"] == "gap" and "newest" in r["name"])["cells"] == {3: "failed"}
+    # and where the fault itself could not be rated, its rise from the windows that were left is not shown
+    ape = next(r for r in planted.rows_of("naive") if r.score == "ape" and r.perturbation == "gap")
+    ape.insufficient = True
+    gap = next(line for line in fault_lines(planted, "naive") if line.startswith("gap in the data: "))
+    assert gap.startswith("gap in the data: too many of its forecasts failed (at the newest point: ")
