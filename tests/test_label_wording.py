@@ -239,3 +239,23 @@ def test_the_unstable_warning_names_the_least_stable_rating():
         assert line.startswith(f"{len(unstable)} of {len(doc.rows_of(system))} ratings are unstable")
         assert line.endswith(f", kept in {100 * least.stability:.0f} %.") and least.stability < 0.8
     assert perturbation_words(doc, "P0") == "the clean input"  # not "no change: the clean input (control)"
+
+
+def test_the_label_says_the_horizon_in_the_datas_time_and_the_report_counts_perturbations_as_the_label():
+    """ "60 windows of 72 inputs → 24 forecasts" read as 24 forecasts in all: the label says how far ahead, in the
+    data's own steps (hours, weeks, business days). report.md counted the clean control as a perturbation (43 on
+    the sensors run, whose label lists 42), and MASE's meaning spoke of "the day-to-day change" on weekly CO2."""
+    periods = {
+        name: dict(label.tested(RatingsDocument.read(ROOT / "ratings" / name / "ratings.json")))["Period"]
+        for name in ("electricity", "sensors", "quickstart", "domains")
+    }
+    assert periods["electricity"].endswith("; 60 windows of 72 inputs, each forecast 24 hours ahead")
+    assert periods["sensors"].endswith("; 44 windows of 80 inputs, each forecast 13 weeks ahead")
+    assert periods["quickstart"].endswith("; 450 windows of 80 inputs, each forecast 20 business days ahead")
+    assert periods["domains"].endswith(" inputs, each forecast 12 steps ahead")  # mixed frequencies: steps
+    assert not any("→" in p for p in periods.values())
+    assert (label.steps_ahead(1, "monthly"), label.steps_ahead(6, "2h")) == ("1 month", "6 steps")
+    doc = RatingsDocument.read(SENSORS)
+    assert "44 windows, 42 perturbations and the clean control, 4 systems: 8800 forecasts" in render_report(doc)
+    assert dict(label.tested(doc))["Perturbations"].startswith("42 perturbations of 7 kinds")
+    assert "day" not in SCORES.get("mase").description

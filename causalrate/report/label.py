@@ -115,8 +115,8 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
         (
             "Period",
             (f"{span}; " if span else "")
-            + f"{n_windows} windows of {window_settings.get('input_length', '?')} inputs → "
-            f"{window_settings.get('horizon', '?')} forecasts",
+            + f"{n_windows} windows of {window_settings.get('input_length', '?')} inputs, each forecast "
+            f"{steps_ahead(window_settings.get('horizon'), doc.provenance.frequency)} ahead",
         ),
         ("Perturbations", perturbation_words(perturbations)),
         ("Placement", ", ".join(placements) + " (which input points are changed)"),
@@ -124,6 +124,29 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
         ("Scale", scale_text),
     ]
     return lines
+
+
+# a step of the data's frequency in words (singular, plural): the horizon said in the data's own time
+STEP_WORDS = {
+    "minutely": ("minute", "minutes"),
+    "5-minutely": ("5-minute step", "5-minute steps"),
+    "quarter-hourly": ("quarter-hour", "quarter-hours"),
+    "half-hourly": ("half-hour", "half-hours"),
+    "hourly": ("hour", "hours"),
+    "daily": ("day", "days"),
+    "business-daily": ("business day", "business days"),
+    "weekly": ("week", "weeks"),
+    "monthly": ("month", "months"),
+    "quarterly": ("quarter", "quarters"),
+    "yearly": ("year", "years"),
+}
+
+
+def steps_ahead(horizon: int | None, frequency: str | None) -> str:
+    """The horizon in the data's time ("24 hours", "13 weeks", "12 months"; in steps for another frequency, which
+    the Period line names): the label read "60 windows of 72 inputs → 24 forecasts", as if 24 were made in all."""
+    one, many = STEP_WORDS.get(frequency or "", ("step", "steps"))
+    return f"{'?' if horizon is None else horizon} {one if horizon == 1 else many}"
 
 
 def perturbation_words(perturbations: list) -> str:
