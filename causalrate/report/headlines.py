@@ -14,7 +14,7 @@ from typing import Any
 from causalrate.rate.headlines import all_tied, described_as
 from causalrate.report.estimators import label as score_label
 from causalrate.report.templating import fmt
-from causalrate.run import RatingsDocument
+from causalrate.run import FragilityRule, RatingsDocument
 from causalrate.score.scores import bias_attributes, differ_by
 
 KINDS = ("robustness", "bias", "accuracy")
@@ -191,30 +191,29 @@ def top_fragility_rule(doc: RatingsDocument, system: str) -> dict[str, Any] | No
     of 0.0009, a 15th of δ, whose interval covered 0)."""
     per = doc.heterogeneity.get(system) or {}
     ape = {r.perturbation: r for r in doc.rows_of(system) if r.score == "ape"}
-    best = None
+    best: dict[str, Any] | None = None
     for perturbation, found in sorted(per.items()):
         row = ape.get(perturbation)
         margin = (row.margin if row is not None else None) or 0.0
+        candidates = found.rules
         if found.explained is not None and not found.explained > 0:
             if row is None or row.raw is None or not row.ape_true_interval:
                 continue
+            everywhere = "on every window alike (no window property predicts where it is hurt more)"
             candidates = [
-                {
-                    "text": f"its error rises by {fmt(row.raw, 3)} on every window alike (no window property "
-                    "predicts where it is hurt more)",
-                    "cate": row.raw,
-                    "interval": list(row.ape_true_interval),
-                    "share": 1.0,
-                }
+                FragilityRule.written(
+                    text=f"its error rises by {fmt(row.raw, 3)} {everywhere}",
+                    cate=row.raw,
+                    interval=list(row.ape_true_interval),
+                    share=1.0,
+                )
             ]
-        else:
-            candidates = [rule.model_dump() for rule in found.rules]
         for rule in candidates:
-            cate, interval = rule["cate"], rule["interval"]
-            if cate is None or not (cate >= margin and cate > 0) or not (interval and interval[0] > 0):
+            cate, lower = rule.cate, rule.interval[0] if rule.interval else None
+            if cate is None or lower is None or not (cate >= margin and cate > 0 and lower > 0):
                 continue
             if best is None or cate > best["cate"]:
-                best = {"perturbation": perturbation, **rule}
+                best = {"perturbation": perturbation, **rule.model_dump()}
     return best
 
 
