@@ -115,7 +115,7 @@ def robustness_point(doc: RatingsDocument, system: str) -> tuple[dict[str, float
         point = on_basis(largest, largest.quantity if largest else None)
         return point, "" if point else "it has no robustness effect on the naive reference's basis"
     if cause.insufficient or not on_clean_error(cause.score):
-        return None, f"its robustness headline is set by {cause.text}"
+        return None, f"its robustness headline is set by its weakest result: {cause.text}"
     row = next((r for r in doc.rows_of(system) if (r.score, r.perturbation) == (cause.score, cause.perturbation)), None)
     point = on_basis(row, cause.quantity)
     return point, "" if point else "its weakest result has no value on the naive reference's basis"
