@@ -271,7 +271,7 @@ def cause_text(score: str, perturbation: str, raw: float, quantity: float, insuf
             "recency": "when a corrupted point is among the last input points",
             "ape_worst": "when the corrupted point is placed where it hurts it most",
         }.get(score, "")
-        change = f"its error rises by {_percent(quantity)} of the naive reference's clean error"
+        change = f"its error rises by {percent(quantity)} of the naive reference's clean error"
         return " ".join(part for part in (change, context, f"on {where}") if part)
     attribute = getattr(SCORES.get(score), "attribute", None)
     if basis is not None and basis.basis == "wrs_max" and np.isfinite(quantity) and attribute:
@@ -282,7 +282,7 @@ def cause_text(score: str, perturbation: str, raw: float, quantity: float, insuf
     return f"{label} {raw:.3g} on {where}"
 
 
-def _percent(share: float) -> str:
+def percent(share: float) -> str:
     """A share as a percentage a reader can tell from 0: whole percents, or two significant digits below 1 %."""
     return f"{100 * share:.0f} %" if abs(share) >= 0.01 or share == 0 else f"{100 * share:.2g} %"
 

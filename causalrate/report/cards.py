@@ -27,7 +27,7 @@ from causalrate.report.card_figures import card_figures
 from causalrate.report.comparison import cell, comparison_context, normalised_scores, radar_scores
 from causalrate.report.estimators import EFFECT_COLUMNS, estimator, facts, label
 from causalrate.report.faults import fault_table
-from causalrate.report.headlines import headlines, warnings
+from causalrate.report.headlines import headlines, naive_error, warnings
 from causalrate.report.label import data_source_name, groups_words, label_context
 from causalrate.report.machine import eval_results, model_card, model_index
 from causalrate.report.render import Renderer, picture_renderer
@@ -119,6 +119,7 @@ def report_context(
     heads = headlines(doc, system)
     return {
         "system": doc.system(system),
+        "naive_error": naive_error(doc),
         "slug": slug,
         "levels": levels,
         "headlines": heads,

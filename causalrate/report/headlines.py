@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from causalrate.rate.headlines import all_tied, described_as
+from causalrate.rate.headlines import all_tied, described_as, percent
 from causalrate.report.estimators import label as score_label
 from causalrate.report.templating import fmt
 from causalrate.run import FragilityRule, RatingsDocument
@@ -24,6 +24,11 @@ QUESTIONS = {
     "bias": "Do its errors differ between groups of the data?",
     "accuracy": "How close are its forecasts on clean input?",
 }
+
+
+def naive_error(doc: RatingsDocument) -> float | None:
+    """The naive reference's mean clean outcome, the basis the cards say every rise on (None: an older run)."""
+    return doc.provenance.parameters.naive_error if doc.provenance.parameters else None
 
 
 def question(doc: RatingsDocument, kind: str) -> str:
@@ -161,16 +166,11 @@ def row_words(doc: RatingsDocument, score: str, perturbation: str) -> str:
     return f"{score_label(score)} on {perturbation_words(doc, perturbation)}"
 
 
-def _share(share: float) -> str:
-    """A share as whole percents, or two significant digits below 1 %."""
-    return f"{100 * share:.0f} %" if 100 * share >= 1 else f"{100 * share:.2g} %"
-
-
 def _rise(row) -> str:
     """The harm an inconclusive APE's interval leaves open, in words: "a rise of 7 % of the naive reference's clean
     error" (or in the outcome's units where no share was recorded)."""
     if row.cannot_rule_out_share is not None:
-        return f"a rise of {_share(row.cannot_rule_out_share)} of the naive reference's clean error"
+        return f"a rise of {percent(row.cannot_rule_out_share)} of the naive reference's clean error"
     if row.cannot_rule_out is not None:
         return f"a rise of {fmt(row.cannot_rule_out, 3)} in its error"
     return "a practical effect"
@@ -240,7 +240,7 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
         shares = [r.cannot_rule_out_share for r in inconclusive]
         if all(share is not None for share in shares):  # one unit: said once
             said = [
-                f"{_share(share)} ({row_words(doc, r.score, r.perturbation)})"
+                f"{percent(share)} ({row_words(doc, r.score, r.perturbation)})"
                 for r, share in zip(inconclusive, shares, strict=True)
                 if share is not None
             ]

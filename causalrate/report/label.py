@@ -20,6 +20,7 @@ from causalrate.report.headlines import (
     headline_words,
     headlines,
     kind_words,
+    naive_error,
     one_series_note,
     question,
     top_fragility_rule,
@@ -310,6 +311,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
     found = label_warnings(doc, system, failures=failures)
     return {
         "system": meta,
+        "naive_error": naive_error(doc),
         "study": doc.study,
         "levels": levels,
         "n_systems": len(doc.systems),
