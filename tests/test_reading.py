@@ -15,7 +15,7 @@ from causalrate.cli import main
 from causalrate.report.cards import render_cards
 from causalrate.report.comparison import normalised_scores, radar_labels
 from causalrate.report.faults import fault_lines, fault_table
-from causalrate.report.headlines import headlines
+from causalrate.report.headlines import headlines, warnings
 from causalrate.report.label import COVARIATE_WORDS, NO_RULE, label_context, plain_rule
 from causalrate.report.render import LABEL_HEIGHT, Session
 from causalrate.report.templating import environment
@@ -341,3 +341,19 @@ def test_a_fault_whose_forecasts_failed_is_said_so_not_no_change():
     ape.insufficient = True
     gap = next(line for line in fault_lines(planted, "naive") if line.startswith("gap in the data: "))
     assert gap.startswith("gap in the data: too many of its forecasts failed (at the newest point: ")
+
+
+def test_an_improvement_is_said_to_be_the_average_over_every_window():
+    """Water demand (reader4): arima's APE under P1 improves (its interval lies below 0), while the same P1 at the
+    newest point raises its error by 632 % of the naive reference's clean error and sets its robustness headline.
+    The warning "its error falls under a value is recorded as 0 (P1)" read as a contradiction of the headline: it
+    says the fall is the average over every window, the changed point anywhere in the input."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    planted = doc.model_copy(deep=True)
+    ape = next(r for r in planted.rows_of("arima") if r.score == "ape" and r.perturbation == "P1")
+    ape.improves = True
+    said = [w for w in warnings(planted, "arima", failures=0) if w.startswith("Improves")]
+    assert said == [
+        "Improves, rated 1 there (an improvement is no harm): averaged over every window, the changed point anywhere "
+        "in the input, its error falls under a value is recorded as 0 (P1)."
+    ]

@@ -234,7 +234,12 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     if improves:  # the APE intervals are the report's: the label names the perturbations
         said = list(dict.fromkeys(f"{perturbation_words(doc, r.perturbation)} ({r.perturbation})" for r in improves))
         named = "; ".join(said[:2]) + (f"; and {len(said) - 2} more" if len(said) > 2 else "")
-        out.append(f"Improves, rated 1 there (an improvement is no harm): its error falls under {named}.")
+        # only APE rows improve (rate.inconclusive): its average over every window, the changed point anywhere in
+        # the input, which the same perturbation at the newest point (ape_last) may still raise, as on arima
+        out.append(
+            "Improves, rated 1 there (an improvement is no harm): averaged over every window, the changed point "
+            f"anywhere in the input, its error falls under {named}."
+        )
     inconclusive = sorted((r for r in mine if r.inconclusive), key=lambda r: (r.perturbation, r.score))
     if inconclusive:
         shares = [r.cannot_rule_out_share for r in inconclusive]
