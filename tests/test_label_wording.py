@@ -259,3 +259,13 @@ def test_the_label_says_the_horizon_in_the_datas_time_and_the_report_counts_pert
     assert "44 windows, 42 perturbations and the clean control, 4 systems: 8800 forecasts" in render_report(doc)
     assert dict(label.tested(doc))["Perturbations"].startswith("42 perturbations of 7 kinds")
     assert "day" not in SCORES.get("mase").description
+
+
+def test_a_collapse_reads_in_grouped_thousands():
+    """Sensors (reader4): a model that returns 100 × its last value when an input is missing read "its error rises
+    by 2073903 % of the naive reference's clean error" and "gap in the data: +2073585 %": grouped by thousands."""
+    from causalrate.rate.headlines import percent
+    from causalrate.report.faults import _rise_words
+
+    assert (percent(20739.03), percent(2.28), percent(0.000372)) == ("2,073,903 %", "228 %", "0.037 %")
+    assert (_rise_words(20735.85), _rise_words(-0.4), _rise_words(0.001)) == ("+2,073,585 %", "−40 %", "no change")

@@ -283,8 +283,9 @@ def cause_text(score: str, perturbation: str, raw: float, quantity: float, insuf
 
 
 def percent(share: float) -> str:
-    """A share as a percentage a reader can tell from 0: whole percents, or two significant digits below 1 %."""
-    return f"{100 * share:.0f} %" if abs(share) >= 0.01 or share == 0 else f"{100 * share:.2g} %"
+    """A share as a percentage a reader can tell from 0: whole percents, grouped by thousands (a collapse read
+    "rises by 2073903 %"), or two significant digits below 1 %."""
+    return f"{100 * share:,.0f} %" if abs(share) >= 0.01 or share == 0 else f"{100 * share:.2g} %"
 
 
 def _level(value: float | None, hopeless: bool) -> int | None:

@@ -115,7 +115,7 @@ def _rise_words(rise: float | None, failed: bool = False) -> str:
         return "not measured"
     if abs(rise) < 0.005:
         return "no change"
-    return f"{'+' if rise > 0 else '−'}{max(1, int(abs(100 * rise) + 0.5))} %"  # whole percents, half up
+    return f"{'+' if rise > 0 else '−'}{max(1, int(abs(100 * rise) + 0.5)):,} %"  # whole percents, half up
 
 
 def fault_table(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
