@@ -66,6 +66,17 @@ def test_a_harm_beside_an_average_fall_is_no_negative_multiple():
     assert f"{ite.mean():.3g})" in top.text
 
 
+def test_a_distance_of_one_value_is_said_once():
+    """Water demand (reader4): "the perturbed point is 1 to 1 points before the forecast origin"."""
+    bounds = ((0.5, 1.5), (2.5, 3.5), (0.5, 3.5))
+    said = {(lo, hi): fragility._condition(fragility.DISTANCE, lo, hi) for lo, hi in bounds}
+    assert said == {
+        (0.5, 1.5): "the perturbed point is 1 point before the forecast origin",
+        (2.5, 3.5): "the perturbed point is 3 points before the forecast origin",
+        (0.5, 3.5): "the perturbed point is 1 to 3 points before the forecast origin",
+    }
+
+
 def test_homogeneous_effect_has_spread_near_zero():
     table, rng = _windows(seed=1)
     control = rng.normal(1.0, 0.2, len(table))

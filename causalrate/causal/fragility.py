@@ -228,6 +228,8 @@ def _condition(column: str, lo: float, hi: float) -> str:
                 if last == 1
                 else (f"the perturbed point is among the last {last} input points")
             )
+        if nearest == farthest:  # "1 to 1 points before" (water demand, arima under P1)
+            return f"the perturbed point is {nearest} point{'' if nearest == 1 else 's'} before the forecast origin"
         return f"the perturbed point is {nearest} to {int(farthest)} points before the forecast origin"
     if np.isfinite(lo) and np.isfinite(hi):
         return f"{lo:.4g} < {column} ≤ {hi:.4g}"
