@@ -269,3 +269,31 @@ def test_a_collapse_reads_in_grouped_thousands():
 
     assert (percent(20739.03), percent(2.28), percent(0.000372)) == ("2,073,903 %", "228 %", "0.037 %")
     assert (_rise_words(20735.85), _rise_words(-0.4), _rise_words(0.001)) == ("+2,073,585 %", "−40 %", "no change")
+
+
+def test_an_undefined_pie_beside_a_fall_says_the_fall_not_no_effect():
+    """Water demand (reader4): arima's error fell under P1 (APE_true -0.047, interval [-0.071, -0.023], beyond the
+    margin 0.0192), yet its PIE% rows read "undefined: the APE 0 is below its margin 0.0192, no practical effect to
+    explain". The note says the fall; an effect inside the margin, or an interval around 0, reads as before."""
+    import pandas as pd
+
+    from causalrate.rate.practical import pie_undefined
+
+    raw = pd.DataFrame(
+        {
+            "score": ["ape"] * 3,
+            "system": ["arima", "small", "unclear"],
+            "perturbation": ["P1"] * 3,
+            "raw": [0.0, 0.0178, 0.004],
+            "margin": [0.0192] * 3,
+        }
+    )
+    bounds = {"arima": (-0.0712, -0.0231), "small": (0.009, 0.026), "unclear": (-0.002, 0.011)}
+    rigor = SimpleNamespace(row=lambda key: SimpleNamespace(ape_true_interval=bounds[key[2]]))
+    notes = pie_undefined(raw, rigor)  # type: ignore[arg-type]
+    assert notes[("arima", "P1")] == (
+        "undefined: the perturbation lowers its error (APE_true interval [-0.0712, -0.0231]), no harm to explain"
+    )
+    below = "undefined: the APE 0.0178 is below its margin 0.0192, no practical effect to explain"
+    assert notes[("small", "P1")] == below
+    assert notes[("unclear", "P1")] == no_effect_note("APE_true", -0.002, 0.011)
