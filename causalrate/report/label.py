@@ -42,6 +42,8 @@ COVARIATE_WORDS = {
 SAME_LEVEL = re.compile(r"; the same level as .*?(?= \(the mean of its accuracy levels\)|; no practical effect|\.$)")
 MEAN_OF_LEVELS = " (the mean of its accuracy levels)."  # how rate.headlines ends a mean-type headline's meaning
 NO_RULE = "No group of windows stands out: on held-out windows, no window property predicts where it is hurt more."
+# a map that holds, but no group it finds is hurt by a practical amount (report.headlines.top_fragility_rule)
+NO_HARM = "No group of windows is hurt noticeably: no group's rise reaches the practical margin, its interval above 0."
 
 
 def listed(names: list[str], most: int = 6) -> str:
@@ -245,7 +247,10 @@ def fragility(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
     `none` (a sentence) where the fragility map ran but found no group of windows that holds; None: no map."""
     rule = top_fragility_rule(doc, system)
     if rule is None:
-        return {"none": NO_RULE} if doc.heterogeneity.get(system) else None
+        maps = (doc.heterogeneity.get(system) or {}).values()
+        if not maps:
+            return None
+        return {"none": NO_HARM if any(m.explained is None or m.explained > 0 for m in maps) else NO_RULE}
     described = {p.id: p.description for p in doc.perturbations}.get(rule["perturbation"])
     if described and len(described) > 40:  # a long description by its kind (the report has it in full)
         described = kind_words(described)
