@@ -12,7 +12,7 @@ import pytest
 
 from causalrate.causal.schemes import attribute_scheme
 from causalrate.cli import main
-from causalrate.report.cards import render_cards
+from causalrate.report.cards import fragility_rules, render_cards
 from causalrate.report.comparison import normalised_scores, radar_labels
 from causalrate.report.faults import fault_lines, fault_table
 from causalrate.report.headlines import headlines, warnings
@@ -358,3 +358,13 @@ def test_an_improvement_is_said_to_be_the_average_over_every_window():
         "Improves, rated 1 there (an improvement is no harm): averaged over every window, the changed point anywhere "
         "in the input, its error falls under a value is recorded as 0 (P1)."
     ]
+
+
+def test_the_detailed_reports_fragility_rules_name_characteristics_in_words():
+    """The label said "the input's trend strength (0 to 1) ≤ 0.9238" and the detailed report, for the same rule,
+    "trend_strength ≤ 0.9238" (electricity's autotheta; "level ≤ 8790", "seasonality_strength ≤ 0.2776" on reader4's
+    collapsing model): the report words them as the label does."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    rules = [r for found in fragility_rules(doc, "autotheta") for r in found["rules"]]
+    assert any("the input's trend strength (0 to 1) ≤ 0.9238" in r for r in rules), rules
+    assert not any(name in r for r in rules for name in ("trend_strength", "seasonality_strength", "adf_pvalue"))

@@ -28,7 +28,7 @@ from causalrate.report.comparison import cell, comparison_context, normalised_sc
 from causalrate.report.estimators import EFFECT_COLUMNS, estimator, facts, label
 from causalrate.report.faults import fault_table
 from causalrate.report.headlines import headlines, naive_error, warnings
-from causalrate.report.label import data_source_name, groups_words, label_context
+from causalrate.report.label import data_source_name, groups_words, label_context, plain_rule
 from causalrate.report.machine import eval_results, model_card, model_index
 from causalrate.report.render import Renderer, picture_renderer
 from causalrate.report.templating import environment, fmt
@@ -166,10 +166,12 @@ def provenance(doc: RatingsDocument) -> dict[str, Any]:
 
 
 def fragility_rules(doc: RatingsDocument, system: str) -> list[dict[str, Any]]:
-    """Per perturbation: the fragility map's rules in words (empty when the map is off or absent)."""
+    """Per perturbation: the fragility map's rules in words, window characteristics named as the label names them
+    ("the input's trend strength (0 to 1) ≤ 0.92", not "trend_strength ≤ 0.92"); empty when the map is off or
+    absent."""
     per = doc.heterogeneity.get(system) or {}
     return [
-        {"perturbation": p, "spread": fmt(h.spread), "rules": [r.text for r in h.rules]}
+        {"perturbation": p, "spread": fmt(h.spread), "rules": [plain_rule(r.text) for r in h.rules]}
         for p, h in per.items()
         if h.rules
     ]
