@@ -123,7 +123,7 @@ def test_the_missing_values_line_says_its_rise_on_the_headlines_basis():
     )
     system = SimpleNamespace(nan_policy="own handling", imputation=None, missing_values=m)
     assert missing_values_text(system, 0.3845) == (
-        "handled by the system itself (it accepts NaN); its error rises by 26268 % of the naive reference's clean "
+        "handled by the system itself (it accepts NaN); its error rises by 26,268 % of the naive reference's clean "
         "error under P3 with its own handling, by 0.037 % under P3+ffill (ffill): better with ffill"
     )
     assert "its error rises by 101, under P3+ffill (ffill) it rises by 0.000143" in missing_values_text(system)
