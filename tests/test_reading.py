@@ -368,15 +368,3 @@ def test_the_detailed_reports_fragility_rules_name_characteristics_in_words():
     rules = [r for found in fragility_rules(doc, "autotheta") for r in found["rules"]]
     assert any("the input's trend strength (0 to 1) ≤ 0.9238" in r for r in rules), rules
     assert not any(name in r for r in rules for name in ("trend_strength", "seasonality_strength", "adf_pvalue"))
-
-
-def test_a_fragility_under_a_graded_fault_names_its_severity():
-    """Sensors (reader4): the collapsing model's label read "Under gap-dose@1 (an outage): …", the kind without the
-    severity that sets it apart from the severity-3 gap; it reads "(an outage, severity 1)", as the headline does."""
-    doc = RatingsDocument.read(ROOT / "ratings" / "sensors" / "ratings.json")
-    planted = doc.model_copy(deep=True)
-    found = planted.heterogeneity["naive"]["gap-dose@1"]
-    found.explained = 0.5
-    found.rules[0].cate, found.rules[0].interval = 50.0, [45.0, 55.0]
-    shown = " ".join(label_boxes(planted, "naive")["fragility"].split())
-    assert shown.startswith("Under gap-dose@1 (an outage, severity 1): "), shown

@@ -252,10 +252,8 @@ def fragility(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
             return None
         return {"none": NO_HARM if any(m.explained is None or m.explained > 0 for m in maps) else NO_RULE}
     described = {p.id: p.description for p in doc.perturbations}.get(rule["perturbation"])
-    if described and len(described) > 40:  # a long description by its kind (the report has it in full), with
-        described = kind_words(described)  # its severity: "gap-dose@1 (an outage)" read as the severity-3 gap
-        severity = rule["perturbation"].rpartition("@")[2]
-        described += f", severity {severity}" if "@" in rule["perturbation"] and severity.isdigit() else ""
+    if described and len(described) > 40:  # a long description by its kind (the report has it in full)
+        described = kind_words(described)
     return {**rule, "text": plain_rule(rule["text"]), "described": described}
 
 
