@@ -3,7 +3,10 @@
 Run on a GPU machine:   python bench/gpu.py            (device: auto → CUDA, bfloat16)
 Smoke run on a CPU:     python bench/gpu.py --smoke    (tiny checkpoints, seconds)
 Some systems only:      python bench/gpu.py --systems chronos,chronos-bolt,phi3   (MOMENT needs its environment)
-CPU stand-in:           python bench/gpu.py --systems standin   (a torch MLP of fixed cost per batch, one thread)
+CPU stand-in:           python bench/gpu.py --systems standin,standin-fast   (torch MLPs of fixed cost per batch,
+                        one thread: Chronos-like and Chronos-Bolt-like rates on a CPU)
+Kept workers:           python bench/gpu.py --keep-loaded   (each engine phase twice: the second run's worker is the
+                        first's, kept with its model loaded: assess --keep-loaded)
 
 Models are randomly initialised from configs of their real sizes (no download): Chronos
 (t5-small: d_model 512, 6+6 layers, 4,096 bins, 20 sample paths), Chronos-Bolt (small), MOMENT
@@ -19,7 +22,12 @@ ahead) under the paper's four perturbations (the chat model writes 40 new tokens
 - model alone: the same system's `forecast()` on the same inputs in batches of its batch size,
   in this process, after loading (load time shown apart).
 
-GPU busy % is nvidia-smi's utilization.gpu, sampled every 0.2 s during each phase. Targets (issue 43): steady
+With --keep-loaded the engine runs twice per system, with kept workers (`assess --keep-loaded`): "cold" starts the
+kept worker (as a plain one), "kept" is the next run, answered by that worker with its model loaded.
+
+Busy % is the device's: on a GPU nvidia-smi's utilization.gpu, sampled every 0.2 s during each phase; without
+one (the CPU stand-ins) the CPU seconds of the processes that forecast (the engine's workers; the model alone:
+this process) over the phase's wall seconds. Targets (issue 43): steady
 vs alone ≥ 90 % for Chronos and the chat model, engine vs alone+load ≥ 50 % for Chronos-Bolt.
 """
 
@@ -31,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -108,8 +117,9 @@ SYSTEMS = {
     "chronos-bolt": "{name: chronos-bolt, type: chronos, model: ckpt/bolt}",
     "moment": "{name: moment, type: moment, model: ckpt/moment, head: ckpt/moment-head.safetensors, seq_len: 512}",
     "phi3": "{name: phi3, type: phi3, model: ckpt/phi3, max_new_tokens: %d, parse_retries: 0}",
-    # the CPU stand-in (not run by default): a torch model of fixed cost per batch, on one thread as in a worker
+    # the CPU stand-ins (not run by default): torch models of fixed cost per batch, on one thread as in a worker
     "standin": "{name: standin, type: python, function: ckpt/standin.py:forecast}",
+    "standin-fast": "{name: standin-fast, type: python, function: ckpt/standin.py:fast}",
 }
 DEFAULT = ("chronos", "chronos-bolt", "moment", "phi3")
 
@@ -118,15 +128,24 @@ import torch
 
 torch.manual_seed(0)
 LAYERS = [torch.randn(80, 2048) / 9, torch.randn(2048, 2048) / 45, torch.randn(2048, 20) / 45]
+FAST = [torch.randn(80, 1536) / 9, torch.randn(1536, 1536) / 39, torch.randn(1536, 20) / 39]  # ≈ Bolt on an H100
 
 
-def forecast(inputs, horizon):
+def run(layers, inputs, horizon):
     torch.set_num_threads(1)
     x = torch.nan_to_num(torch.as_tensor(inputs, dtype=torch.float32))
     with torch.no_grad():
-        for layer in LAYERS:
+        for layer in layers:
             x = torch.tanh(x @ layer)
     return np.asarray(inputs)[:, -1:] + x.numpy().astype(np.float64)[:, :horizon]
+
+
+def forecast(inputs, horizon):
+    return run(LAYERS, inputs, horizon)
+
+
+def fast(inputs, horizon):
+    return run(FAST, inputs, horizon)
 """
 
 
@@ -157,15 +176,37 @@ systems: [{SYSTEMS[system].replace("%d", "8" if smoke else "40")}]
     return path
 
 
-class GpuBusy:
-    """Mean utilization.gpu (nvidia-smi) over the block; None without nvidia-smi."""
+class Busy:
+    """How busy the device was over the block: nvidia-smi's mean utilization.gpu on a GPU; else the CPU seconds of
+    the forecasting processes over the block's wall seconds (`engine`: the workers — this process's children, or
+    the kept workers (alive at the end: `kept`) —; else this process)."""
 
-    def __enter__(self) -> GpuBusy:
+    def __init__(self, engine: bool, kept: bool = False) -> None:
+        self.engine, self.kept = engine, kept
+
+    def __enter__(self) -> Busy:
         self.samples: list[float] = []
         self.running = shutil.which("nvidia-smi") is not None
         self.thread = threading.Thread(target=self._sample, daemon=True)
         self.thread.start()
+        self.cpu, self.wall = self._cpu(), time.perf_counter()
         return self
+
+    def _cpu(self) -> float:
+        import os
+
+        if not self.engine:
+            return time.process_time()
+        if not self.kept:
+            return os.times().children_user + os.times().children_system
+        ticks = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if "causalrate.forecast.kept" in stat.with_name("cmdline").read_text():
+                    ticks += sum(int(t) for t in stat.read_text().rpartition(")")[2].split()[11:13])  # utime, stime
+            except OSError:
+                continue
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def _sample(self) -> None:
         while self.running:
@@ -180,13 +221,17 @@ class GpuBusy:
     def __exit__(self, *exc: object) -> None:
         self.running = False
         self.thread.join()
+        self.cpu, self.wall = self._cpu() - self.cpu, time.perf_counter() - self.wall
 
     @property
     def busy(self) -> str:
-        return f"{np.nanmean(self.samples):.0f} %" if self.samples else "—"
+        if self.samples:
+            return f"{np.nanmean(self.samples):.0f} %"
+        return f"{100 * self.cpu / self.wall:.0f} % CPU"
 
 
-def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
+def measure(folder: Path, name: str, smoke: bool, keep: bool) -> list[tuple[str, ...]]:
+    """The system's row (with --keep-loaded: a cold and a kept row): the engine's rates against the model alone's."""
     from causalrate.config import load_config
     from causalrate.forecast.metrics import METRICS
     from causalrate.forecast.plan import forecast_all, store_windows
@@ -195,43 +240,58 @@ def measure(folder: Path, name: str, smoke: bool) -> tuple[str, ...]:
 
     config, base_dir = load_config(study(folder, name, smoke))
     prepared = prepare(config, base_dir=base_dir)
-    store = ForecastStore.create(folder / f"{name}.sqlite", metrics=METRICS.names())
-    store_windows(store, prepared)
-    executor = Clocked(1)
-    with GpuBusy() as engine_busy:
-        started = time.perf_counter()
-        rows = forecast_all(prepared, store, cache=None, executor=executor)["made"]
-        engine = time.perf_counter() - started
-    steady = executor.steady()
-    startup = executor.startup.get(name, float("nan"))  # worker start and model load, overlapping planning
-    inputs = store.forecasts()  # the same rows, forecast again by the model alone
-    store.close()
+    engines = []
+    for run in ("cold", "kept") if keep else ("",):
+        store = ForecastStore.create(folder / f"{name}{run}.sqlite", metrics=METRICS.names())
+        store_windows(store, prepared)
+        executor = Clocked(1, keep=600.0 if keep else 0.0)
+        with Busy(engine=True, kept=keep) as engine_busy:
+            started = time.perf_counter()
+            rows = forecast_all(prepared, store, cache=None, executor=executor)["made"]
+            engine = time.perf_counter() - started
+        # worker start and model load (overlapping planning); a kept worker's: the warm-up's answer
+        startup = executor.startup.get(name, float("nan"))
+        engines.append((run, engine, startup, executor.steady(), engine_busy.busy))
+        assert len(store.forecasts()) == rows  # the same rows, forecast again by the model alone below
+        store.close()
+    if keep:
+        import os
+
+        from causalrate.forecast import kept
+
+        kept.stop()
+        with suppress(ChildProcessError):  # reap them now: their CPU seconds are not the next phase's children's
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
     system = prepared.systems[name]
     batch = batches(prepared)
     started = time.perf_counter()
     system.forecast(batch[0].row(0))  # loads the model (and forecasts one row)
     load = time.perf_counter() - started
-    with GpuBusy() as alone_busy:
+    with Busy(engine=False) as alone_busy:
         started = time.perf_counter()
         for part in batch:
             system.forecast(part)
         alone = time.perf_counter() - started
-    assert len(inputs) == rows == sum(len(b.inputs) for b in batch)
-    return (
-        name,
-        system.accelerator or "cpu",
-        str(system.batch_size or prepared.config.forecast.batch_size),
-        f"{rows:,}",
-        f"{rows / engine:.1f}",
-        f"{startup:.1f}",
-        f"{steady:.1f}",
-        engine_busy.busy,
-        f"{rows / alone:.1f}",
-        alone_busy.busy,
-        f"{load:.1f}",
-        f"{100 * steady * alone / rows:.0f} %",
-        f"{100 * (alone + load) / engine:.0f} %",
-    )
+    assert rows == sum(len(b.inputs) for b in batch)
+    return [
+        (
+            f"{name} ({run})" if run else name,
+            system.accelerator or "cpu",
+            str(system.batch_size or prepared.config.forecast.batch_size),
+            f"{rows:,}",
+            f"{rows / engine:.1f}",
+            f"{startup:.1f}",
+            f"{steady:.1f}",
+            busy,
+            f"{rows / alone:.1f}",
+            alone_busy.busy,
+            f"{load:.1f}",
+            f"{100 * steady * alone / rows:.0f} %",
+            f"{100 * (alone + load) / engine:.0f} %",
+        )
+        for run, engine, startup, steady, busy in engines
+    ]
 
 
 class Clocked:
@@ -239,10 +299,10 @@ class Clocked:
     the forecasts answered after the first batch over the time from the first answer to the last (worker start
     and model load excluded)."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, keep: float) -> None:
         from causalrate.forecast.local import LocalExecutor
 
-        self.executor = LocalExecutor(workers)
+        self.executor = LocalExecutor(workers, keep=keep)
         self.answers: list[tuple[float, int]] = []  # (when, rows)
 
     def warm(self, job) -> None:
@@ -307,6 +367,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--systems", default=",".join(DEFAULT), help=f"comma-separated, of {', '.join(SYSTEMS)}")
+    parser.add_argument("--keep-loaded", action="store_true", help="each engine phase twice, the second kept")
     args = arguments(parser)
     chosen = [name for name in args.systems.split(",") if name]
     if unknown := sorted(set(chosen) - set(SYSTEMS)):
@@ -318,13 +379,21 @@ def main() -> None:
         "moment": build_moment,
         "phi3": build_phi3,
         "standin": build_standin,
+        "standin-fast": build_standin,
     }
-    folders = {"chronos": "chronos", "chronos-bolt": "bolt", "moment": "moment", "phi3": "phi3", "standin": "standin"}
+    folders = {
+        "chronos": "chronos",
+        "chronos-bolt": "bolt",
+        "moment": "moment",
+        "phi3": "phi3",
+        "standin": "standin",
+        "standin-fast": "standin",
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name in chosen:
             builders[name](folder / "ckpt" / folders[name], args.smoke)
-        rows = [measure(folder, name, args.smoke) for name in chosen]
+        rows = [row for name in chosen for row in measure(folder, name, args.smoke, args.keep_loaded)]
     head = (
         "system",
         "device",
@@ -333,9 +402,9 @@ def main() -> None:
         "engine fc/s",
         "start-up s",
         "engine steady fc/s",
-        "GPU busy",
+        "busy",
         "model alone fc/s",
-        "GPU busy",
+        "busy",
         "load s",
         "steady vs alone",
         "engine vs alone+load",

@@ -7,6 +7,7 @@ import gc
 import os
 import sqlite3
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Iterator
@@ -42,6 +43,11 @@ def _assess(args: argparse.Namespace) -> int:
 
     if args.address and args.executor != "ray":
         raise UserError(f"--address {args.address}: a Ray cluster's address; add --executor ray (or drop --address)")
+    if args.keep_loaded and args.executor != "local":
+        raise UserError(
+            f"--keep-loaded {args.keep_loaded:g}: kept workers are the local executor's; drop --executor ray "
+            "(a Ray cluster keeps its own workers)"
+        )
     config, base_dir = load_config(args.config, seed=args.seed)
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
         raise UserError(
@@ -49,8 +55,7 @@ def _assess(args: argparse.Namespace) -> int:
             "drop --out (or give the same folder)"
         )
     out = Path(args.resume or args.out or Path("runs") / config.name)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: a file is there; give a folder (it is created if missing)")
+    writable_folder(out, "--resume" if args.resume else "--out")
     started = time.perf_counter()
     try:
         assess(
@@ -64,6 +69,7 @@ def _assess(args: argparse.Namespace) -> int:
             address=args.address,
             skip_unavailable=args.skip_unavailable,
             refresh=args.no_cache,
+            keep=args.keep_loaded,
         )
     except KeyboardInterrupt:
         print(
@@ -116,6 +122,8 @@ def _rate(args: argparse.Namespace) -> int:
 
     formats = tuple(CARD_FORMATS.split(","))
     stored = (Path(args.run_dir) / "forecasts.sqlite").is_file()  # else the error comes at once, no browser started
+    if args.out or stored:  # where it writes, checked before the analysis
+        writable_folder(Path(args.out or args.run_dir), "--out" if args.out else "RUN_DIR")
     renderer = picture_renderer(formats) if stored and not args.no_cards else None  # it starts beside the analysis
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()] if text else None  # noqa: E731
     try:
@@ -317,6 +325,14 @@ def parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run: keep its forecasts, make the rest")
     a.add_argument("--executor", choices=["local", "ray"], default="local", help="where forecasts run")
+    a.add_argument(
+        "--keep-loaded",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep each device's worker, its models loaded, for the next run until SECONDS pass without one "
+        "(`causalrate workers --stop` ends them)",
+    )
     a.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     a.add_argument(
         "--skip-unavailable",
@@ -387,6 +403,9 @@ def parser() -> argparse.ArgumentParser:
     ec.add_argument("names", nargs="+", metavar="name", help="environments' names (their system types, e.g. moment)")
     ec.set_defaults(func=_env_create)
     env.add_parser("list", help="list the managed environments and whether they are built").set_defaults(func=_env_list)
+    wk = sub.add_parser("workers", help="list the device workers kept by `assess --keep-loaded`; --stop ends them")
+    wk.add_argument("--stop", action="store_true", help="end every kept worker no run is using")
+    wk.set_defaults(func=_workers)
     from causalrate.listings import LISTINGS
 
     for name, (_, description) in LISTINGS.items():
@@ -407,6 +426,32 @@ class _Version(argparse.Action):
 
         print(f"causalrate {metadata.version('causalrate')}")
         parser.exit()
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, 0 or more, else exit 2 naming the flag."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected 0 or more seconds, got {text}")
+    return value
+
+
+def _workers(args: argparse.Namespace) -> int:
+    from causalrate.forecast import kept
+
+    if args.stop:
+        ended, busy = kept.stop()
+        print(f"{ended} kept worker(s) ended" + (f"; {busy} serving a run, left running" if busy else ""))
+        return 0
+    found = kept.listed()
+    for device, busy in found:
+        print(f"{device:10} {'serving a run' if busy else 'waiting for a run'}")
+    if not found:
+        print("no kept workers (assess --keep-loaded SECONDS keeps them)")
+    return 0
 
 
 def _seed(text: str) -> int:
@@ -431,6 +476,26 @@ def _at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
     return value
+
+
+def writable_folder(folder: Path, flag: str) -> None:
+    """Raise a UserError now, before any work, where a command could not write its output folder: a file there or
+    on its path, or a folder (it, or its nearest parent that exists) where no file can be made (permissions, a
+    read-only disk). Probed with a file made and removed at once: nothing is left, no folder is made."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{flag} {folder}: a file is there; give a folder (it is created if missing)")
+    existing = next(p for p in (folder, *folder.parents) if p.exists())  # "." or "/" at the latest
+    if not existing.is_dir():
+        raise UserError(f"{flag} {folder}: {existing} is a file, not a folder; give a folder (made if missing)")
+    try:
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".causalrate-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(
+            f"{flag} {folder}: cannot read or write it: no file can be made in {existing} ({exc.strerror or exc}); "
+            "give a folder you may write to (check its permissions, or that its disk is not read-only)"
+        ) from None
 
 
 def file_problem(exc: OSError) -> str:

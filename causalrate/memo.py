@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
-from causalrate.plugins import MODULE_PREFIX
+from causalrate.plugins import MODULE_PREFIX, source_digest
 from causalrate.versions import installed
 
 T = TypeVar("T")
@@ -157,12 +157,12 @@ def code_salt(plugins: tuple[str, ...]) -> bytes:
     h = hashlib.sha256(platform.python_version().encode())
     h.update(json.dumps(installed(LIBRARIES)).encode())
     package = Path(__file__).parent
-    files = [(str(p.relative_to(package)), p) for p in sorted(package.rglob("*.py"))]
-    modules = sorted(m for m in sys.modules if m.startswith(MODULE_PREFIX) or m in plugins)
-    files += [(m, Path(getattr(sys.modules[m], "__file__", None) or "")) for m in modules]
-    for name, path in files:
-        h.update(name.encode() + b"\x00")
-        h.update(path.read_bytes() if path.is_file() else b"missing")
+    for path in sorted(package.rglob("*.py")):
+        h.update(str(path.relative_to(package)).encode() + b"\x00")
+        h.update(path.read_bytes())
+    for name in sorted(m for m in sys.modules if m.startswith(MODULE_PREFIX) or m in plugins):
+        h.update(name.encode() + b"\x00")  # a plugin file's digest is that of the bytes it ran
+        h.update((source_digest(sys.modules[name]) or "missing").encode())
     return h.digest()
 
 

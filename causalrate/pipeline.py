@@ -65,11 +65,13 @@ def assess(
     address: str | None = None,
     skip_unavailable: bool = False,
     refresh: bool = False,
+    keep: float = 0.0,
 ) -> Path:
     """Run a whole study and write ratings.json, scores.csv, report.md and forecasts.sqlite to `out`.
 
     With resume, forecasts already in `out`'s store are kept and only the missing ones are made. With refresh
-    (or forecast.cache: refresh) nothing is read from the forecast cache; what is made is written to it.
+    (or forecast.cache: refresh) nothing is read from the forecast cache; what is made is written to it. With
+    `keep` seconds, each device's worker stays, its models loaded, for the next run (forecast/kept.py).
     """
     # forecasting's modules (matplotlib for image systems among them) here, not at import: a re-rate needs none
     from causalrate.forecast.runner import check_workers, make_executor
@@ -79,7 +81,7 @@ def assess(
     config = study.config  # without the systems that cannot run here, if skipped
     preflight(study)  # a broken plugin fails here, in seconds, not after the forecasts
     # joined before the run's folder is written: a cluster that cannot be reached leaves nothing behind
-    runner = make_executor(executor, workers=workers, retries=config.forecast.retries, address=address)
+    runner = make_executor(executor, workers=workers, retries=config.forecast.retries, address=address, keep=keep)
     uncached = refresh or config.forecast.cache in (False, "refresh")
     if uncached and not resume and hasattr(runner, "start"):
         runner.start()  # every forecast will be made here: the workers start while the run's store is written

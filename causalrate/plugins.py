@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterable
 from contextlib import redirect_stdout
 from pathlib import Path
+from types import ModuleType
 
 from causalrate.errors import UserError
 
@@ -33,13 +34,13 @@ def resolve(entries: object, *, base_dir: Path, where: Path) -> list[str]:
 
 
 def load(entries: Iterable[str], *, where: object = "plugins") -> None:
-    """Import resolved plugin entries; each at most once per process."""
+    """Import resolved plugin entries; each at most once per process (what it registers is registered once)."""
     for entry in entries:
         if is_file(entry) and module_name(entry) not in sys.modules and not Path(entry).is_file():
             raise UserError(f"{where}: plugins: no file {entry}")
         try:
             with redirect_stdout(sys.stderr):  # what it prints at import: stdout is the command's answer
-                _import_file(Path(entry)) if is_file(entry) else importlib.import_module(entry)
+                import_file(Path(entry), MODULE_PREFIX) if is_file(entry) else importlib.import_module(entry)
         except UserError:
             raise
         except (Exception, SystemExit) as exc:  # sys.exit() at import is no finished run: exit 2 naming the file
@@ -48,25 +49,52 @@ def load(entries: Iterable[str], *, where: object = "plugins") -> None:
 
 def module_name(entry: str) -> str:
     """The name a resolved entry is imported under: a module's own, or a plugin file's derived from its path."""
-    if not is_file(entry):
-        return entry
-    path = Path(entry)
-    return f"{MODULE_PREFIX}{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    return _file_module_name(Path(entry), MODULE_PREFIX) if is_file(entry) else entry
 
 
-def _import_file(path: Path) -> None:
-    """Import a plugin file under a name derived from its full path (two `plugin.py` files stay apart)."""
-    name = module_name(str(path))
-    if name in sys.modules:
-        return
+def _file_module_name(path: Path, prefix: str) -> str:
+    """prefix, stem and a hash of the full path: two `plugin.py` (or `model.py`) files in two folders stay apart."""
+    return f"{prefix}{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+
+
+def import_file(path: Path, prefix: str, *, per_content: bool = False) -> ModuleType:
+    """The module of a .py file (a plugin's, a python system's), run from the very bytes read and hashed here
+    (their sha256 kept as its `__causalrate_sha256__`, which the forecast cache and the memo key on), compiled
+    here: never a __pycache__ file, which Python checks by the source's mtime in whole seconds and size only (an
+    edit of the same size within a second ran the old code). Imported once per path, or with `per_content` once
+    per (path, content): an edited file is then a new module. Its folder joins sys.path (a helper module beside
+    it imports without PYTHONPATH). FileNotFoundError if there is no such file."""
+    name = _file_module_name(path, prefix)
+    if not per_content and name in sys.modules:
+        return sys.modules[name]
     if not path.is_file():
-        raise UserError(f"plugins: no file {path}")
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None  # a .py file always has a source loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # registered before running it: dataclasses and pickling look it up
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
+        raise FileNotFoundError(path)
+    source = path.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()
+    name += f"_{digest[:12]}" if per_content else ""
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None:
+            raise FileNotFoundError(path)
+        module = importlib.util.module_from_spec(spec)
+        module.__dict__["__causalrate_sha256__"] = digest
+        sys.modules[name] = module  # registered before running it: dataclasses and pickling look it up
+        if str(path.parent) not in sys.path:
+            sys.path.append(str(path.parent))
+        try:
+            exec(compile(source, str(path), "exec"), module.__dict__)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return module
+
+
+def source_digest(module: ModuleType | None) -> str | None:
+    """sha256 of a module's source: of the bytes it ran for a file `import_file` loaded (an edit after the import
+    changes nothing that runs), of its file now for another; None for a module without a file."""
+    digest = getattr(module, "__causalrate_sha256__", None)
+    file = getattr(module, "__file__", None)
+    if digest is None and file and Path(file).is_file():
+        digest = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    return digest

@@ -1,6 +1,7 @@
 """Every user mistake: a clear message naming file and field, exit code 2, no traceback."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -609,6 +610,36 @@ def test_an_out_folder_that_cannot_be_made_names_it(tmp_path, cli):
     config = write_yaml(tmp_path / "s.yaml", STUDY)
     code, _, err = cli("assess", config, "--out", "/proc/nope/run", "--no-cards")
     assert code == 2 and "/proc/nope" in err and "cannot read or write it" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("where", ["a file on its path", "read-only to root", "read-only to its user"])
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path, cli, monkeypatch, where):
+    """A file on --out's path, or a folder the OS refuses a new file in, was found by the writer's lock after the
+    data was read, the systems built and the plugins checked (minutes for a large model): now at once, before any
+    of it, naming the folder; nothing is left behind. As root, chmod 555 stops no write: sysfs refuses root too."""
+    wide_csv(tmp_path / "prices.csv")
+    config = write_yaml(tmp_path / "s.yaml", STUDY)
+    (tmp_path / "taken").write_text("x")
+    root = os.geteuid() == 0
+    if where == "a file on its path":
+        out, said = tmp_path / "taken" / "run", f"{tmp_path / 'taken'} is a file, not a folder"
+    elif where == "read-only to root":
+        if not Path("/sys/kernel").is_dir():
+            pytest.skip("no sysfs here")
+        out, said = Path("/sys/causalrate-run"), "cannot read or write it: no file can be made in /sys ("
+    else:
+        if root:
+            pytest.skip("root writes into a folder of mode 555")
+        (tmp_path / "locked").mkdir(mode=0o555)
+        out, said = tmp_path / "locked", f"cannot read or write it: no file can be made in {tmp_path / 'locked'} ("
+
+    def prepared(*_, **__):
+        raise AssertionError("the study was prepared")
+
+    monkeypatch.setattr("causalrate.pipeline.prepare", prepared)
+    code, _, err = cli("assess", config, "--out", out, "--no-cards")
+    assert code == 2 and f"--out {out}: {said}" in err and "Traceback" not in err, err
+    assert not out.exists() or not any(out.iterdir())
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,10 @@ def test_every_bench_script_is_smoked():
     assert {"causal_1m.py", "engine.py", "gpu.py", "peers.py", "quickstart.py", "rigor.py"} <= set(SCRIPTS)
 
 
+# gpu.py: the engine twice per model, the second run answered by the first's kept worker (real checkpoints' loaders)
+EXTRA = {"quickstart.py": ["--workers", "1"], "gpu.py": ["--keep-loaded"]}
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_bench_script_runs_in_smoke_mode(script, tmp_path):
     if script == "gpu.py":
@@ -27,7 +31,7 @@ def test_bench_script_runs_in_smoke_mode(script, tmp_path):
             pytest.skip("MOMENT's environment is not built (causalrate env create moment)")
     env = {**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), "--smoke", *(["--workers", "1"] if script == "quickstart.py" else [])],
+        [sys.executable, str(BENCH / script), "--smoke", *EXTRA.get(script, [])],
         capture_output=True,
         text=True,
         env=env,

@@ -142,6 +142,47 @@ def test_files_that_cannot_be_read_as_meant_are_refused_saying_why(tmp_path, con
     assert str(tmp_path / "w.csv") in str(refused.value)
 
 
+def test_a_bad_byte_past_the_first_mib_is_named_by_its_line_and_offset(tmp_path):
+    """The encoding is told from the first MiB: a Latin-1 byte after it ended in the codec's own text ("'utf-8'
+    codec can't decode byte 0xe9 in position 5321"); it is named like one in the first MiB, with its offset. A
+    UTF-8 character cut by the first MiB's end is no bad byte."""
+    rows = [f"{day:%Y-%m-%d},{i % 97}.5\n" for i, day in enumerate(pd.date_range("1800-01-01", periods=105_000))]
+    content = ("date,X\n" + "".join(rows)).encode()
+    cut = (1 << 20) - 1  # "é" in UTF-8 is two bytes: the first is the MiB's last
+    content = content[:cut] + "é".encode() + content[cut + 2 :]
+    content += b"2088-01-01,caf\xe9\n"  # a Latin-1 byte at 1.5 MB
+    assert len(content) > 1_500_000
+    offset = content.index(b"\xe9")
+    line = content[:offset].count(b"\n") + 1
+    with pytest.raises(UserError) as refused:
+        _load(tmp_path, content)
+    said = str(refused.value)
+    expected = f"{tmp_path / 'w.csv'}: not UTF-8 text: byte 0xe9 on line {line:,} (byte {offset:,} of the file"
+    assert said.startswith(expected), said
+    assert "codec" not in said and "save the file as UTF-8" in said
+
+
+@pytest.mark.parametrize(
+    "dates",
+    [
+        [f"2022-01-03 {h:02d}:00:00" + ("+01:00" if h >= 12 else "") for h in range(20)],
+        [f"2022-01-03T{h:02d}:00:00" + ("Z" if h < 12 else "") for h in range(20)],
+    ],
+)
+def test_dates_with_and_without_a_time_zone_in_one_column_are_refused_naming_one_of_each(tmp_path, dates):
+    """pandas' own text ("unconverted data remains when parsing with format ...", "dates written in more than one
+    way") said neither what is mixed nor what to write: one row of each kind and what is expected."""
+    frame = pd.DataFrame({"date": dates, "X": np.arange(len(dates)) + 1.0})
+    with pytest.raises(UserError) as refused:
+        _load(tmp_path, frame.to_csv(index=False).encode())
+    said = str(refused.value)
+    aware = next(i for i, d in enumerate(dates) if d.endswith(("Z", "+01:00")))
+    naive = next(i for i, d in enumerate(dates) if not d.endswith(("Z", "+01:00")))
+    assert said.startswith(f"{tmp_path / 'w.csv'}: column 'date' mixes dates with a time zone"), said
+    assert f"{dates[aware]!r} (row {aware + 2})" in said and f"{dates[naive]!r} (row {naive + 2})" in said
+    assert "unconverted" not in said and "all with their offset or all without" in said
+
+
 def test_long_layout_ids_and_attributes_are_kept_as_written(tmp_path):
     """NA (North America), NULL, 007 and 7: pandas read the first two as missing (a traceback, or the series
     dropped) and 007 as the number 7 (merged with '7': 'duplicate dates' of series np.float64(7.0))."""

@@ -87,8 +87,8 @@ def test_the_label_says_a_perturbation_description_once():
     said = label_sentence(h, described)
     assert said == (
         "On the published scale the worst level (3 of 3): its error rises by 235 % of the naive reference's clean "
-        "error on drift-dose@5 — calibration drift, severity 5. Relative to the others: set by its weakest result, "
-        "APE on drift-dose@4."
+        "error on calibration drift, severity 5. Relative to the others: set by its weakest result, "
+        "APE on calibration drift, severity 4."
     )
     h["cause"] |= {"insufficient": True, "perturbation": "gap"}
     assert label_sentence(h, described).endswith(
@@ -96,11 +96,42 @@ def test_the_label_says_a_perturbation_description_once():
     )
     old = {"verdict": "on the published scale the worst level (3 of 3): its error rises on drift-dose@5 "
            f"({described['drift-dose@5']})"}  # an older ratings.json's form  # fmt: skip
-    assert "on drift-dose@5 — calibration drift, severity 5. Relative to the others" in label_sentence(old, described)
+    assert "on calibration drift, severity 5. Relative to the others" in label_sentence(old, described)
     alone = {
         "cause": {"text": f"its error rises by 9 % on P3 — {described['P3']}", "score": "ape", "perturbation": "P3"}
     }
     assert label_sentence(alone, described) == f"Set by its weakest result: {alone['cause']['text']}."
+
+
+def test_a_label_names_a_severity_grids_perturbations_in_words_never_by_their_ids():
+    """The sensors labels said "set by its weakest result, APE (recent corruption) on drift-dose@4", "Under
+    drift-dose@4 (calibration drift)" and "saturation, severity 3 (clip-dose@3)": a generated id a reader cannot
+    read. They say the kind and the severity, as the label's warnings do; a short description keeps its id."""
+    doc = RatingsDocument.read(SENSORS)
+    for system in doc.system_names:
+        context = label_context(doc, system, failures=0, report_href="report.html")
+        page = environment().get_template("label.html.j2").render(**context, generated="")
+        assert "dose@" not in re.sub(r"<[^>]+>", " ", page), system
+    arima = label_context(doc, "arima", failures=0, report_href="report.html")
+    robustness = next(h for h in arima["headlines"] if h["kind"] == "robustness")
+    assert robustness["meaning"].endswith("APE (recent corruption) on calibration drift, severity 4."), robustness
+    planted = doc.model_copy(deep=True)  # a fragility rule and an improvement on a severity grid's perturbation
+    planted.heterogeneity["arima"] = {"clip-dose@3": planted.heterogeneity["arima"]["clip-dose@3"]}
+    planted.heterogeneity["arima"]["clip-dose@3"].explained = 0.3
+    planted.heterogeneity["arima"]["clip-dose@3"].rules[0].cate = 2.0
+    planted.heterogeneity["arima"]["clip-dose@3"].rules[0].interval = [1.5, 2.5]  # a harm a reader could notice
+    for row in planted.rows_of("arima"):
+        row.improves = row.perturbation == "clip-dose@3"
+    page = (
+        environment()
+        .get_template("label.html.j2")
+        .render(**label_context(planted, "arima", failures=0, report_href="report.html"), generated="")
+    )
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert "Under saturation, severity 3: " in text and "its error falls under saturation, severity 3." in text
+    assert "dose@" not in text
+    quickstart = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    assert label.in_words("P1", {p.id: p.description for p in quickstart.perturbations}) == "P1"
 
 
 def test_a_count_of_one_takes_the_singular():

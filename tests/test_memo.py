@@ -5,6 +5,7 @@ import dataclasses
 import hashlib
 import json
 import sqlite3
+import sys
 
 import numpy as np
 import pandas as pd
@@ -105,12 +106,17 @@ def test_a_store_without_a_memo_and_the_switched_off_memo_compute(tmp_path):
     assert Memo.off()("k", (1,), lambda: 6) == 6
 
 
-def test_a_plugin_file_is_part_of_the_key(tmp_path):
+def test_a_plugin_file_is_part_of_the_key(tmp_path, monkeypatch):
+    """The key holds the plugin code that computes: the bytes the process ran, not the file as it is now."""
     plugin = tmp_path / "my_plugin.py"
     plugin.write_text("VALUE = 1\n")
     plugins.load([str(plugin)])
     before = code_salt(())
     plugin.write_text("VALUE = 2\n")  # the scheme, score or system it registers changed
+    assert code_salt(()) == before  # not in this process: it still runs VALUE = 1
+    monkeypatch.delitem(sys.modules, plugins.module_name(str(plugin)))  # a new process (`rate`) imports the edit
+    plugins.load([str(plugin)])
+    assert sys.modules[plugins.module_name(str(plugin))].VALUE == 2
     assert code_salt(()) != before
 
 

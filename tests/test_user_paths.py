@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
+from causalrate import plugins
+from causalrate.systems import SYSTEMS
+from causalrate.systems.base import NoSettings
 from causalrate.systems.python_system import PythonFunction
 from tests.test_cards import browser_or_skip
 
@@ -36,6 +42,65 @@ def test_two_model_files_with_one_stem_are_two_systems(tmp_path, monkeypatch):
     edited = PythonFunction(PythonFunction.Settings(function="a/model.py:predict"), base_dir=tmp_path)
     assert float(edited.function(inputs, 3)[0, 0]) == 3.0
     assert edited.identity()["source"] not in {s.identity()["source"] for s in systems}
+
+
+PLUGIN_SYSTEM = """import numpy as np
+from causalrate.systems import SYSTEMS, System
+
+@SYSTEMS.register("planted-constant")
+class Constant(System):
+    def forecast(self, batch):
+        return np.full((len(batch.inputs), batch.horizon), {value})
+"""
+
+
+@pytest.fixture
+def systems_as_they_were():
+    """A plugin registered here leaves with its test (entries and modules)."""
+    saved, modules = dict(SYSTEMS._entries), set(sys.modules)
+    yield
+    SYSTEMS._entries = saved
+    for name in set(sys.modules) - modules:
+        if name.startswith(plugins.MODULE_PREFIX):
+            del sys.modules[name]
+
+
+def load_afresh(plugin: Path, text: str) -> type:
+    """Write `text` to the plugin file as an edit of the same size within the same second (Python's byte-code
+    cache cannot tell it), then import it as a new process would; the system class it registers."""
+    before = plugin.stat() if plugin.exists() else None
+    plugin.write_text(text)
+    if before is not None:
+        assert plugin.stat().st_size == before.st_size
+        os.utime(plugin, ns=(before.st_atime_ns, before.st_mtime_ns))
+    SYSTEMS._entries.pop("planted-constant", None)  # a new process: nothing registered, nothing imported
+    sys.modules.pop(plugins.module_name(str(plugin)), None)
+    plugins.load([str(plugin)])
+    return SYSTEMS.get("planted-constant")
+
+
+def test_an_edited_plugin_file_runs_its_edited_code_and_is_a_new_cache_identity(
+    tmp_path, monkeypatch, systems_as_they_were
+):
+    """As model files: a plugin file runs the bytes on disk, never an older __pycache__ file of the same size and
+    whole-second mtime; and a system it registers has its file's content in its forecast-cache identity, so an
+    edited plugin system never reuses the forecasts of its old code from the shared cache."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as a user's Python: __pycache__ files are written
+    plugin = tmp_path / "my_plugin.py"
+    batch = SimpleNamespace(inputs=np.ones((2, 5)), horizon=3)  # all the planted system reads
+    made = []
+    for value in ("1.0", "2.0"):
+        system = load_afresh(plugin, PLUGIN_SYSTEM.format(value=value))(NoSettings(), base_dir=tmp_path)
+        made.append((float(system.forecast(batch)[0, 0]), json.dumps(system.identity(), sort_keys=True)))
+    assert [forecast for forecast, _ in made] == [1.0, 2.0]  # the edit ran
+    assert made[0][1] != made[1][1]  # and is another cache identity
+    assert not (tmp_path / "__pycache__").exists()
+
+
+def test_a_built_in_systems_cache_identity_names_no_plugin():
+    """Built-in systems keep their identity (the shared cache's and the published forecasts' keys)."""
+    identity = SYSTEMS.get("naive")(NoSettings(), base_dir=Path("."))
+    assert set(identity.identity()) == {"type", "version", "settings", "libraries"}
 
 
 def test_card_files_never_collide_and_overwrite_leaves_no_stale_card(synthetic_study, cli, tmp_path):

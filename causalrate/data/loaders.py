@@ -3,6 +3,7 @@ with a disk cache; every source at any regular frequency (data/frequency.py)."""
 
 from __future__ import annotations
 
+import codecs
 import re
 from importlib import resources
 from pathlib import Path
@@ -123,6 +124,8 @@ def _table(cfg: DataConfig, base_dir: Path) -> tuple[pd.DataFrame, dict[str, dic
         raise UserError(f"data.path: no such file {path}") from None
     except UserError:
         raise
+    except UnicodeDecodeError:  # a bad byte past the part the encoding was told from
+        raise not_text(path, source, encoding) from None
     except Exception as exc:
         raise UserError(f"{source}: cannot read as {cfg.source}: {exc}") from None
     unnamed = [i for i, name in enumerate(header) if not name.strip()]
@@ -272,6 +275,7 @@ def _check_attributes(series: list[Series], source: str) -> None:
 SEPARATORS = {";": "semicolons (';')", "\t": "tabs", "|": "bars ('|')"}
 HEAD_BYTES = 1 << 20  # the start of a CSV file read to tell its encoding
 UTF16 = (b"\xff\xfe", b"\xfe\xff")  # the byte-order marks of UTF-16 text (Excel's "Unicode text")
+ENCODINGS = {"utf-8": "UTF-8", "utf-16": "UTF-16"}  # what _csv_encoding finds, in a reader's words
 
 
 def _csv_encoding(path: Path, source: str) -> str:
@@ -289,12 +293,31 @@ def _csv_encoding(path: Path, source: str) -> str:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
         if len(head) < HEAD_BYTES or exc.start < len(head) - 4:  # not a character cut where the reading stopped
-            line = head[: exc.start].count(b"\n") + 1
-            raise UserError(
-                f"{source}: not UTF-8 text: byte {head[exc.start]:#04x} on line {line} (another encoding, such as "
-                "Windows' cp1252 or latin-1); save the file as UTF-8 (Excel: 'CSV UTF-8')"
-            ) from None
+            raise not_text(path, source, "utf-8") from None
     return "utf-8"
+
+
+def not_text(path: Path, source: str, encoding: str) -> UserError:
+    """The error for a file that is not `encoding` text: its first byte that does not decode, by line and offset
+    (read through to it, MiB by MiB: the encoding is told from the first MiB, a bad byte may come later)."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    offset = lines = 0  # the bytes and line breaks decoded before the current chunk
+    with open(path, "rb") as file:
+        while True:
+            chunk = file.read(HEAD_BYTES)
+            try:
+                lines += decoder.decode(chunk, final=not chunk).count("\n")
+            except UnicodeDecodeError as exc:  # exc.object: the bytes held back from the last chunk, then this one
+                start = offset - (len(exc.object) - len(chunk)) + exc.start
+                line = lines + exc.object[: exc.start].decode(exc.encoding, "replace").count("\n") + 1
+                return UserError(
+                    f"{source}: not {ENCODINGS[encoding]} text: byte {exc.object[exc.start]:#04x} on line {line:,} "
+                    f"(byte {start:,} of the file; another encoding, such as Windows' cp1252 or latin-1); save the "
+                    "file as UTF-8 (Excel: 'CSV UTF-8')"
+                )
+            if not chunk:
+                return UserError(f"{source}: cannot read as {ENCODINGS[encoding]} text")
+            offset += len(chunk)
 
 
 def _dates(column: pd.Series, where: str) -> pd.Series:
@@ -319,10 +342,34 @@ def _dates(column: pd.Series, where: str) -> pd.Series:
         except ValueError as exc:
             if "mixed timezones" not in str(exc).lower():
                 raise
+            _one_kind(column, where)
             return pd.to_datetime(column.map(lambda v: v if pd.isna(v) else pd.Timestamp(v).tz_localize(None)))
     except (ValueError, TypeError) as exc:
+        _one_kind(column, where)
         raise UserError(f"{where} does not hold dates: {_first_bad_date(column, exc)}") from None
     return dates.dt.tz_localize(None) if isinstance(dates.dtype, pd.DatetimeTZDtype) else dates
+
+
+def _one_kind(column: pd.Series, where: str) -> None:
+    """Raise a UserError naming a row of each where the column mixes dates with a time zone or offset and dates
+    without one (pandas' own text named a format string); the clock time of the one and local time of the other
+    need not agree. Values that are no date are left to _first_bad_date."""
+    first: dict[bool, tuple[int, object]] = {}  # zoned or not → the first (row, value) of that kind
+    for row, value in enumerate(column, start=2):  # row 1 is the header
+        if pd.isna(value):
+            continue
+        try:
+            zoned = pd.Timestamp(value).tzinfo is not None
+        except (ValueError, TypeError):
+            continue
+        first.setdefault(zoned, (row, value))
+        if len(first) == 2:
+            (zoned_row, with_zone), (plain_row, without) = first[True], first[False]
+            raise UserError(
+                f"{where} mixes dates with a time zone or offset, {with_zone!r} (row {zoned_row}), and dates "
+                f"without one, {without!r} (row {plain_row}); expected every date written one way: all with their "
+                "offset or all without"
+            )
 
 
 def _first_bad_date(column: pd.Series, exc: Exception) -> str:

@@ -7,7 +7,8 @@ recorded as a timeout, not tried again. A worker that crashes is replaced and it
 inherits no CUDA state (a forked child of a process that touched CUDA cannot use it) and the current
 environment. Each job carries the study's plugins, imported in the worker before its system is built.
 Workers die with the main process (PR_SET_PDEATHSIG on Linux, a watching thread elsewhere) and ignore
-Ctrl-C, which the main process handles: it kills them and keeps the finished batches.
+Ctrl-C, which the main process handles: it kills them and keeps the finished batches. With `keep` seconds, the
+workers are kept workers (kept.py): they outlive the run, their models loaded, for the next run.
 """
 
 from __future__ import annotations
@@ -26,11 +27,10 @@ from typing import Any
 
 from causalrate.forecast.dispatch import Breaker, Feed, Progress
 from causalrate.forecast.jobs import GRACE_SECONDS, TIMEOUT, BatchResult, Job, OnDone
-from causalrate.forecast.worker import serve
+from causalrate.forecast.kept import Kept, attach
+from causalrate.forecast.worker import BLAS_THREADS, serve
 
 log = logging.getLogger(__name__)
-
-BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
 @contextmanager
@@ -82,12 +82,14 @@ class LocalExecutor:
     """A pool of worker processes, each given one batch at a time and watched by the main process.
 
     Jobs for an accelerator all go to one worker per device (its "home" slot), which loads the
-    model once and keeps it there; a model on the CPU uses the worker's share of the cores.
+    model once and keeps it there; a model on the CPU uses the worker's share of the cores. With `keep` > 0 the
+    workers are kept workers (kept.py), left running with their models for `keep` seconds after the run.
     """
 
-    def __init__(self, workers: int, *, retries: int = 1) -> None:
+    def __init__(self, workers: int, *, retries: int = 1, keep: float = 0.0) -> None:
         self.workers = workers
         self.retries = retries
+        self.keep = keep
         self.context = multiprocessing.get_context("spawn")
         self.cores = max(1, available_cores() // max(workers, 1))
         self.startup: dict[str, float] = {}  # system → seconds from its device worker's start to its model loaded
@@ -116,7 +118,13 @@ class LocalExecutor:
             self._pool.close(kill=True)
             self._pool = None
 
-    def _start(self, results: multiprocessing.SimpleQueue) -> tuple[Any, multiprocessing.Queue]:
+    def _start(self, results: multiprocessing.SimpleQueue, *, slot: int | None = None) -> tuple[Any, Any]:
+        """A worker and its task queue: the slot's kept worker when runs keep theirs (`keep`; not a replacement
+        for a lost one, `slot` None), else a spawned process of this run."""
+        if self.keep and slot is not None:
+            kept = attach(f"worker-{slot}", idle=self.keep, cores=self.cores, results=results)
+            if kept is not None:
+                return kept, kept
         tasks = self.context.Queue()
         tasks.cancel_join_thread()  # a killed worker's unread queue must not block our exit
         process = self.context.Process(target=serve, args=(tasks, results, os.getpid(), self.cores), daemon=True)
@@ -180,7 +188,7 @@ class _Pool:
         # segfault, the OOM killer) cannot take a finished batch's answer with it (a Queue's feeder thread would:
         # the batch, another system's, was then blamed for the crash and failed)
         self.results = executor.context.SimpleQueue()
-        self.slots: list[tuple[Any, multiprocessing.Queue]] = []
+        self.slots: list[tuple[Any, Any]] = []  # (worker, its task queue): a spawned process and its Queue, or a Kept
         self.home: dict[str, int] = {}  # device → the one slot that runs its batches
         self.queued: dict[int, list[int]] = {}  # slot → the job indexes its worker holds, the one it runs first
         self.started: dict[int, float] = {}  # slot → when its worker took up its first held job
@@ -217,7 +225,7 @@ class _Pool:
     def start(self, slot: int) -> int:
         """The slot, its worker started (and those of the slots before it) if not yet."""
         while len(self.slots) <= slot:
-            self.slots.append(self.executor._start(self.results))
+            self.slots.append(self.executor._start(self.results, slot=len(self.slots)))
         return slot
 
     def take_answer(self, done: OnDone, *, wait: bool = True) -> bool:
@@ -272,14 +280,7 @@ class _Pool:
             hung = elapsed > self.feed.jobs[index].timeout + GRACE_SECONDS
             if not hung and process.is_alive():
                 continue
-            end(process)
-            process.join()
-            self.slots[slot] = self.executor._start(self.results)
-            self.started.pop(slot, None)
-            for waiting in held[1:]:
-                self.feed.attempts[waiting] -= 1
-                self.feed.pending.append(waiting)
-            held.clear()
+            self._replace(slot, begun=1)
             if len(self.feed.jobs[index].parts) > 1:
                 self.feed.split(index)
                 continue
@@ -303,26 +304,39 @@ class _Pool:
             hung = process.is_alive()
             if hung and time.monotonic() <= until:
                 continue
-            end(process)
-            process.join()
+            self._replace(slot, begun=0)
             why = "did not end within its time limit" if hung else f"crashed (exit code {process.exitcode})"
             log.warning("%s: loading it ahead of its first batch %s; its batches run in a fresh worker", system, why)
             del self.loading[slot]
-            self.slots[slot] = self.executor._start(self.results)
-            self.started.pop(slot, None)
-            held = self.queued.get(slot, [])
-            for waiting in held:
-                self.feed.attempts[waiting] -= 1
-                self.feed.pending.append(waiting)
-            held.clear()
+
+    def _replace(self, slot: int, *, begun: int) -> None:
+        """End the slot's worker and start a fresh one (never a kept worker: this run's own); the jobs it held
+        beyond the `begun` first wait again, their try not counted."""
+        process = self.slots[slot][0]
+        end(process)
+        process.join()
+        self.slots[slot] = self.executor._start(self.results)
+        self.started.pop(slot, None)
+        held = self.queued.get(slot, [])
+        for waiting in held[begun:]:
+            self.feed.attempts[waiting] -= 1
+            self.feed.pending.append(waiting)
+        held.clear()
 
     def close(self, *, kill: bool) -> None:
-        for process, tasks in self.slots:
+        """End the workers (`kill`: now, else when they have read the end of their queue); a kept worker is left
+        running for the next run, unless this run is stopped (`kill`) while it holds a batch."""
+        ending = []
+        for slot, (process, tasks) in enumerate(self.slots):
+            if isinstance(process, Kept) and not (kill and self.queued.get(slot)):
+                process.detach()
+                continue
+            ending.append(process)
             if kill:
                 end(process)
             else:
                 tasks.put(None)
-        for process, _ in self.slots:
+        for process in ending:
             process.join(timeout=5)
             end(process)  # also what a system started and left running (a forked child, a server)
 

@@ -32,7 +32,7 @@ def check_workers(workers: int, *, address: str | None) -> None:
         )
 
 
-def make_executor(kind: str, *, workers: int, retries: int, address: str | None = None) -> Executor:
+def make_executor(kind: str, *, workers: int, retries: int, address: str | None = None, keep: float = 0.0) -> Executor:
     if kind == "ray":
         return RayExecutor(workers, address=address, retries=retries)
-    return LocalExecutor(workers, retries=retries)
+    return LocalExecutor(workers, retries=retries, keep=keep)

@@ -7,7 +7,8 @@ really fail become failure rows. A batch past its limit fails as a timeout, its 
 ("timeout: ..."). What a system's libraries say while it forecasts (Python warnings, and whatever they
 print: lightning's banners) is counted per source with its first message (BatchResult.warnings), not shown:
 the run records it per system and summarises it on stderr once, after the progress lines. A worker keeps
-the systems it built between batches (`_system`). `serve` is a local pool worker's loop.
+the systems it built between batches (`_system`). `serve` is a local pool worker's loop; `answer` its one step
+(a kept worker's too: kept.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +36,9 @@ from causalrate.forecast.metrics import batch_metrics
 from causalrate.systems.base import Batch, Prediction, System, TransportError
 from causalrate.systems.checkpoints import Stats, file_stats
 from causalrate.systems.spec import SystemSpec, build_system
+
+# What a worker's BLAS libraries read for their threads: set to 1 where workers are started (local, kept)
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 # What a system's code may raise. Workers ignore Ctrl-C, so there even a KeyboardInterrupt or SystemExit comes
 # from the model itself: a failure row like any other, not a dead worker printing its traceback and retried.
@@ -75,14 +79,27 @@ def _system(job: Job) -> System:
     (System.sources: its function's file, its `files:`, a checkpoint) changes: two studies sharing a relative
     `function:` file name, or a file edited between two runs of a long-lived (Ray) worker, never get another
     study's or an older build."""
-    base_dir = job.base_dir.resolve()
-    key = (json.dumps(job.spec, sort_keys=True, default=str), str(base_dir), job.plugins)
+    key = system_key(job)
     built = _BUILT.get(key)
     if built is None or _stats(built[1]) != built[0]:
         plugins.load(job.plugins)
         system = build_system(SystemSpec.model_validate(job.spec), base_dir=job.base_dir)
         built = _BUILT[key] = _stats(system), system
     return built[1]
+
+
+def system_key(job: Job) -> SystemKey:
+    return json.dumps(job.spec, sort_keys=True, default=str), str(job.base_dir.resolve()), job.plugins
+
+
+def forget(keep: set[SystemKey]) -> None:
+    """Drop the systems built here other than `keep` (a kept worker keeps its last run's models, not every
+    model it ever loaded), and the device memory they held."""
+    for key in set(_BUILT) - keep:
+        del _BUILT[key]
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _stats(system: System) -> Stats:
@@ -267,12 +284,19 @@ def serve(tasks: multiprocessing.Queue, results: multiprocessing.SimpleQueue, pa
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     threadpool_limits(1)  # workers run in parallel already; multi-threaded BLAS would oversubscribe the cores
     while (item := tasks.get()) is not None:
-        index, job = item
-        if index is None:  # warm up: build the job's system and load its model before its first batch
-            results.put((None, (*warm(job, cores=cores), os.getpid())))
-            continue
-        results.put((index, None))  # started: the batch's clock starts now, not while this worker was starting up
-        try:
-            results.put((index, run_job(job, cores=cores)))
-        except SYSTEM_FAULT as exc:  # e.g. the system cannot be built here
-            results.put((index, f"worker error: {type(exc).__name__}: {exc}"))
+        answer(item, results.put, cores)
+
+
+def answer(item: tuple[int | None, Job], put: Callable[[tuple], None], cores: int) -> None:
+    """Do what the main process asked (a job, or with index None: warm its system up) and `put` its answers:
+    (None, (system, error, pid)) for a warm-up; (index, None) when a job starts, then (index, its BatchResult or
+    the text of a worker error)."""
+    index, job = item
+    if index is None:  # warm up: build the job's system and load its model before its first batch
+        put((None, (*warm(job, cores=cores), os.getpid())))
+        return
+    put((index, None))  # started: the batch's clock starts now, not while this worker was starting up
+    try:
+        put((index, run_job(job, cores=cores)))
+    except SYSTEM_FAULT as exc:  # e.g. the system cannot be built here
+        put((index, f"worker error: {type(exc).__name__}: {exc}"))

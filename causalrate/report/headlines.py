@@ -148,8 +148,15 @@ def perturbation_words(doc: RatingsDocument, perturbation: str) -> str:
     if record is not None and record.kind == "control":
         return "the clean input"
     described = described_as(perturbation, {p.id: p.description for p in doc.perturbations})
+    return in_short(perturbation, described) or described
+
+
+def in_short(perturbation: str, described: str) -> str | None:
+    """A perturbation whose description is long (over 40 characters) as its kind in words with its severity
+    ("calibration drift, severity 4": what a severity grid's id, `drift-dose@4`, does not say); None where the
+    description is short enough to say in full."""
     if len(described) <= 40:
-        return described
+        return None
     severity = perturbation.rpartition("@")[2] if "@" in perturbation else ""
     return kind_words(described) + (f", severity {severity}" if severity.isdigit() else "")
 
@@ -159,6 +166,14 @@ def kind_words(described: str) -> str:
     reading)": its first name), else its words before a colon."""
     kind = re.search(r"\(([^(),]*)[^()]*\)$", described)
     return kind.group(1) if kind else described.partition(":")[0]
+
+
+def _words_and_id(doc: RatingsDocument, perturbation: str) -> str:
+    """A perturbation in words, then its id where the words are its description ("a value is halved (P1)"); its
+    kind and severity alone where the description is long ("saturation, severity 3", never "(clip-dose@3)")."""
+    words = perturbation_words(doc, perturbation)
+    described = described_as(perturbation, {p.id: p.description for p in doc.perturbations})
+    return f"{words} ({perturbation})" if words == described else words
 
 
 def row_words(doc: RatingsDocument, score: str, perturbation: str) -> str:
@@ -232,7 +247,7 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
         out.append(f"Insufficient data, rated worst: {'; '.join(names[:4])}{' …' if len(names) > 4 else '.'}")
     improves = sorted((r for r in mine if r.improves), key=lambda r: (r.perturbation, r.score))
     if improves:  # the APE intervals are the report's: the label names the perturbations
-        said = list(dict.fromkeys(f"{perturbation_words(doc, r.perturbation)} ({r.perturbation})" for r in improves))
+        said = list(dict.fromkeys(_words_and_id(doc, r.perturbation) for r in improves))
         named = "; ".join(said[:2]) + (f"; and {len(said) - 2} more" if len(said) > 2 else "")
         # only APE rows improve (rate.inconclusive): its average over every window, the changed point anywhere in
         # the input, which the same perturbation at the newest point (ape_last) may still raise, as on arima

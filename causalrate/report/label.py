@@ -13,12 +13,14 @@ from typing import Any
 
 from causalrate.config import REFERENCE_SYSTEMS
 from causalrate.rate.absolute import ABSOLUTE_LEVELS
+from causalrate.rate.headlines import described_as
 from causalrate.report.estimators import label as score_label
 from causalrate.report.faults import fault_lines
 from causalrate.report.headlines import (
     TITLES,
     headline_words,
     headlines,
+    in_short,
     kind_words,
     naive_error,
     one_series_note,
@@ -183,7 +185,7 @@ def label_sentence(h: dict, descriptions: dict[str, str] | None = None) -> str:
     found = h.get("cause") or {}
     if cause and verdict and found.get("score") and found.get("perturbation"):  # the verdict said it in full
         what = "failed forecasts" if found.get("insufficient") else in_sentence(score_label(found["score"]))
-        return f"{lead}set by its weakest result, {what} on {found['perturbation']}."
+        return f"{lead}set by its weakest result, {what} on {in_words(found['perturbation'], descriptions or {})}."
     if cause:
         sentence = f"set by its weakest result: {cause}."
         return lead + (sentence if lead else sentence[:1].upper() + sentence[1:])
@@ -202,18 +204,24 @@ def in_sentence(label: str) -> str:
     return label[:1].lower() + label[1:] if label[1:2].islower() else label
 
 
+def in_words(perturbation: str, descriptions: dict[str, str]) -> str:
+    """A perturbation named in a label sentence: where its description is long, its kind and severity in words
+    ("calibration drift, severity 4", not its id `drift-dose@4`, which says nothing to a reader; the report has
+    the description in full); else its id (the sentence says its short description where it gives one)."""
+    described = described_as(perturbation, descriptions)
+    short = in_short(perturbation, described)
+    return short if short and short != described else perturbation
+
+
 def shortened(text: str, descriptions: dict[str, str]) -> str:
-    """A sentence with a perturbation's full description ("on P — DESCRIPTION", or an older ratings.json's
-    "on P (DESCRIPTION)") cut to the kind of fault and its severity ("on drift-dose@5 — calibration drift,
-    severity 5"), for the label's fixed height."""
+    """A sentence with a perturbation's long description ("on P — DESCRIPTION", or an older ratings.json's
+    "on P (DESCRIPTION)") said by its kind and severity instead ("on calibration drift, severity 5"), for the
+    label's fixed height."""
     for pid, described in descriptions.items():
-        short = kind_words(described)
-        if len(described) <= 40 or short == described:
-            continue
-        severity = pid.rpartition("@")[2]
-        short += f", severity {severity}" if "@" in pid and severity.isdigit() else ""
-        for full in (f"on {pid} — {described}", f"on {pid} ({described})"):
-            text = text.replace(full, f"on {pid} — {short}")
+        words = in_words(pid, descriptions)
+        if words != pid:
+            for full in (f"on {pid} — {described}", f"on {pid} ({described})"):
+                text = text.replace(full, f"on {words}")
     return text
 
 
@@ -251,10 +259,10 @@ def fragility(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
         if not maps:
             return None
         return {"none": NO_HARM if any(m.explained is None or m.explained > 0 for m in maps) else NO_RULE}
-    described = {p.id: p.description for p in doc.perturbations}.get(rule["perturbation"])
-    if described and len(described) > 40:  # a long description by its kind (the report has it in full)
-        described = kind_words(described)
-    return {**rule, "text": plain_rule(rule["text"]), "described": described}
+    descriptions = {p.id: p.description for p in doc.perturbations}
+    named = in_words(rule["perturbation"], descriptions)  # a long description by its kind and severity
+    described = descriptions.get(rule["perturbation"]) if named == rule["perturbation"] else None
+    return {**rule, "text": plain_rule(rule["text"]), "named": named, "described": described}
 
 
 def absolute_note(relative: int | None, absolute: int | None, levels: int, n: int) -> str | None:

@@ -72,6 +72,7 @@ def missing_values_text(system: Any, naive_error: float | None = None) -> str:
     m = system.missing_values
     if m is None:
         return text
+
     # m.score is `ape`: the perturbation's harm to the error (APE, ≥ 0), in the outcome's units
     if naive_error:
         own, imputed = (percent(v / naive_error) for v in (m.own_value, m.imputed_value))

@@ -10,6 +10,7 @@ goes on.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from causalrate import plugins
 from causalrate.contracts import ContractError, describe, facts_of, violation
 from causalrate.registry import Registry
 from causalrate.versions import installed
@@ -178,13 +180,18 @@ class System:
         self.base_dir = base_dir
 
     def identity(self) -> dict[str, Any]:
-        """What makes two forecasts of the same input interchangeable: the forecast cache's system key."""
-        return {
+        """What makes two forecasts of the same input interchangeable: the forecast cache's system key. A class
+        defined outside causalrate (a plugin's) adds its module's source digest: an edited plugin system is a new
+        key, never the forecasts of its old code (causalrate's own say so by bumping `version`)."""
+        identity = {
             "type": type(self).__name__,
             "version": self.version,
             "settings": self.settings.model_dump(mode="json"),
             "libraries": installed(self.libraries),
         }
+        own = type(self).__module__.partition(".")[0] == "causalrate"
+        source = None if own else plugins.source_digest(sys.modules.get(type(self).__module__))
+        return identity | ({"plugin": source} if source else {})
 
     @classmethod
     def from_data(cls, settings: BaseModel, dataset: Dataset) -> dict[str, Any]:

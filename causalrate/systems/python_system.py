@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
-import importlib.util
 import inspect
 import io
 import logging
@@ -31,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from causalrate.errors import UserError
+from causalrate.plugins import import_file
 from causalrate.redact import scrub
 from causalrate.systems.base import SYSTEMS, Batch, Prediction, System, quantile_levels, real_numbers
 
@@ -198,7 +198,11 @@ def load_callable(target: str, *, base_dir: Path) -> Callable:
     """Import ``module:function`` or ``path/to/file.py:function`` (relative to the YAML file)."""
     where, _, name = target.rpartition(":")
     try:
-        module = _load_file((base_dir / where).resolve()) if where.endswith(".py") else importlib.import_module(where)
+        module = (
+            import_file((base_dir / where).resolve(), "causalrate_user_", per_content=True)
+            if where.endswith(".py")
+            else importlib.import_module(where)
+        )
         function = getattr(module, name)
     except FileNotFoundError as exc:
         raise UserError(f"system type python: function: no file {exc}") from None
@@ -207,32 +211,3 @@ def load_callable(target: str, *, base_dir: Path) -> Callable:
     if not callable(function):
         raise UserError(f"system type python: function: {target!r} is not callable")
     return function
-
-
-def _load_file(path: Path) -> ModuleType:
-    """The module of a .py file, once per (resolved path, content): two files named model.py in different
-    folders, or one file edited between two loads, are different modules (and different cache keys). The
-    bytes hashed are the bytes run, compiled here: never a __pycache__ file, which Python checks by the
-    source's mtime in whole seconds and size only (an edit of the same size within a second ran the old code)."""
-    if not path.is_file():
-        raise FileNotFoundError(path)
-    source = path.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()
-    where = hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    module_name = f"causalrate_user_{path.stem}_{where}_{digest[:12]}"
-    module = sys.modules.get(module_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise FileNotFoundError(path)
-        module = importlib.util.module_from_spec(spec)
-        module.__dict__["__causalrate_sha256__"] = digest
-        sys.modules[module_name] = module
-        if str(path.parent) not in sys.path:  # `import helpers` of a helpers.py beside it, without PYTHONPATH
-            sys.path.append(str(path.parent))
-        try:
-            exec(compile(source, str(path), "exec"), module.__dict__)
-        except BaseException:
-            del sys.modules[module_name]
-            raise
-    return module
