@@ -430,6 +430,7 @@ def analyze(study: Study, forecasts: pd.DataFrame, memo: Memo | None = None) -> 
         descriptions={p.id: p.description for p in study.suite},
         stability=rigor.overall_stability if rigor else None,
         point_systems=points,
+        recency_k=cfg.causal.recency_k,
     )
     evidence = replace(evidence, effects=effects_without_pie(evidence.effects, no_pie))
     return Result(

@@ -478,6 +478,12 @@ class StoredForecasts:
     def study(self, run_dir: Path) -> Study:
         """The run's study rebuilt from its stored config (systems not checked: nothing is forecast)."""
         load_run_plugins(run_dir)
+        # the stored config names its resolved schemes, among them one per data attribute (`region`, `season`),
+        # which only the data's loading registers: in a fresh process `rate` refused every such run's config
+        with closing(open_store(run_dir)) as store:
+            attributes = set(store.series_attributes().columns) - {"series"}
+        for attribute in sorted(attributes & set((self.config.get("causal") or {}).get("schemes") or [])):
+            attribute_scheme(attribute)
         try:
             config = StudyConfig.model_validate(self.config)
         except ValidationError as exc:

@@ -51,6 +51,32 @@ def test_level_fragility_is_found_with_its_threshold():
     assert sum(r.cate * r.share for r in fmap.rules) == pytest.approx(ite.mean())
 
 
+def test_a_harm_beside_an_average_fall_is_no_negative_multiple():
+    """Planted: the error falls on most windows and rises by 2 above level 650, so the average effect is below 0.
+    The rule read "effect -7.3× the average (2.14 vs -0.293)" (water demand, arima under P1: "-46× the average"), a
+    harm written as a negative multiple; it says the effect and the average instead."""
+    table, rng = _windows(seed=3)
+    control = rng.normal(1.0, 0.2, len(table))
+    ite = np.where(table["level"] > 650, 2.0, -2.5) + rng.normal(0, 0.3, len(table))
+    assert ite.mean() < 0
+    fmap = _map(table, control, control + ite)
+    top = fmap.rules[0]
+    assert top.cate == pytest.approx(2.0, abs=0.2) and "level" in top.text
+    assert "×" not in top.text and top.text.startswith(f"effect {top.cate:.3g} (the average over all windows: ")
+    assert f"{ite.mean():.3g})" in top.text
+
+
+def test_a_distance_of_one_value_is_said_once():
+    """Water demand (reader4): "the perturbed point is 1 to 1 points before the forecast origin"."""
+    bounds = ((0.5, 1.5), (2.5, 3.5), (0.5, 3.5))
+    said = {(lo, hi): fragility._condition(fragility.DISTANCE, lo, hi) for lo, hi in bounds}
+    assert said == {
+        (0.5, 1.5): "the perturbed point is 1 point before the forecast origin",
+        (2.5, 3.5): "the perturbed point is 3 points before the forecast origin",
+        (0.5, 3.5): "the perturbed point is 1 to 3 points before the forecast origin",
+    }
+
+
 def test_homogeneous_effect_has_spread_near_zero():
     table, rng = _windows(seed=1)
     control = rng.normal(1.0, 0.2, len(table))

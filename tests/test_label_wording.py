@@ -119,6 +119,7 @@ def test_a_label_names_a_severity_grids_perturbations_in_words_never_by_their_id
     planted.heterogeneity["arima"] = {"clip-dose@3": planted.heterogeneity["arima"]["clip-dose@3"]}
     planted.heterogeneity["arima"]["clip-dose@3"].explained = 0.3
     planted.heterogeneity["arima"]["clip-dose@3"].rules[0].cate = 2.0
+    planted.heterogeneity["arima"]["clip-dose@3"].rules[0].interval = [1.5, 2.5]  # a harm a reader could notice
     for row in planted.rows_of("arima"):
         row.improves = row.perturbation == "clip-dose@3"
     page = (
@@ -269,3 +270,61 @@ def test_the_unstable_warning_names_the_least_stable_rating():
         assert line.startswith(f"{len(unstable)} of {len(doc.rows_of(system))} ratings are unstable")
         assert line.endswith(f", kept in {100 * least.stability:.0f} %.") and least.stability < 0.8
     assert perturbation_words(doc, "P0") == "the clean input"  # not "no change: the clean input (control)"
+
+
+def test_the_label_says_the_horizon_in_the_datas_time_and_the_report_counts_perturbations_as_the_label():
+    """ "60 windows of 72 inputs → 24 forecasts" read as 24 forecasts in all: the label says how far ahead, in the
+    data's own steps (hours, weeks, business days). report.md counted the clean control as a perturbation (43 on
+    the sensors run, whose label lists 42), and MASE's meaning spoke of "the day-to-day change" on weekly CO2."""
+    periods = {
+        name: dict(label.tested(RatingsDocument.read(ROOT / "ratings" / name / "ratings.json")))["Period"]
+        for name in ("electricity", "sensors", "quickstart", "domains")
+    }
+    assert periods["electricity"].endswith("; 60 windows of 72 inputs, each forecast 24 hours ahead")
+    assert periods["sensors"].endswith("; 44 windows of 80 inputs, each forecast 13 weeks ahead")
+    assert periods["quickstart"].endswith("; 450 windows of 80 inputs, each forecast 20 business days ahead")
+    assert periods["domains"].endswith(" inputs, each forecast 12 steps ahead")  # mixed frequencies: steps
+    assert not any("→" in p for p in periods.values())
+    assert (label.steps_ahead(1, "monthly"), label.steps_ahead(6, "2h")) == ("1 month", "6 steps")
+    doc = RatingsDocument.read(SENSORS)
+    assert "44 windows, 42 perturbations and the clean control, 4 systems: 8800 forecasts" in render_report(doc)
+    assert dict(label.tested(doc))["Perturbations"].startswith("42 perturbations of 7 kinds")
+    assert "day" not in SCORES.get("mase").description
+
+
+def test_a_collapse_reads_in_grouped_thousands():
+    """Sensors (reader4): a model that returns 100 × its last value when an input is missing read "its error rises
+    by 2073903 % of the naive reference's clean error" and "gap in the data: +2073585 %": grouped by thousands."""
+    from causalrate.rate.headlines import percent
+    from causalrate.report.faults import _rise_words
+
+    assert (percent(20739.03), percent(2.28), percent(0.000372)) == ("2,073,903 %", "228 %", "0.037 %")
+    assert (_rise_words(20735.85), _rise_words(-0.4), _rise_words(0.001)) == ("+2,073,585 %", "−40 %", "no change")
+
+
+def test_an_undefined_pie_beside_a_fall_says_the_fall_not_no_effect():
+    """Water demand (reader4): arima's error fell under P1 (APE_true -0.047, interval [-0.071, -0.023], beyond the
+    margin 0.0192), yet its PIE% rows read "undefined: the APE 0 is below its margin 0.0192, no practical effect to
+    explain". The note says the fall; an effect inside the margin, or an interval around 0, reads as before."""
+    import pandas as pd
+
+    from causalrate.rate.practical import pie_undefined
+
+    raw = pd.DataFrame(
+        {
+            "score": ["ape"] * 3,
+            "system": ["arima", "small", "unclear"],
+            "perturbation": ["P1"] * 3,
+            "raw": [0.0, 0.0178, 0.004],
+            "margin": [0.0192] * 3,
+        }
+    )
+    bounds = {"arima": (-0.0712, -0.0231), "small": (0.009, 0.026), "unclear": (-0.002, 0.011)}
+    rigor = SimpleNamespace(row=lambda key: SimpleNamespace(ape_true_interval=bounds[key[2]]))
+    notes = pie_undefined(raw, rigor)  # type: ignore[arg-type]
+    assert notes[("arima", "P1")] == (
+        "undefined: the perturbation lowers its error (APE_true interval [-0.0712, -0.0231]), no harm to explain"
+    )
+    below = "undefined: the APE 0.0178 is below its margin 0.0192, no practical effect to explain"
+    assert notes[("small", "P1")] == below
+    assert notes[("unclear", "P1")] == no_effect_note("APE_true", -0.002, 0.011)

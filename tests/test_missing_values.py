@@ -107,3 +107,23 @@ def test_a_system_without_nan_says_it_is_rated_with_our_imputation():
     assert missing_values_text(imputed) == "rated with forward-fill imputation (the system does not accept NaN)"
     own = SimpleNamespace(nan_policy="native mask", imputation=None, missing_values=None)
     assert missing_values_text(own) == "handled by the model's own missing-value mask (it accepts NaN)"
+
+
+def test_the_missing_values_line_says_its_rise_on_the_headlines_basis():
+    """Water demand (reader4): a model that returns 100 × its last value when an input is missing had the headline
+    "its error rises by 27097 % of the naive reference's clean error" and, two rows below, "Missing values: …
+    under P3 with its own handling its error rises by 101" (rmax_scaled) for the same effect. The line says the
+    rise on the headlines' basis; an older ratings.json, without it, keeps the outcome's units."""
+    from types import SimpleNamespace
+
+    from causalrate.report.templating import missing_values_text
+
+    m = SimpleNamespace(
+        own="P3", imputed="P3+ffill", imputation="ffill", own_value=101.0, imputed_value=0.000143, better="ffill"
+    )
+    system = SimpleNamespace(nan_policy="own handling", imputation=None, missing_values=m)
+    assert missing_values_text(system, 0.3845) == (
+        "handled by the system itself (it accepts NaN); its error rises by 26,268 % of the naive reference's clean "
+        "error under P3 with its own handling, by 0.037 % under P3+ffill (ffill): better with ffill"
+    )
+    assert "its error rises by 101, under P3+ffill (ffill) it rises by 0.000143" in missing_values_text(system)

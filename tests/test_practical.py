@@ -242,3 +242,15 @@ def test_a_weakest_link_shared_at_a_worse_level_is_no_tie():
     assert not all_tied("robustness", 3, 3, 4) and not all_tied("bias", 2, 3, 4)
     assert all_tied("robustness", 1, 3, 4) and all_tied("accuracy", 2, 3, 4)
     assert not all_tied("accuracy", 1, 2, 4) and not all_tied("robustness", 1, 0, 1)
+
+
+def test_a_recency_cause_says_how_recent():
+    """A model that collapses when an input is missing (reader4, hourly electricity) had its headline set by the
+    recency score: "when a corrupted point is among the last input points", without saying how many; the study's
+    causal.recency_k (5 by default) is said."""
+    rated = rated_frame([("P3", "recency", "a", 0.0, 0.05, 0.0), ("P3", "recency", "b", 94.5, 0.05, 344.4)])
+    cause = headline_ratings(rated, settings=SETTINGS, control="P0", recency_k=5)["b"]["robustness"]["cause"]
+    assert cause["text"] == (
+        "its error rises by 34,440 % of the naive reference's clean error when a corrupted point is among the last 5 "
+        "input points on P3"
+    )

@@ -10,13 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from causalrate.causal.schemes import attribute_scheme
 from causalrate.cli import main
-from causalrate.report.cards import render_cards
-from causalrate.report.headlines import headlines
-from causalrate.report.label import COVARIATE_WORDS, NO_RULE, label_context, plain_rule
+from causalrate.report.cards import fragility_rules, render_cards
+from causalrate.report.comparison import normalised_scores, radar_labels
+from causalrate.report.faults import fault_lines, fault_table
+from causalrate.report.headlines import headlines, warnings
+from causalrate.report.label import COVARIATE_WORDS, NO_HARM, NO_RULE, label_context, plain_rule
 from causalrate.report.render import LABEL_HEIGHT, Session
 from causalrate.report.templating import environment
 from causalrate.run import RatingsDocument
+from causalrate.score.scores import register_dimension
 from tests.conftest import write_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,28 +67,38 @@ def test_each_headline_box_names_the_systems_at_its_level_once():
 
 
 def test_fragility_rule_only_where_the_map_holds_and_only_a_harm():
-    """The label's "most fragile" rule comes from a map that explains something on held-out windows, is a rise of
-    the error, names its perturbation's description, and speaks of window characteristics in words."""
+    """The label's "most fragile" rule is the largest practically relevant harm (≥ the APE's margin δ, its interval
+    above 0): a rule of a map that explains something on held-out windows, or, where the map explains nothing, the
+    perturbation's effect on every window alike; it names its perturbation's description and speaks of window
+    characteristics in words."""
     doc = RatingsDocument.read(ELECTRICITY)
     described = {p.id: p.description for p in doc.perturbations}
     for system in doc.system_names:
         shown = " ".join(label_boxes(doc, system)["fragility"].split())
-        candidates = [
-            (rule.cate, p)
-            for p, m in doc.heterogeneity[system].items()
-            if m.explained and m.explained > 0
-            for rule in m.rules
-            if rule.cate is not None and rule.cate > 0
-        ]
-        if not candidates:
-            assert shown == NO_RULE, (system, shown)
+        ape = {r.perturbation: r for r in doc.rows_of(system) if r.score == "ape"}
+        candidates = []
+        for p, m in doc.heterogeneity[system].items():
+            margin = ape[p].margin
+            if m.explained and m.explained > 0:
+                candidates += [(r.cate, p) for r in m.rules if r.cate >= margin and r.cate > 0 and r.interval[0] > 0]
+            elif ape[p].raw >= margin and ape[p].raw > 0 and ape[p].ape_true_interval[0] > 0:
+                candidates.append((ape[p].raw, p))
+        if not candidates:  # a map that holds found no noticeable harm; no map holds: nothing stands out
+            holds = any(m.explained is None or m.explained > 0 for m in doc.heterogeneity[system].values())
+            assert shown == (NO_HARM if holds else NO_RULE), (system, shown)
             continue
         cate, perturbation = max(candidates)
         assert shown.startswith(f"Under {perturbation} ({described[perturbation]}): "), (system, shown)
         assert f"{cate:.3g}" in shown
         assert not any(name in shown for name in COVARIATE_WORDS if name != "level"), shown
+    # the reference's holtwinters: its P1 map explains nothing held out, yet P1 raises its error on every window
+    assert " ".join(label_boxes(doc, "holtwinters")["fragility"].split()) == (
+        "Under P1 (a value is recorded as 0): its error rises by 0.126 on every window alike (no window property "
+        "predicts where it is hurt more) (95 % interval of the effect [0.0832, 0.168])."
+    )
     # planted: the electricity maps of autoets explain nothing held out (its P1 tree split on trend strength and the
-    # ADF p-value in-sample, 4.3× the average); a map that holds is shown, a larger fall of the error never is
+    # ADF p-value in-sample, 4.3× the average) and its P1 effect's interval covers 0; a map that holds is shown, a
+    # larger fall of the error never is
     assert " ".join(label_boxes(doc, "autoets")["fragility"].split()) == NO_RULE
     planted = doc.model_copy(deep=True)
     p1 = planted.heterogeneity["autoets"]["P1"]
@@ -94,6 +108,37 @@ def test_fragility_rule_only_where_the_map_holds_and_only_a_harm():
     assert shown.startswith("Under P1 (a value is recorded as 0): effect 4.3× the average (0.116 vs 0.0271) when")
     assert "the input's trend strength (0 to 1) ≤ 0.9641" in shown and "trend_strength" not in shown
     assert "the stationarity test's p-value (ADF; low = stationary) ≤ 0.0008632" in shown
+
+
+def test_fragility_rule_is_a_harm_a_reader_could_notice():
+    """Planted on the reference's autotheta (its P1 map holds: 0.303 where trend strength ≤ 0.92). A rule whose
+    effect is below the margin δ, or whose interval reaches 0, is no fragility: a window-average model's label
+    said "most fragile … effect -0.094× the average (0.000875 vs -0.0093)", a 15th of δ, its interval covering 0."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    margin = next(r.margin for r in doc.rows_of("autotheta") if r.score == "ape" and r.perturbation == "P1")
+    assert " ".join(label_boxes(doc, "autotheta")["fragility"].split()).startswith("Under P1 ")
+    for cate, interval in ((margin / 15, [margin / 30, margin / 10]), (2 * margin, [-0.001, 4 * margin])):
+        planted = doc.model_copy(deep=True)
+        for rule in planted.heterogeneity["autotheta"]["P1"].rules:
+            rule.cate, rule.interval = min(rule.cate, cate), interval
+        assert " ".join(label_boxes(planted, "autotheta")["fragility"].split()) == NO_HARM, (cate, interval)
+
+
+def test_most_fragile_is_a_collapse_on_every_window_not_a_smaller_subgroup():
+    """Planted: a model that collapses under P3 on every window (its map explains nothing: the same everywhere), and
+    has a subgroup rule under P1 a hundred times smaller. Its label showed the P1 rule as where it is most fragile
+    (a model that returns 100 × its last value when any input is missing, on monthly water demand)."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    planted = doc.model_copy(deep=True)
+    p1, p3 = planted.heterogeneity["autotheta"]["P1"], planted.heterogeneity["autotheta"]["P3"]
+    assert p1.explained > 0 and not p3.explained
+    ape = next(r for r in planted.rows_of("autotheta") if r.score == "ape" and r.perturbation == "P3")
+    ape.raw, ape.ape_true_interval = 90.4, [87.6, 93.2]
+    shown = " ".join(label_boxes(planted, "autotheta")["fragility"].split())
+    assert shown == (
+        "Under P3 (a value is missing (NaN)): its error rises by 90.4 on every window alike (no window property "
+        "predicts where it is hurt more) (95 % interval of the effect [87.6, 93.2])."
+    )
 
 
 def test_electricity_labels_fit_one_screen(tmp_path):
@@ -254,3 +299,72 @@ def test_report_and_comparison_pages_say_what_a_level_and_a_tie_are(regional_run
     assert "not both significant (95 %, Benjamini–Hochberg) and larger than the score's margin δ" in report
     assert "both significantly (95 %, Benjamini–Hochberg) and by more than the score's margin δ" in comparison
     assert "not significantly different at 95 %" not in comparison
+
+
+def test_score_panels_show_the_runs_own_dimensions_not_another_studys():
+    """The radar and the comparison's small multiples take their axes from the scores the run rated: on the
+    electricity study (attributes month and season) every panel showed "WRS by industry", "WRS by company" and
+    "APE, domain-confounded" … as empty (n/a) axes and had no axis for its own WRS by month or by season. Every
+    attribute's WRS is an axis, whatever its name (METHOD §4)."""
+    for attribute in ("month", "season"):  # as Run.open registers a run's dimensions
+        register_dimension(attribute)
+        attribute_scheme(attribute)
+    doc = RatingsDocument.read(ELECTRICITY)
+    axes = radar_labels(doc)
+    assert {"WRS by month", "WRS by season", "APE, month-confounded", "APE", "MASE"} <= set(axes)
+    assert not [a for a in axes if any(word in a for word in ("industry", "company", "domain"))], axes
+    normalised = normalised_scores(doc)
+    assert all(len(values) == len(axes) and np.isfinite(values).any() for values in normalised.values())
+    quickstart = RatingsDocument.read(ROOT / "ratings" / "quickstart" / "ratings.json")
+    assert {"WRS by industry", "WRS by company"} <= set(radar_labels(quickstart))
+    assert not [a for a in radar_labels(quickstart) if "month" in a or "domain" in a]
+
+
+def test_a_fault_whose_forecasts_failed_is_said_so_not_no_change():
+    """Planted on the reference sensors run: naive's forecasts fail on every window with the outage still on at
+    the newest point (a median of the last five readings returns NaN there), so its newest-point APE is
+    insufficient and rated worst. The label's fault line read "gap in the data: no change", the report's table had
+    no newest-point row: both say the forecasts failed."""
+    doc = RatingsDocument.read(ROOT / "ratings" / "sensors" / "ratings.json")
+    planted = doc.model_copy(deep=True)
+    newest = next(r for r in planted.rows_of("naive") if r.score == "ape_last" and r.perturbation == "gap")
+    newest.raw, newest.insufficient, newest.rating = None, True, planted.levels
+    for row in planted.faults:
+        if row.system == "naive" and row.fault == "gap":
+            row.rise_newest = row.ape_newest = None
+    gap = next(line for line in fault_lines(planted, "naive") if line.startswith("gap in the data: "))
+    assert gap.endswith(" (at the newest point: too many of its forecasts failed)"), gap
+    table = fault_table(planted, "naive")
+    assert table is not None
+    assert next(r for r in table["rows"] if r["entry"] == "gap" and "newest" in r["name"])["cells"] == {3: "failed"}
+    # and where the fault itself could not be rated, its rise from the windows that were left is not shown
+    ape = next(r for r in planted.rows_of("naive") if r.score == "ape" and r.perturbation == "gap")
+    ape.insufficient = True
+    gap = next(line for line in fault_lines(planted, "naive") if line.startswith("gap in the data: "))
+    assert gap.startswith("gap in the data: too many of its forecasts failed (at the newest point: ")
+
+
+def test_an_improvement_is_said_to_be_the_average_over_every_window():
+    """Water demand (reader4): arima's APE under P1 improves (its interval lies below 0), while the same P1 at the
+    newest point raises its error by 632 % of the naive reference's clean error and sets its robustness headline.
+    The warning "its error falls under a value is recorded as 0 (P1)" read as a contradiction of the headline: it
+    says the fall is the average over every window, the changed point anywhere in the input."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    planted = doc.model_copy(deep=True)
+    ape = next(r for r in planted.rows_of("arima") if r.score == "ape" and r.perturbation == "P1")
+    ape.improves = True
+    said = [w for w in warnings(planted, "arima", failures=0) if w.startswith("Improves")]
+    assert said == [
+        "Improves, rated 1 there (an improvement is no harm): averaged over every window, the changed point anywhere "
+        "in the input, its error falls under a value is recorded as 0 (P1)."
+    ]
+
+
+def test_the_detailed_reports_fragility_rules_name_characteristics_in_words():
+    """The label said "the input's trend strength (0 to 1) ≤ 0.9238" and the detailed report, for the same rule,
+    "trend_strength ≤ 0.9238" (electricity's autotheta; "level ≤ 8790", "seasonality_strength ≤ 0.2776" on reader4's
+    collapsing model): the report words them as the label does."""
+    doc = RatingsDocument.read(ELECTRICITY)
+    rules = [r for found in fragility_rules(doc, "autotheta") for r in found["rules"]]
+    assert any("the input's trend strength (0 to 1) ≤ 0.9238" in r for r in rules), rules
+    assert not any(name in r for r in rules for name in ("trend_strength", "seasonality_strength", "adf_pvalue"))

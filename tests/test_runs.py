@@ -203,6 +203,29 @@ def test_rate_without_forecasting(synthetic_study, cli, tmp_path):
     assert code == 2 and "ghost" in err
 
 
+def test_rate_in_a_fresh_process_reads_a_run_whose_schemes_are_its_own_attributes(synthetic_study, cli, tmp_path):
+    """The stored config names its resolved schemes, one per data attribute (`region` here, `season` on the
+    electricity study); only loading the data registers them, so `causalrate rate` in a new process refused every
+    run not on industry/company data: "causal.schemes: unknown assignment scheme 'region'" (exit 2)."""
+    config = synthetic_study(SYSTEMS, draws=2, stride=5)
+    prices = config.parent / "prices.csv"
+    prices.write_text(prices.read_text().replace("industry,company", "region,site", 1))
+    config.write_text(config.read_text().replace("[industry, company]", "[region, site]"))
+    assert cli("assess", config, "--out", tmp_path / "run", "--no-cards", "--workers", "1")[0] == 0
+    stored = json.loads((tmp_path / "run" / "ratings.json").read_text())["provenance"]["config"]["causal"]["schemes"]
+    assert "region" in stored
+    done = subprocess.run(  # a fresh interpreter: nothing registered but what the run itself brings
+        [sys.executable, "-m", "causalrate", "rate", str(tmp_path / "run"), "--no-cards"],
+        env={**os.environ, "CAUSALRATE_CACHE_DIR": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    rated = json.loads((tmp_path / "run" / "ratings.json").read_text())["ratings"]
+    assert any(r["score"] == "ape_region" for r in rated)
+
+
 def test_export_parquet(synthetic_study, cli, tmp_path):
     systems = '- {name: naive, type: naive}\n- {name: median, type: python, function: "planted.py:window_median"}\n'
     config = synthetic_study(systems, draws=2, stride=10)

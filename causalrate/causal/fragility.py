@@ -175,11 +175,12 @@ def leaf_rules(tree, cov: Covariates, ite: np.ndarray, *, alpha: float = MERGE_A
         half = z * float(values.std(ddof=1)) / np.sqrt(values.size) if values.size > 1 else np.nan
         ratio = cate / average if average != 0 else np.nan
         where = " and ".join(_condition(cov.columns[f], lo, hi) for f, (lo, hi) in sorted(bounds.items()))
-        text = (
-            f"effect {ratio:.2g}× the average ({cate:.3g} vs {average:.3g}) when {where}"
-            if where
-            else f"effect {cate:.3g} on every window (no covariate separates the windows)"
-        )
+        if not where:
+            text = f"effect {cate:.3g} on every window (no covariate separates the windows)"
+        elif average > 0:
+            text = f"effect {ratio:.2g}× the average ({cate:.3g} vs {average:.3g}) when {where}"
+        else:  # a multiple of an average fall (or of none) reads as a harm's multiple: "-46× the average"
+            text = f"effect {cate:.3g} (the average over all windows: {average:.3g}) when {where}"
         out.append(Rule(text, cate, (cate - half, cate + half), values.size / ite.size, ratio))
     return sorted(out, key=lambda r: (-r.cate, r.text))
 
@@ -227,6 +228,8 @@ def _condition(column: str, lo: float, hi: float) -> str:
                 if last == 1
                 else (f"the perturbed point is among the last {last} input points")
             )
+        if nearest == farthest:  # "1 to 1 points before" (water demand, arima under P1)
+            return f"the perturbed point is {nearest} point{'' if nearest == 1 else 's'} before the forecast origin"
         return f"the perturbed point is {nearest} to {int(farthest)} points before the forecast origin"
     if np.isfinite(lo) and np.isfinite(hi):
         return f"{lo:.4g} < {column} ≤ {hi:.4g}"

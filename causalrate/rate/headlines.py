@@ -113,13 +113,16 @@ def headline_ratings(
     descriptions: dict[str, str] | None = None,
     stability: Mapping[str, float] | None = None,
     point_systems: frozenset[str] = frozenset(),
+    recency_k: int | None = None,
 ) -> dict[str, dict[str, dict]]:
     """{system: {headline: H}}, H = rating, absolute_rating, meaning, stability, tied_with, scores, and for a
     weakest-link headline its cause (or, with no practically relevant row, the largest effect) and the
     published verdict where it must lead the sentence.
 
     rated: the rating rows (rate.ratings.COLUMNS); descriptions: perturbation id → what it does, in words;
-    point_systems: the systems whose forecasts are points (WQL and coverage error stay out of their accuracy).
+    point_systems: the systems whose forecasts are points (WQL and coverage error stay out of their accuracy);
+    recency_k: the study's causal.recency_k, so that a `recency` cause says how recent ("among the last 5 input
+    points").
     """
     systems = sorted(rated["system"].unique())
     described = descriptions or {}
@@ -157,8 +160,8 @@ def headline_ratings(
             mine, all_mine = counted[counted["system"] == system], rows[rows["system"] == system]
             cause = largest = None
             if headline in WEAKEST_LINK:
-                cause = weakest(mine, described, by="rating")
-                largest = None if cause else weakest(all_mine, described, by="quantity")
+                cause = weakest(mine, described, by="rating", recency_k=recency_k)
+                largest = None if cause else weakest(all_mine, described, by="quantity", recency_k=recency_k)
             everyone = not lost and all_tied(headline, rating, len(tied), len(measured))
             verdict = None
             if (
@@ -167,7 +170,9 @@ def headline_ratings(
                 and not lost
                 and (abs_rating == ABSOLUTE_LEVELS or abs(abs_rating - rating) >= 2)
             ):
-                found = weakest(mine.dropna(subset=["absolute_rating"]), described, by="absolute_rating")
+                found = weakest(
+                    mine.dropna(subset=["absolute_rating"]), described, by="absolute_rating", recency_k=recency_k
+                )
                 verdict = published_verdict(abs_rating, found)
             # "the same level as": every measured system at this level (tied_with keeps the tie group)
             level = [n for j, n in enumerate(names) if j != k and ratings[j] == rating and not hopeless.iloc[j]]
@@ -214,7 +219,9 @@ def mean_levels(
     return np.where(hopeless, settings.levels, ratings), ties
 
 
-def weakest(rows: pd.DataFrame, descriptions: dict[str, str], *, by: str = "rating") -> Cause | None:
+def weakest(
+    rows: pd.DataFrame, descriptions: dict[str, str], *, by: str = "rating", recency_k: int | None = None
+) -> Cause | None:
     """The system's row that sets its weakest-link headline: its worst level (`by`: the relative "rating" or the
     "absolute_rating"; "quantity": no level, the largest effect), and among rows at that level the largest on
     the absolute basis (insufficient ones first: a failure is never outranked)."""
@@ -234,7 +241,7 @@ def weakest(rows: pd.DataFrame, descriptions: dict[str, str], *, by: str = "rati
         quantity=q,
         insufficient=bool(row["insufficient"]),
         text=cause_text(row["score"], row["perturbation"], float(row["raw"]), q, bool(row["insufficient"]),
-                        described_as(row["perturbation"], descriptions)),
+                        described_as(row["perturbation"], descriptions), recency_k=recency_k),
     )  # fmt: skip
 
 
@@ -256,8 +263,18 @@ def plural(word: str) -> str:
     return word[:-1] + "ies" if word.endswith("y") and word[-2:-1] not in "aeiou" else word + "s"
 
 
-def cause_text(score: str, perturbation: str, raw: float, quantity: float, insufficient: bool, described: str) -> str:
-    """What a row says about the system, in words, on the absolute scale's basis where it has one."""
+def cause_text(
+    score: str,
+    perturbation: str,
+    raw: float,
+    quantity: float,
+    insufficient: bool,
+    described: str,
+    *,
+    recency_k: int | None = None,
+) -> str:
+    """What a row says about the system, in words, on the absolute scale's basis where it has one; a `recency`
+    row says how recent (`recency_k`, the study's: "among the last 5 input points", not "the last input points")."""
     label = SCORES.get(score).label or score
     where = f"{perturbation} — {described}" if described != perturbation else perturbation
     if insufficient:
@@ -268,10 +285,10 @@ def cause_text(score: str, perturbation: str, raw: float, quantity: float, insuf
     if basis is not None and basis.basis == "naive_clean_error" and np.isfinite(quantity):
         context = {
             "ape_last": "when the newest input value is the corrupted one",
-            "recency": "when a corrupted point is among the last input points",
+            "recency": f"when a corrupted point is among the last {f'{recency_k} ' if recency_k else ''}input points",
             "ape_worst": "when the corrupted point is placed where it hurts it most",
         }.get(score, "")
-        change = f"its error rises by {_percent(quantity)} of the naive reference's clean error"
+        change = f"its error rises by {percent(quantity)} of the naive reference's clean error"
         return " ".join(part for part in (change, context, f"on {where}") if part)
     attribute = getattr(SCORES.get(score), "attribute", None)
     if basis is not None and basis.basis == "wrs_max" and np.isfinite(quantity) and attribute:
@@ -282,9 +299,10 @@ def cause_text(score: str, perturbation: str, raw: float, quantity: float, insuf
     return f"{label} {raw:.3g} on {where}"
 
 
-def _percent(share: float) -> str:
-    """A share as a percentage a reader can tell from 0: whole percents, or two significant digits below 1 %."""
-    return f"{100 * share:.0f} %" if abs(share) >= 0.01 or share == 0 else f"{100 * share:.2g} %"
+def percent(share: float) -> str:
+    """A share as a percentage a reader can tell from 0: whole percents, grouped by thousands (a collapse read
+    "rises by 2073903 %"), or two significant digits below 1 %."""
+    return f"{100 * share:,.0f} %" if abs(share) >= 0.01 or share == 0 else f"{100 * share:.2g} %"
 
 
 def _level(value: float | None, hopeless: bool) -> int | None:

@@ -15,12 +15,19 @@ from causalrate.uncertainty.rigor import Rigor
 
 def pie_undefined(raw: pd.DataFrame, rigor: Rigor | None) -> dict[tuple[str, str], str]:
     """(system, perturbation) → why PIE% is undefined there: the `ape` row (raw = harm, `margin` δ in raw units)
-    is below δ, or its signed interval (the rigor layer's, when it ran) covers 0."""
+    is below δ, or its signed interval (the rigor layer's, when it ran) covers 0. An interval wholly below 0 is
+    said as the fall it is: "the APE 0 is below its margin, no practical effect to explain" was written for
+    arima on water demand, whose error fell by 0.047 (interval [-0.071, -0.023]) under P1."""
     out = {}
     for r in raw[raw["score"] == "ape"].itertuples():
         bounds = rigor.row((r.perturbation, "ape", r.system)).ape_true_interval if rigor else None
         if bounds is not None and bounds[0] <= 0 <= bounds[1]:
             out[(r.system, r.perturbation)] = no_effect_note("APE_true", bounds[0], bounds[1])
+        elif bounds is not None and bounds[1] < 0:  # a fall is an effect, not "no practical effect"
+            out[(r.system, r.perturbation)] = (
+                f"undefined: the perturbation lowers its error (APE_true interval [{bounds[0]:.3g}, {bounds[1]:.3g}]),"
+                " no harm to explain"
+            )
         elif np.isfinite(r.raw) and r.raw < r.margin:
             out[(r.system, r.perturbation)] = (
                 f"undefined: the APE {r.raw:.3g} is below its margin {r.margin:.3g}, no practical effect to explain"

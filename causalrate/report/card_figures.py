@@ -30,7 +30,7 @@ def card_figures(run: Run, system: str, normalised: dict[str, list[float]]) -> l
         Figure(
             "radar",
             figures.radar(
-                radar_labels(),
+                radar_labels(doc),
                 shown,
                 title="Scores, normalised: outer edge = best of the systems compared",
                 colours=colours,

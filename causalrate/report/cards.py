@@ -27,8 +27,8 @@ from causalrate.report.card_figures import card_figures
 from causalrate.report.comparison import cell, comparison_context, normalised_scores, radar_scores
 from causalrate.report.estimators import EFFECT_COLUMNS, estimator, facts, label
 from causalrate.report.faults import fault_table
-from causalrate.report.headlines import headlines, warnings
-from causalrate.report.label import data_source_name, groups_words, label_context
+from causalrate.report.headlines import headlines, naive_error, warnings
+from causalrate.report.label import data_source_name, groups_words, label_context, plain_rule
 from causalrate.report.machine import eval_results, model_card, model_index
 from causalrate.report.render import Renderer, picture_renderer
 from causalrate.report.templating import environment, fmt
@@ -90,7 +90,7 @@ def report_context(
     mine = {(r.score, r.perturbation): r for r in doc.rows_of(system)}
     draws = max((e.draws or 0 for e in doc.effects if e.system == system), default=0) or None
     tables: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLE_TITLES}
-    for score_name in dict.fromkeys([*radar_scores(), *(k[0] for k in mine)]):
+    for score_name in dict.fromkeys([*radar_scores(doc), *(k[0] for k in mine)]):
         cells = {p.id: cell(mine.get((score_name, p.id)), levels) for p in perturbations}
         if not any(cells.values()):
             continue  # not rated, or rated per severity grid: see `grids`
@@ -119,6 +119,7 @@ def report_context(
     heads = headlines(doc, system)
     return {
         "system": doc.system(system),
+        "naive_error": naive_error(doc),
         "slug": slug,
         "levels": levels,
         "headlines": heads,
@@ -165,10 +166,12 @@ def provenance(doc: RatingsDocument) -> dict[str, Any]:
 
 
 def fragility_rules(doc: RatingsDocument, system: str) -> list[dict[str, Any]]:
-    """Per perturbation: the fragility map's rules in words (empty when the map is off or absent)."""
+    """Per perturbation: the fragility map's rules in words, window characteristics named as the label names them
+    ("the input's trend strength (0 to 1) ≤ 0.92", not "trend_strength ≤ 0.92"); empty when the map is off or
+    absent."""
     per = doc.heterogeneity.get(system) or {}
     return [
-        {"perturbation": p, "spread": fmt(h.spread), "rules": [r.text for r in h.rules]}
+        {"perturbation": p, "spread": fmt(h.spread), "rules": [plain_rule(r.text) for r in h.rules]}
         for p, h in per.items()
         if h.rules
     ]

@@ -24,9 +24,12 @@ from causalrate.score.scores import SCORES, joins_headline
 ACCURACY_AXIS = "mase"  # the comparison's accuracy axis: this score's skill ratio against the naive reference
 
 
-def radar_scores() -> list[str]:
-    """The radar's axes (and the cards' table rows, in this order): every registered score with radar set."""
-    return [name for name, cls in SCORES.items() if cls.radar]
+def radar_scores(doc: RatingsDocument) -> list[str]:
+    """The radar's and the small multiples' axes (and the cards' table rows, in this order): the registered scores
+    with radar set that this run rated on a perturbed input. Not every registered one: an electricity run's panels
+    showed "WRS by industry", "APE, domain-confounded" … as empty axes, another study's dimensions."""
+    rated = {r.score for r in doc.ratings if r.perturbation != doc.control}
+    return [name for name, cls in SCORES.items() if cls.radar and name in rated]
 
 
 def ratings_frame(doc: RatingsDocument) -> pd.DataFrame:
@@ -41,7 +44,7 @@ def normalised_scores(doc: RatingsDocument) -> dict[str, list[float]]:
     frame = frame[frame["perturbation"] != doc.control]
     systems = doc.system_names
     out: dict[str, list[float]] = {s: [] for s in systems}
-    for score in radar_scores():
+    for score in radar_scores(doc):
         per_system: dict[str, list[float]] = {s: [] for s in systems}
         for _, group in frame[frame["score"] == score].groupby("perturbation"):
             raw = group.set_index("system")["raw"].astype(float)
@@ -60,8 +63,8 @@ def normalised_scores(doc: RatingsDocument) -> dict[str, list[float]]:
     return out
 
 
-def radar_labels() -> list[str]:
-    return [label(s) for s in radar_scores()]
+def radar_labels(doc: RatingsDocument) -> list[str]:
+    return [label(s) for s in radar_scores(doc)]
 
 
 def cell(row: RatingRow | None, levels: int) -> dict[str, Any] | None:
@@ -112,7 +115,7 @@ def robustness_point(doc: RatingsDocument, system: str) -> tuple[dict[str, float
         point = on_basis(largest, largest.quantity if largest else None)
         return point, "" if point else "it has no robustness effect on the naive reference's basis"
     if cause.insufficient or not on_clean_error(cause.score):
-        return None, f"its robustness headline is set by {cause.text}"
+        return None, f"its robustness headline is set by its weakest result: {cause.text}"
     row = next((r for r in doc.rows_of(system) if (r.score, r.perturbation) == (cause.score, cause.perturbation)), None)
     point = on_basis(row, cause.quantity)
     return point, "" if point else "its weakest result has no value on the naive reference's basis"
@@ -170,7 +173,7 @@ def comparison_figures(doc: RatingsDocument, normalised: dict[str, list[float]])
     out.append(
         Figure(
             "multiples",
-            comparison_charts.small_multiples(radar_labels(), normalised, colours=colours),
+            comparison_charts.small_multiples(radar_labels(doc), normalised, colours=colours),
             alt="One bar panel per system: each score averaged over the perturbations and scaled so that 1 is "
             "the best value among the compared systems and 0 the worst.",
         )
@@ -232,7 +235,7 @@ def comparison_context(
     systems = doc.system_names
     levels = doc.levels
     by_key = {(r.perturbation, r.score, r.system): r for r in doc.ratings}
-    scores = list(dict.fromkeys([*radar_scores(), *(r.score for r in doc.ratings)]))
+    scores = list(dict.fromkeys([*radar_scores(doc), *(r.score for r in doc.ratings)]))
     perturbations = list(dict.fromkeys([*(p.id for p in doc.perturbations), *(k[0] for k in by_key)]))
     table = []
     for perturbation in perturbations:

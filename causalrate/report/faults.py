@@ -86,24 +86,36 @@ def _clean(x: float) -> float | None:
 
 def fault_lines(doc: RatingsDocument, system: str) -> list[str]:
     """One short line per fault family at level 3 (its severity-3 entry, else its grid's member), the label's
-    heading saying the level and what the numbers are: "stuck reading: +5 % (at the newest point: +40 %)"."""
+    heading saying the level and what the numbers are: "stuck reading: +5 % (at the newest point: +40 %)". Where
+    too many of its forecasts failed to rate the fault's APE (or its newest-point APE) the line says so, never a
+    rise from the windows that were left: a model whose forecasts all failed with the outage still on at the
+    newest point read "gap in the data: no change"."""
+    failed = failed_faults(doc, system)
     lines: dict[str, str] = {}
     for row in doc.faults:
         if row.system != system or row.level != LABEL_LEVEL or row.name in lines:
             continue
-        line = f"{row.name}: {_rise_words(row.rise)}"
-        if row.rise_newest is not None:
-            line += f" (at the newest point: {_rise_words(row.rise_newest)})"
+        line = f"{row.name}: {_rise_words(row.rise, ('ape', row.perturbation) in failed)}"
+        newest_failed = ("ape_last", row.perturbation) in failed
+        if row.rise_newest is not None or newest_failed:
+            line += f" (at the newest point: {_rise_words(row.rise_newest, newest_failed)})"
         lines[row.name] = line
     return list(lines.values())
 
 
-def _rise_words(rise: float | None) -> str:
+def failed_faults(doc: RatingsDocument, system: str) -> set[tuple[str, str]]:
+    """(score, perturbation) of the system's APE rows rated insufficient: too many of its forecasts failed."""
+    return {(r.score, r.perturbation) for r in doc.rows_of(system) if r.insufficient and r.score in ("ape", "ape_last")}
+
+
+def _rise_words(rise: float | None, failed: bool = False) -> str:
+    if failed:
+        return "too many of its forecasts failed"
     if rise is None:
         return "not measured"
     if abs(rise) < 0.005:
         return "no change"
-    return f"{'+' if rise > 0 else '−'}{max(1, int(abs(100 * rise) + 0.5))} %"  # whole percents, half up
+    return f"{'+' if rise > 0 else '−'}{max(1, int(abs(100 * rise) + 0.5)):,} %"  # whole percents, half up
 
 
 def fault_table(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
@@ -113,22 +125,26 @@ def fault_table(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
     mine = [r for r in doc.faults if r.system == system]
     if not mine:
         return None
+    failed = failed_faults(doc, system)
     rows: dict[str, dict[str, Any]] = {}
     for r in mine:
         record = doc.perturbation(r.perturbation)
         family = record.family if record is not None else r.perturbation  # a grid's id, or the entry's
         rows.setdefault(family, {"entry": family, "name": r.name, "cells": {}})["cells"][r.level] = _cell(
-            r.rise, r.ape_true
+            r.rise, r.ape_true, ("ape", r.perturbation) in failed
         )
-        if r.rise_newest is not None:
+        newest_failed = ("ape_last", r.perturbation) in failed
+        if r.rise_newest is not None or newest_failed:
             newest = rows.setdefault(
                 f"{family}@last", {"entry": family, "name": f"{r.name}, still on at the newest point", "cells": {}}
             )
-            newest["cells"][r.level] = _cell(r.rise_newest, r.ape_newest)
+            newest["cells"][r.level] = _cell(r.rise_newest, r.ape_newest, newest_failed)
     return {"levels": sorted({r.level for r in mine}), "rows": list(rows.values())}
 
 
-def _cell(rise: float | None, ape: float | None) -> str:
+def _cell(rise: float | None, ape: float | None, failed: bool = False) -> str:
+    if failed:
+        return "failed"
     if rise is None:
         return "—"
     return f"{100 * rise:+.1f} % ({ape:.3g})"

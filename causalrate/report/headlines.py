@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from causalrate.rate.headlines import all_tied, described_as
+from causalrate.rate.headlines import all_tied, described_as, percent
 from causalrate.report.estimators import label as score_label
 from causalrate.report.templating import fmt
-from causalrate.run import RatingsDocument
+from causalrate.run import FragilityRule, RatingsDocument
 from causalrate.score.scores import bias_attributes, differ_by
 
 KINDS = ("robustness", "bias", "accuracy")
@@ -24,6 +24,11 @@ QUESTIONS = {
     "bias": "Do its errors differ between groups of the data?",
     "accuracy": "How close are its forecasts on clean input?",
 }
+
+
+def naive_error(doc: RatingsDocument) -> float | None:
+    """The naive reference's mean clean outcome, the basis the cards say every rise on (None: an older run)."""
+    return doc.provenance.parameters.naive_error if doc.provenance.parameters else None
 
 
 def question(doc: RatingsDocument, kind: str) -> str:
@@ -176,36 +181,53 @@ def row_words(doc: RatingsDocument, score: str, perturbation: str) -> str:
     return f"{score_label(score)} on {perturbation_words(doc, perturbation)}"
 
 
-def _share(share: float) -> str:
-    """A share as whole percents, or two significant digits below 1 %."""
-    return f"{100 * share:.0f} %" if 100 * share >= 1 else f"{100 * share:.2g} %"
-
-
 def _rise(row) -> str:
     """The harm an inconclusive APE's interval leaves open, in words: "a rise of 7 % of the naive reference's clean
     error" (or in the outcome's units where no share was recorded)."""
     if row.cannot_rule_out_share is not None:
-        return f"a rise of {_share(row.cannot_rule_out_share)} of the naive reference's clean error"
+        return f"a rise of {percent(row.cannot_rule_out_share)} of the naive reference's clean error"
     if row.cannot_rule_out is not None:
         return f"a rise of {fmt(row.cannot_rule_out, 3)} in its error"
     return "a practical effect"
 
 
 def top_fragility_rule(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
-    """The subgroup rule where a perturbation hurts the system most (heterogeneity section), or None.
+    """Where a perturbation hurts the system most (heterogeneity section), or None: the largest harm among
 
-    Only a harm counts (a rule with a positive effect: a subgroup where the error falls is no fragility), and
-    only from a map whose tree holds on windows it did not see (held-out `explained` > 0): a split that
-    explains nothing there is noise, and the fragility spread of that map is 0."""
+    - the rules of a map whose tree holds on windows it did not see (held-out `explained` > 0; a split that
+      explains nothing there is noise), and
+    - the average effect of a perturbation whose map does not hold: the same on every window as far as the map
+      can tell ("on every window alike"). A model that collapses everywhere under P3 was shown a subgroup rule of
+      P1 a hundred times smaller as where it is most fragile.
+
+    Only a harm counts, one a reader could notice: an effect of at least the APE's margin δ (METHOD §6.2) whose
+    95 % interval lies above 0. A subgroup where the error falls, or rises by less than δ, or by an amount its
+    interval cannot tell from 0, is no fragility (a window-average model was shown "most fragile" at an effect
+    of 0.0009, a 15th of δ, whose interval covered 0)."""
     per = doc.heterogeneity.get(system) or {}
-    best = None
+    ape = {r.perturbation: r for r in doc.rows_of(system) if r.score == "ape"}
+    best: dict[str, Any] | None = None
     for perturbation, found in sorted(per.items()):
+        row = ape.get(perturbation)
+        margin = (row.margin if row is not None else None) or 0.0
+        candidates = found.rules
         if found.explained is not None and not found.explained > 0:
-            continue
-        for rule in found.rules:
-            if rule.cate is None or not rule.cate > 0:
+            if row is None or row.raw is None or not row.ape_true_interval:
                 continue
-            if best is None or rule.cate > best["cate"]:
+            everywhere = "on every window alike (no window property predicts where it is hurt more)"
+            candidates = [
+                FragilityRule.written(
+                    text=f"its error rises by {fmt(row.raw, 3)} {everywhere}",
+                    cate=row.raw,
+                    interval=list(row.ape_true_interval),
+                    share=1.0,
+                )
+            ]
+        for rule in candidates:
+            cate, lower = rule.cate, rule.interval[0] if rule.interval else None
+            if cate is None or lower is None or not (cate >= margin and cate > 0 and lower > 0):
+                continue
+            if best is None or cate > best["cate"]:
                 best = {"perturbation": perturbation, **rule.model_dump()}
     return best
 
@@ -227,13 +249,18 @@ def warnings(doc: RatingsDocument, system: str, *, failures: int) -> list[str]:
     if improves:  # the APE intervals are the report's: the label names the perturbations
         said = list(dict.fromkeys(_words_and_id(doc, r.perturbation) for r in improves))
         named = "; ".join(said[:2]) + (f"; and {len(said) - 2} more" if len(said) > 2 else "")
-        out.append(f"Improves, rated 1 there (an improvement is no harm): its error falls under {named}.")
+        # only APE rows improve (rate.inconclusive): its average over every window, the changed point anywhere in
+        # the input, which the same perturbation at the newest point (ape_last) may still raise, as on arima
+        out.append(
+            "Improves, rated 1 there (an improvement is no harm): averaged over every window, the changed point "
+            f"anywhere in the input, its error falls under {named}."
+        )
     inconclusive = sorted((r for r in mine if r.inconclusive), key=lambda r: (r.perturbation, r.score))
     if inconclusive:
         shares = [r.cannot_rule_out_share for r in inconclusive]
         if all(share is not None for share in shares):  # one unit: said once
             said = [
-                f"{_share(share)} ({row_words(doc, r.score, r.perturbation)})"
+                f"{percent(share)} ({row_words(doc, r.score, r.perturbation)})"
                 for r, share in zip(inconclusive, shares, strict=True)
                 if share is not None
             ]

@@ -22,6 +22,7 @@ from causalrate.report.headlines import (
     headlines,
     in_short,
     kind_words,
+    naive_error,
     one_series_note,
     question,
     top_fragility_rule,
@@ -43,6 +44,8 @@ COVARIATE_WORDS = {
 SAME_LEVEL = re.compile(r"; the same level as .*?(?= \(the mean of its accuracy levels\)|; no practical effect|\.$)")
 MEAN_OF_LEVELS = " (the mean of its accuracy levels)."  # how rate.headlines ends a mean-type headline's meaning
 NO_RULE = "No group of windows stands out: on held-out windows, no window property predicts where it is hurt more."
+# a map that holds, but no group it finds is hurt by a practical amount (report.headlines.top_fragility_rule)
+NO_HARM = "No group of windows is hurt noticeably: no group's rise reaches the practical margin, its interval above 0."
 
 
 def listed(names: list[str], most: int = 6) -> str:
@@ -117,8 +120,8 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
         (
             "Period",
             (f"{span}; " if span else "")
-            + f"{n_windows} windows of {window_settings.get('input_length', '?')} inputs → "
-            f"{window_settings.get('horizon', '?')} forecasts",
+            + f"{n_windows} windows of {window_settings.get('input_length', '?')} inputs, each forecast "
+            f"{steps_ahead(window_settings.get('horizon'), doc.provenance.frequency)} ahead",
         ),
         ("Perturbations", perturbation_words(perturbations)),
         ("Placement", ", ".join(placements) + " (which input points are changed)"),
@@ -126,6 +129,29 @@ def tested(doc: RatingsDocument) -> list[tuple[str, str]]:
         ("Scale", scale_text),
     ]
     return lines
+
+
+# a step of the data's frequency in words (singular, plural): the horizon said in the data's own time
+STEP_WORDS = {
+    "minutely": ("minute", "minutes"),
+    "5-minutely": ("5-minute step", "5-minute steps"),
+    "quarter-hourly": ("quarter-hour", "quarter-hours"),
+    "half-hourly": ("half-hour", "half-hours"),
+    "hourly": ("hour", "hours"),
+    "daily": ("day", "days"),
+    "business-daily": ("business day", "business days"),
+    "weekly": ("week", "weeks"),
+    "monthly": ("month", "months"),
+    "quarterly": ("quarter", "quarters"),
+    "yearly": ("year", "years"),
+}
+
+
+def steps_ahead(horizon: int | None, frequency: str | None) -> str:
+    """The horizon in the data's time ("24 hours", "13 weeks", "12 months"; in steps for another frequency, which
+    the Period line names): the label read "60 windows of 72 inputs → 24 forecasts", as if 24 were made in all."""
+    one, many = STEP_WORDS.get(frequency or "", ("step", "steps"))
+    return f"{'?' if horizon is None else horizon} {one if horizon == 1 else many}"
 
 
 def perturbation_words(perturbations: list) -> str:
@@ -229,7 +255,10 @@ def fragility(doc: RatingsDocument, system: str) -> dict[str, Any] | None:
     `none` (a sentence) where the fragility map ran but found no group of windows that holds; None: no map."""
     rule = top_fragility_rule(doc, system)
     if rule is None:
-        return {"none": NO_RULE} if doc.heterogeneity.get(system) else None
+        maps = (doc.heterogeneity.get(system) or {}).values()
+        if not maps:
+            return None
+        return {"none": NO_HARM if any(m.explained is None or m.explained > 0 for m in maps) else NO_RULE}
     descriptions = {p.id: p.description for p in doc.perturbations}
     named = in_words(rule["perturbation"], descriptions)  # a long description by its kind and severity
     described = descriptions.get(rule["perturbation"]) if named == rule["perturbation"] else None
@@ -295,6 +324,7 @@ def label_context(doc: RatingsDocument, system: str, *, failures: int, report_hr
     found = label_warnings(doc, system, failures=failures)
     return {
         "system": meta,
+        "naive_error": naive_error(doc),
         "study": doc.study,
         "levels": levels,
         "n_systems": len(doc.systems),

@@ -19,7 +19,7 @@ import yaml
 
 from causalrate import __version__
 from causalrate.report.estimators import estimator, label
-from causalrate.report.headlines import headlines, warnings
+from causalrate.report.headlines import headlines, naive_error, warnings
 from causalrate.report.label import data_words, groups_words, period_words, series_words
 from causalrate.report.templating import missing_values_text
 from causalrate.run import RatingsDocument
@@ -85,7 +85,7 @@ def model_card(doc: RatingsDocument, system: str, *, failures: int, report: str)
         f"Ratings are relative: 1 = best, {levels} = worst of the {n} systems compared "
         f"({', '.join(doc.system_names)}); another set of systems can change them.",
         f"Measured on {dataset_name(doc)} only; other data, horizons or perturbations may differ.",
-        f"Missing values: {missing_values_text(meta)}." if meta.nan_policy else "",
+        f"Missing values: {missing_values_text(meta, naive_error(doc))}." if meta.nan_policy else "",
         *warnings(doc, system, failures=failures),
         *(
             [f"Declared trained on {', '.join(meta.trained_on_study_data)}, this study's data: leakage possible."]

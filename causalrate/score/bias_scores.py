@@ -22,6 +22,7 @@ class WrsScore(Score):
     coverage = "perturbed"
     resampling = "windows"
     margin = Margin("wrs_max", 0.1)  # 0.1 of its maximum (2.3 per pair)
+    radar = True  # every attribute's WRS, whatever its name (METHOD §4): wrs_month on hourly demand as wrs_industry
     attribute: ClassVar[str]
 
     def compute(self, evidence: Evidence) -> pd.DataFrame | Unavailable:
@@ -65,7 +66,6 @@ def perturbed_groups(
 class WrsIndustry(WrsScore):
     attribute = "industry"
     estimator = "WRS over industry groups (Welch t, weighted pair count)"
-    radar = True
     label = "WRS by industry"
     description = (
         "how much its errors differ between industries (0 = not at all; each pair of industries adds up to 2.3, "
@@ -88,7 +88,6 @@ class WrsDomain(WrsScore):
 class WrsCompany(WrsScore):
     attribute = "company"
     estimator = "WRS over company groups (Welch t, weighted pair count)"
-    radar = True
     label = "WRS by company"
     description = "how much its errors differ between companies of the same industry (0 = not at all)"
 

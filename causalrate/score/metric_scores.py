@@ -42,7 +42,8 @@ class Mase(MetricScore):
     metric = "mase"
     label = "MASE"
     description = (
-        "error relative to the seasonal naive's in-sample error (below 1 beats it; season 1: the day-to-day change)"
+        "error relative to the seasonal naive's in-sample error (below 1 beats it; season 1: the change from one "
+        "point to the next)"
     )
 
 
