@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Iterable
@@ -20,6 +21,34 @@ from types import ModuleType
 from causalrate.errors import UserError
 
 MODULE_PREFIX = "causalrate_plugin_"  # the module name of an imported plugin file starts with this
+
+
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles a module from its source on every import: no __pycache__ file read or written. Python checks those
+    by the source's mtime in whole seconds and its size only, so a model's neighbour module edited to the same
+    size within a second of its last import ran its old code (while the forecast cache, keyed by the files'
+    content, said new)."""
+
+    def path_stats(self, path: str) -> dict:
+        raise OSError("no byte-code cache for a model's or plugin's own folder")  # SourceLoader: compile the source
+
+
+_SOURCE_ONLY: set[Path] = set()  # the folders of model and plugin files (import_file): their modules, by source
+
+
+def _source_only_finder(entry: str) -> importlib.machinery.FileFinder:
+    """The finder of a sys.path entry (or a package's folder) within a model's or plugin's own folder."""
+    if not entry or not any(Path(entry).is_relative_to(folder) for folder in _SOURCE_ONLY):
+        raise ImportError(entry)  # not ours: the next hook's (Python's own)
+    return importlib.machinery.FileFinder(
+        entry,
+        (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+        (_SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES),
+        (importlib.machinery.SourcelessFileLoader, importlib.machinery.BYTECODE_SUFFIXES),
+    )
+
+
+sys.path_hooks.insert(0, _source_only_finder)
 
 
 def is_file(entry: str) -> bool:
@@ -63,7 +92,8 @@ def import_file(path: Path, prefix: str, *, per_content: bool = False) -> Module
     here: never a __pycache__ file, which Python checks by the source's mtime in whole seconds and size only (an
     edit of the same size within a second ran the old code). Imported once per path, or with `per_content` once
     per (path, content): an edited file is then a new module. Its folder joins sys.path (a helper module beside
-    it imports without PYTHONPATH). FileNotFoundError if there is no such file."""
+    it imports without PYTHONPATH), and what is imported from it is compiled from its source, never a __pycache__
+    file (`_SourceOnlyLoader`). FileNotFoundError if there is no such file."""
     name = _file_module_name(path, prefix)
     if not per_content and name in sys.modules:
         return sys.modules[name]
@@ -80,6 +110,8 @@ def import_file(path: Path, prefix: str, *, per_content: bool = False) -> Module
         module = importlib.util.module_from_spec(spec)
         module.__dict__["__causalrate_sha256__"] = digest
         sys.modules[name] = module  # registered before running it: dataclasses and pickling look it up
+        _SOURCE_ONLY.add(path.parent)
+        sys.path_importer_cache.pop(str(path.parent), None)  # a finder made before it was ours
         if str(path.parent) not in sys.path:
             sys.path.append(str(path.parent))
         try:

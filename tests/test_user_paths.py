@@ -44,6 +44,38 @@ def test_two_model_files_with_one_stem_are_two_systems(tmp_path, monkeypatch):
     assert edited.identity()["source"] not in {s.identity()["source"] for s in systems}
 
 
+NEIGHBOUR = (
+    "import numpy as np\nfrom helper import VALUE\n\n\ndef predict(inputs, horizon):\n"
+    "    return np.full((len(inputs), horizon), VALUE)\n"
+)
+IMPORT_IT = (
+    "import numpy as np, sys; from pathlib import Path; from causalrate.systems.python_system import load_callable; "
+    "print(float(load_callable('model.py:predict', base_dir=Path(sys.argv[1]))(np.ones((1, 3)), 2)[0, 0]))"
+)
+
+
+def test_a_neighbour_module_edited_within_a_second_runs_its_edited_code_in_the_next_process(tmp_path):
+    """model.py imports helper.py beside it. Python would read helper's __pycache__ file, valid by its source's
+    mtime in whole seconds and size, so an edit of the same size within a second ran the old code in the next
+    worker (while the forecast cache, keyed by the files' content, said new). Each process compiles it afresh."""
+    import subprocess
+
+    (tmp_path / "model.py").write_text(NEIGHBOUR)
+    (tmp_path / "helper.py").write_text("VALUE = 1.0\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # a user's Python: caches written
+
+    def forecast() -> str:
+        command = [sys.executable, "-c", IMPORT_IT, str(tmp_path)]
+        return subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+    assert forecast() == "1.0"
+    before = (tmp_path / "helper.py").stat()
+    (tmp_path / "helper.py").write_text("VALUE = 2.0\n")  # the same size, its mtime put back: one second's edit
+    os.utime(tmp_path / "helper.py", ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert forecast() == "2.0"
+    assert not list(tmp_path.glob("__pycache__/helper*"))  # nothing of its folder is cached
+
+
 PLUGIN_SYSTEM = """import numpy as np
 from causalrate.systems import SYSTEMS, System
 
