@@ -161,12 +161,12 @@ PAPER_FOUR = (
 )
 
 
-def study(folder: Path, system: str, smoke: bool) -> Path:
+def study(folder: Path, system: str, smoke: bool, start: str = "2022-01-01") -> Path:
     series = "[AAPL, MSFT]" if smoke else "[AAPL, MSFT, MRK, PFE, JPM, BAC]"
     path = folder / f"{system}.yaml"
     path.write_text(
         f"""name: gpu-{system}
-data: {{source: embedded, series: {series}, start: 2022-01-01, end: 2022-12-31}}
+data: {{source: embedded, series: {series}, start: {start}, end: 2022-12-31}}
 windows: {{input_length: 80, horizon: 20, stride: {40 if smoke else 1}}}
 forecast: {{cache: false, timeout: 600}}
 perturbations: {PAPER_FOUR}
@@ -230,7 +230,7 @@ class Busy:
         return f"{100 * self.cpu / self.wall:.0f} % CPU"
 
 
-def measure(folder: Path, name: str, smoke: bool, keep: bool) -> list[tuple[str, ...]]:
+def measure(folder: Path, name: str, smoke: bool, keep: bool, start: str) -> list[tuple[str, ...]]:
     """The system's row (with --keep-loaded: a cold and a kept row): the engine's rates against the model alone's."""
     from causalrate.config import load_config
     from causalrate.forecast.metrics import METRICS
@@ -238,7 +238,7 @@ def measure(folder: Path, name: str, smoke: bool, keep: bool) -> list[tuple[str,
     from causalrate.forecast.store import ForecastStore
     from causalrate.study import prepare
 
-    config, base_dir = load_config(study(folder, name, smoke))
+    config, base_dir = load_config(study(folder, name, smoke, start))
     prepared = prepare(config, base_dir=base_dir)
     engines = []
     for run in ("cold", "kept") if keep else ("",):
@@ -368,6 +368,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--systems", default=",".join(DEFAULT), help=f"comma-separated, of {', '.join(SYSTEMS)}")
     parser.add_argument("--keep-loaded", action="store_true", help="each engine phase twice, the second kept")
+    parser.add_argument("--start", default="2022-01-01", help="the data's first day (earlier: more windows)")
     args = arguments(parser)
     chosen = [name for name in args.systems.split(",") if name]
     if unknown := sorted(set(chosen) - set(SYSTEMS)):
@@ -393,7 +394,7 @@ def main() -> None:
         folder = Path(tmp)
         for name in chosen:
             builders[name](folder / "ckpt" / folders[name], args.smoke)
-        rows = [row for name in chosen for row in measure(folder, name, args.smoke, args.keep_loaded)]
+        rows = [row for name in chosen for row in measure(folder, name, args.smoke, args.keep_loaded, args.start)]
     head = (
         "system",
         "device",
