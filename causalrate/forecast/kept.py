@@ -276,11 +276,8 @@ def attach(name: str, *, idle: float, cores: int, results: Any) -> Kept | None:
     """The kept worker `name`, started if none serves this identity (connected to once it listens, by the Kept's
     sender); None when another run is using it: this run then starts a worker of its own."""
     at = folder()
-    lock = open(at / f"{name}.lock", "a")  # noqa: SIM115 (held for the run: Kept closes it)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
+    lock = _lock(at / f"{name}.lock")  # held for the run: Kept closes it
+    if lock is None:
         log.info("kept %s serves another run; this run starts a worker of its own", name)
         return None
     address, secret, env = at / f"{name}.sock", key(at), worker_env()
@@ -329,13 +326,10 @@ def listed() -> list[tuple[str, int, bool]]:
         pid = _pid(address)
         if pid is None:
             continue
-        with open(address.with_suffix(".lock"), "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                out.append((address.stem, pid, True))
-                continue
-        out.append((address.stem, pid, False))
+        lock = _lock(address.with_suffix(".lock"))
+        out.append((address.stem, pid, lock is None))
+        if lock is not None:
+            lock.close()
     return out
 
 
@@ -346,12 +340,11 @@ def stop() -> tuple[int, int]:
     for address in sorted(at.glob("*.sock")):
         if _pid(address) is None:
             continue
-        with open(address.with_suffix(".lock"), "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                busy += 1
-                continue
+        lock = _lock(address.with_suffix(".lock"))
+        if lock is None:
+            busy += 1
+            continue
+        with lock:
             conn = _connect(address, key(at))
             if conn is None:
                 continue
@@ -361,6 +354,17 @@ def stop() -> tuple[int, int]:
             _gone(pid)
             ended += 1
     return ended, busy
+
+
+def _lock(path: Path) -> IO | None:
+    """The kept worker's lock file, locked (a run uses it while it holds this); None if another holds it."""
+    lock = open(path, "a")  # noqa: SIM115 (the caller holds it, then closes it)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock
 
 
 def _pid(address: Path) -> int | None:
